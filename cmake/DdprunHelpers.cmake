@@ -1,0 +1,43 @@
+# Build helpers: one function per kind of target, so warnings, sanitizers and
+# the C++ standard are set in one place.
+
+function(ddprun_apply_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow
+                                           -Wnon-virtual-dtor -Wold-style-cast)
+  if(DDPRUN_WARNINGS_AS_ERRORS)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
+if(DDPRUN_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# ddprun_add_library(NAME name SRCS ... PUBLIC_DEPS ... PRIVATE_DEPS ...)
+# Creates ddprun_<name> with the alias ddprun::<name>, a PUBLIC include/ and a
+# PRIVATE src/.
+function(ddprun_add_library)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  set(target ddprun_${ARG_NAME})
+  add_library(${target} STATIC ${ARG_SRCS})
+  add_library(ddprun::${ARG_NAME} ALIAS ${target})
+  target_include_directories(${target}
+    PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}/include"
+    PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/src")
+  target_link_libraries(${target} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  ddprun_apply_warnings(${target})
+endfunction()
+
+# ddprun_add_test(NAME name SRCS ... DEPS ... LABELS ...)
+# One GoogleTest executable; each test case becomes a ctest test carrying LABELS.
+function(ddprun_add_test)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS;LABELS;ENV" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest_main)
+  ddprun_apply_warnings(${ARG_NAME})
+  gtest_discover_tests(${ARG_NAME}
+    PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "${ARG_ENV}"
+    DISCOVERY_TIMEOUT 60)
+endfunction()

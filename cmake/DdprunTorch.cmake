@@ -1,0 +1,47 @@
+# Finds LibTorch (Debian's libtorch-dev, or a PyTorch wheel's share/cmake) and a
+# Python interpreter that can import torch. Sets DDPRUN_HAVE_TORCH and
+# DDPRUN_TORCH_PYTHON.
+
+set(DDPRUN_HAVE_TORCH OFF)
+if(NOT DDPRUN_WITH_TORCH STREQUAL "OFF")
+  if(DDPRUN_WITH_TORCH STREQUAL "ON")
+    find_package(Torch REQUIRED)
+  else()
+    find_package(Torch QUIET)
+  endif()
+  if(Torch_FOUND)
+    set(DDPRUN_HAVE_TORCH ON)
+    # LibTorch's own target carries flags (-D_GLIBCXX_USE_CXX11_ABI, ...); we
+    # wrap it so our targets get its headers as SYSTEM and never its warnings.
+    add_library(ddprun_torch INTERFACE)
+    target_link_libraries(ddprun_torch INTERFACE ${TORCH_LIBRARIES})
+    target_include_directories(ddprun_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+    target_compile_definitions(ddprun_torch INTERFACE USE_C10D_GLOO)
+    add_library(ddprun::torch ALIAS ddprun_torch)
+    message(STATUS "ddprun: LibTorch found; building worker, compat tests and store_bench")
+  else()
+    message(STATUS "ddprun: LibTorch not found; worker, compat tests and store_bench are skipped")
+  endif()
+endif()
+
+# The first python3 on PATH may not have torch; pick the one that does.
+set(DDPRUN_TORCH_PYTHON "" CACHE FILEPATH "A Python interpreter that can import torch")
+if(NOT DDPRUN_TORCH_PYTHON)
+  foreach(candidate /usr/bin/python3 python3)
+    find_program(_py NAMES ${candidate} NO_CACHE)
+    if(_py)
+      execute_process(COMMAND ${_py} -c "import torch" RESULT_VARIABLE _rc
+                      OUTPUT_QUIET ERROR_QUIET)
+      if(_rc EQUAL 0)
+        set(DDPRUN_TORCH_PYTHON ${_py} CACHE FILEPATH "" FORCE)
+        break()
+      endif()
+    endif()
+    unset(_py)
+  endforeach()
+endif()
+if(DDPRUN_TORCH_PYTHON)
+  message(STATUS "ddprun: Python with torch: ${DDPRUN_TORCH_PYTHON}")
+else()
+  message(STATUS "ddprun: no Python with torch found; Python compat tests will skip")
+endif()

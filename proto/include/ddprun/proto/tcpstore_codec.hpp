@@ -1,0 +1,80 @@
+// Incremental encoder and decoder for TCPStore requests, and the primitive
+// writer used for replies. No I/O and no threads: callers own the buffers.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ddprun/proto/tcpstore_wire.hpp"
+
+namespace ddprun::proto {
+
+// One decoded request. The string_views point into the decoder's input and
+// stay valid only until the caller discards those bytes.
+struct Request {
+  Command command = Command::GetNumKeys;
+  std::vector<std::string_view> keys;    // the key, a key list, or MULTI_SET's keys
+  std::vector<std::string_view> values;  // value(s): SET/APPEND/QUEUE_PUSH data, CAS expected+desired, MULTI_SET values
+  std::int64_t number = 0;               // ADD delta
+  std::uint32_t word = 0;                // VALIDATE magic, PING nonce
+
+  void clear();
+};
+
+enum class DecodeStatus : std::uint8_t { Complete, NeedMore, Bad };
+
+struct DecodeResult {
+  DecodeStatus status = DecodeStatus::NeedMore;
+  // Complete: bytes consumed. NeedMore: a lower bound on the request's total
+  // size (never above Limits::max_request_bytes). Bad: 0.
+  std::size_t size = 0;
+  std::string error;  // Bad only: what was wrong, e.g. "a key of 9000 bytes exceeds the 8192-byte limit"
+};
+
+// Decodes one connection's request stream. The first call decides the dialect
+// from the first bytes: 00 CE F7 85 3C is a 2.2+ VALIDATE, anything else is
+// the configured legacy dialect (1.13 by default). One per connection.
+class RequestDecoder {
+ public:
+  explicit RequestDecoder(Limits limits = {}, Dialect legacy_dialect = Dialect::Legacy113);
+
+  // Decodes the request at the front of `input` into `out`. Never allocates
+  // more than the limits allow, whatever the input claims.
+  DecodeResult decode(std::string_view input, Request& out);
+
+  Dialect dialect() const { return dialect_; }
+  const Limits& limits() const { return limits_; }
+
+ private:
+  DecodeResult detectDialect(std::string_view input);
+
+  Limits limits_;
+  Dialect legacy_dialect_;
+  Dialect dialect_ = Dialect::Undecided;
+  bool first_request_ = true;
+};
+
+// Appends wire primitives (little-endian, u64 length prefixes) to a string.
+class WireWriter {
+ public:
+  explicit WireWriter(std::string& out) : out_(out) {}
+
+  void u8(std::uint8_t value) { out_.push_back(static_cast<char>(value)); }
+  void u32(std::uint32_t value);
+  void i64(std::int64_t value);
+  void u64(std::uint64_t value);
+  void bytes(std::string_view value);
+  void keyList(std::span<const std::string_view> keys);
+
+ private:
+  std::string& out_;
+};
+
+// Appends `request` as `dialect` sends it. Throws std::invalid_argument when
+// the dialect has no byte for the command (e.g. PING in 1.13).
+void encodeRequest(Dialect dialect, const Request& request, std::string& out);
+
+}  // namespace ddprun::proto

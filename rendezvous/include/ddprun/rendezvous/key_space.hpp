@@ -1,0 +1,101 @@
+// One store namespace: values, counters, queues, waiters and (1.13) watchers,
+// with PyTorch's TCPStore semantics. Socket-free and not thread-safe: the
+// server calls it with its store lock held, tests call it directly.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ddprun/proto/tcpstore_codec.hpp"
+
+namespace ddprun::rdzv {
+
+using ClientId = std::uint64_t;
+
+// Receives bytes the store sends to a client other than in reply to that
+// client's current request: STOP_WAITING when its WAIT completes, and 1.13
+// watch notifications. Called with the store lock held; must not block.
+class ClientSink {
+ public:
+  virtual ~ClientSink() = default;
+  virtual void deliver(ClientId client, std::string_view bytes) = 0;
+};
+
+// Transparent hashing so lookups by string_view allocate nothing.
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view text) const noexcept {
+    return std::hash<std::string_view>{}(text);
+  }
+};
+
+template <typename V>
+using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
+
+class KeySpace {
+ public:
+  explicit KeySpace(ClientSink& sink) : sink_(sink) {}
+
+  // Runs one request for `client`, appending its reply (if the command has
+  // one) to `reply`. Returns a reason when the request must close the
+  // connection (e.g. ADD on a non-numeric value); nothing is changed then.
+  // On legacy connections a new request cancels a still-pending WAIT: 1.13
+  // clients give up waiting without telling the server (protocol doc §8.2).
+  std::optional<std::string> execute(ClientId client, proto::Dialect dialect,
+                                     const proto::Request& request, std::string& reply);
+
+  // Drops every wait and watch registration of a client that went away.
+  void forgetClient(ClientId client);
+
+  bool hasPendingWait(ClientId client) const { return pending_.contains(client); }
+  std::size_t numKeys() const { return values_.size(); }
+  std::size_t waitingClients() const { return pending_.size(); }
+
+ private:
+  struct PendingWait {
+    std::size_t missing = 0;
+    std::vector<std::string> keys;  // to unregister on cancel
+  };
+
+  using Reply = std::string;
+  std::optional<std::string> add(std::string_view key, std::int64_t delta, Reply& reply);
+  void compareSet(std::string_view key, std::string_view expected, std::string_view desired,
+                  Reply& reply);
+  void set(std::string_view key, std::string_view value);
+  void append(std::string_view key, std::string_view value);
+  void get(std::string_view key, Reply& reply) const;
+  void check(const std::vector<std::string_view>& keys, Reply& reply) const;
+  void wait(ClientId client, const std::vector<std::string_view>& keys, Reply& reply);
+  void cancelWait(ClientId client);
+  void deleteKey(std::string_view key, Reply& reply);
+  void watchKey(ClientId client, std::string_view key, Reply& reply);
+  void queuePush(std::string_view key, std::string_view value);
+  void queuePop(std::string_view key, Reply& reply);
+  void queueLen(std::string_view key, Reply& reply) const;
+  void list(Reply& reply) const;
+
+  bool isPresent(std::string_view key) const;
+  // Counts a key's arrival for every client waiting on it (all of them, or the
+  // first to complete for a queue push), sending STOP_WAITING to those done.
+  void wake(std::string_view key, bool only_first_completed = false);
+  void notifyWatchers(std::string_view key, proto::WatchResponse event, std::string_view old_value,
+                      std::string_view new_value);
+  // Stores `value` under `key`, then wakes waiters and notifies watchers.
+  void storeValue(std::string_view key, std::string value);
+
+  ClientSink& sink_;
+  StringMap<std::string> values_;
+  StringMap<std::deque<std::string>> queues_;
+  StringMap<std::vector<ClientId>> waiters_;  // key -> clients, once per awaited occurrence
+  std::unordered_map<ClientId, PendingWait> pending_;
+  StringMap<std::vector<ClientId>> watchers_;
+  std::unordered_map<ClientId, std::vector<std::string>> watched_keys_;
+};
+
+}  // namespace ddprun::rdzv

@@ -1,0 +1,58 @@
+// A c10d-TCPStore-compatible store server: every PyTorch client dialect from
+// 1.13 to 2.10+, on Boost.Asio.
+//
+// Owns the listening socket, `threads` io_contexts each run by one thread it
+// starts, every client session, and the store state. Connections are spread
+// over the threads round-robin; the store state is shared under one lock, so
+// commands stay atomic and totally ordered as in PyTorch's servers.
+// Construct, start(), then stop() (or destroy) from one controlling thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ddprun/proto/tcpstore_wire.hpp"
+
+namespace ddprun::rdzv {
+
+struct ServerOptions {
+  std::string host;        // empty: every address (IPv6 dual-stack, else IPv4)
+  std::uint16_t port = 29400;  // 0: an ephemeral port, see Server::port()
+  int threads = 1;
+  proto::Limits limits;
+  proto::Dialect legacy_dialect = proto::Dialect::Legacy113;  // or Legacy21
+  std::chrono::milliseconds request_timeout{30'000};
+};
+
+struct ServerStats {
+  std::size_t connections = 0;
+  std::size_t keys = 0;  // in the default key space
+  std::size_t waiting_clients = 0;
+};
+
+class Server {
+ public:
+  // Binds and listens; throws NetworkError naming the address on failure.
+  explicit Server(ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  std::uint16_t port() const;
+  std::string listenAddress() const;  // e.g. "[::]:29400"
+
+  // Starts the threads and begins accepting. Returns at once.
+  void start();
+  // Stops accepting, closes every connection, joins the threads. Idempotent.
+  void stop();
+
+  ServerStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ddprun::rdzv

@@ -1,0 +1,118 @@
+// ddprund: the rendezvous daemon. Parses flags, starts a Server, waits for
+// SIGTERM/SIGINT, stops it. Exit codes: 0 clean stop, 1 runtime failure,
+// 2 bad flags.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "ddprun/proto/errors.hpp"
+#include "ddprun/rendezvous/server.hpp"
+#include "log.hpp"
+
+namespace {
+
+using ddprun::rdzv::ServerOptions;
+
+struct DaemonFlags {
+  ServerOptions server;
+  std::string port_file;
+  std::string legacy_dialect = "1.13";
+  double request_timeout_s = 30;
+  std::string log_level = "info";
+};
+
+void defineFlags(CLI::App& app, DaemonFlags& flags) {
+  auto& s = flags.server;
+  app.add_option("--host", s.host, "Address to listen on (default: all, IPv6 and IPv4)");
+  app.add_option("--port", s.port, "TCP port; 0 picks a free one and prints it")
+      ->capture_default_str();
+  app.add_option("--threads", s.threads, "I/O threads")->capture_default_str()->check(
+      CLI::Range(1, 256));
+  app.add_option("--port-file", flags.port_file, "Write the port to this file once listening");
+  app.add_option("--legacy-dialect", flags.legacy_dialect,
+                 "Clients without a VALIDATE handshake speak 1.13 (also 2.0) or 2.1")
+      ->check(CLI::IsMember({"1.13", "2.1"}))
+      ->capture_default_str();
+  app.add_option("--request-timeout", flags.request_timeout_s,
+                 "Seconds a started request may stay incomplete before the connection is closed")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-key-bytes", s.limits.max_key_bytes)->capture_default_str();
+  app.add_option("--max-value-bytes", s.limits.max_value_bytes)->capture_default_str();
+  app.add_option("--max-keys", s.limits.max_keys_per_request, "Most keys in one request")
+      ->capture_default_str();
+  app.add_option("--max-request-bytes", s.limits.max_request_bytes)->capture_default_str();
+  app.add_option("--log-level", flags.log_level)
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
+}
+
+// Written to a temporary name and renamed, so readers never see a partial file.
+void writePortFile(const std::string& path, std::uint16_t port) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << port << '\n';
+    if (!out.flush()) {
+      throw ddprun::ConfigError("ddprund: cannot write --port-file '" + path + "'");
+    }
+  }
+  std::filesystem::rename(temporary, path);
+}
+
+// Blocks until SIGTERM or SIGINT. The signals are blocked in every thread
+// (the mask is inherited by the server's threads), so only sigwait sees them.
+int waitForStopSignal(const sigset_t& signals) {
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  return signal_number;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("ddprund: a c10d TCPStore-compatible rendezvous store (PyTorch 1.13 to 2.10+)");
+  DaemonFlags flags;
+  defineFlags(app, flags);
+  CLI11_PARSE(app, argc, argv);
+
+  auto& log = ddprun::rdzv::rdzvLog();
+  log.set_level(spdlog::level::from_str(flags.log_level));
+  flags.server.legacy_dialect = flags.legacy_dialect == "2.1" ? ddprun::proto::Dialect::Legacy21
+                                                               : ddprun::proto::Dialect::Legacy113;
+  flags.server.request_timeout =
+      std::chrono::milliseconds(static_cast<long>(flags.request_timeout_s * 1000));
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  try {
+    ddprun::rdzv::Server server(flags.server);
+    server.start();
+    std::printf("ddprund listening on %s\n", server.listenAddress().c_str());
+    std::fflush(stdout);
+    if (!flags.port_file.empty()) {
+      writePortFile(flags.port_file, server.port());
+    }
+    log.info("listening on {} ({} thread(s))", server.listenAddress(), flags.server.threads);
+    const int signal_number = waitForStopSignal(signals);
+    log.info("received {}; stopping", strsignal(signal_number));
+    server.stop();
+    return 0;
+  } catch (const ddprun::ConfigError& error) {
+    std::fprintf(stderr, "%s\n", error.what());
+    return 2;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ddprund: %s\n", error.what());
+    return 1;
+  }
+}

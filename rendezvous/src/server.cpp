@@ -1,0 +1,234 @@
+// Exceptions: the constructor throws NetworkError when it cannot listen.
+// After start(), nothing throws out of a handler: accept errors are logged
+// and retried, session errors close that session only.
+#include "ddprun/rendezvous/server.hpp"
+
+#include <atomic>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "ddprun/net/asio.hpp"
+#include "ddprun/proto/errors.hpp"
+#include "ddprun/rendezvous/store_state.hpp"
+#include "log.hpp"
+#include "session.hpp"
+#include "session_registry.hpp"
+
+namespace ddprun::rdzv {
+namespace {
+
+// PyTorch's libuv server uses the kernel's maximum backlog so that a start-up
+// storm of thousands of ranks is not reset (pytorch#128739); so do we.
+int listenBacklog() {
+  std::ifstream file("/proc/sys/net/core/somaxconn");
+  int value = 0;
+  if (file >> value && value > 0) {
+    return value;
+  }
+  return SOMAXCONN;
+}
+
+// Runs `work` on `context`'s thread and waits until it has run.
+template <typename Work>
+void runOn(net::asio::io_context& context, Work work) {
+  std::promise<void> done;
+  net::asio::post(context, [&done, &work] {
+    work();
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+
+std::string formatEndpoint(const net::tcp::endpoint& endpoint) {
+  const auto address = endpoint.address();
+  const std::string host =
+      address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  return host + ":" + std::to_string(endpoint.port());
+}
+
+}  // namespace
+
+struct Server::Impl {
+  explicit Impl(ServerOptions opts)
+      : options(std::move(opts)),
+        state(registry),
+        context{store_mutex,   state, registry, options.limits, options.legacy_dialect,
+                options.request_timeout} {
+    const int count = std::max(1, options.threads);
+    for (int i = 0; i < count; ++i) {
+      contexts.push_back(std::make_unique<net::asio::io_context>(1));
+    }
+    acceptor.emplace(*contexts.front());
+    listen();
+  }
+
+  void listen();
+  bool tryListen(const net::tcp::endpoint& endpoint, bool dual_stack, std::string& errors);
+  void startAccept();
+  void onAccept(const net::error_code& error, net::tcp::socket socket);
+
+  ServerOptions options;
+  std::mutex store_mutex;
+  SessionRegistry registry;
+  StoreState state;
+  SessionContext context;
+  std::vector<std::unique_ptr<net::asio::io_context>> contexts;
+  std::optional<net::asio::ip::tcp::acceptor> acceptor;
+  std::optional<net::asio::steady_timer> accept_retry;
+  std::vector<std::thread> threads;
+  std::vector<net::asio::executor_work_guard<net::asio::io_context::executor_type>> guards;
+  std::atomic<ClientId> next_client{1};
+  std::size_t next_context = 0;
+  bool started = false;
+  bool stopped = false;
+};
+
+bool Server::Impl::tryListen(const net::tcp::endpoint& endpoint, bool dual_stack,
+                             std::string& errors) {
+  net::error_code error;
+  acceptor->open(endpoint.protocol(), error);
+  if (!error && dual_stack) {
+    acceptor->set_option(net::asio::ip::v6_only(false), error);
+  }
+  if (!error) {
+    acceptor->set_option(net::tcp::acceptor::reuse_address(true), error);
+  }
+  if (!error) {
+    acceptor->bind(endpoint, error);
+  }
+  if (!error) {
+    acceptor->listen(listenBacklog(), error);
+  }
+  if (error) {
+    errors += (errors.empty() ? "" : "; ") + formatEndpoint(endpoint) + ": " + error.message();
+    net::error_code ignored;
+    acceptor->close(ignored);
+    return false;
+  }
+  return true;
+}
+
+void Server::Impl::listen() {
+  std::string errors;
+  if (options.host.empty()) {
+    if (tryListen({net::asio::ip::address_v6::any(), options.port}, true, errors) ||
+        tryListen({net::asio::ip::address_v4::any(), options.port}, false, errors)) {
+      return;
+    }
+  } else {
+    net::error_code error;
+    const auto address = net::asio::ip::make_address(options.host, error);
+    if (error) {
+      throw ConfigError("ddprund: --host '" + options.host + "' is not an IP address");
+    }
+    if (tryListen({address, options.port}, false, errors)) {
+      return;
+    }
+  }
+  throw NetworkError("ddprund: cannot listen (" + errors + ")");
+}
+
+void Server::Impl::startAccept() {
+  auto& target = *contexts[next_context];
+  next_context = (next_context + 1) % contexts.size();
+  acceptor->async_accept(target.get_executor(),
+                         [this](const net::error_code& error, net::tcp::socket socket) {
+                           onAccept(error, std::move(socket));
+                         });
+}
+
+void Server::Impl::onAccept(const net::error_code& error, net::tcp::socket socket) {
+  if (error == net::asio::error::operation_aborted || !acceptor->is_open()) {
+    return;
+  }
+  if (error) {
+    // Usually EMFILE: out of descriptors. Back off briefly rather than spin.
+    rdzvLog().warn("ddprund cannot accept a connection: {}; retrying in 100 ms", error.message());
+    accept_retry.emplace(*contexts.front(), std::chrono::milliseconds(100));
+    accept_retry->async_wait([this](const net::error_code& e) {
+      if (!e) {
+        startAccept();
+      }
+    });
+    return;
+  }
+  net::error_code ignored;
+  socket.set_option(net::tcp::no_delay(true), ignored);
+  socket.set_option(net::asio::socket_base::keep_alive(true), ignored);
+  const auto remote = socket.remote_endpoint(ignored);
+  // The session belongs to the io_context its socket was accepted onto.
+  auto executor = socket.get_executor();
+  auto session = std::make_shared<Session>(std::move(socket), next_client++,
+                                           formatEndpoint(remote), context);
+  net::asio::post(executor, [session] { session->start(); });
+  startAccept();
+}
+
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Server::~Server() { stop(); }
+
+std::uint16_t Server::port() const { return impl_->acceptor->local_endpoint().port(); }
+
+std::string Server::listenAddress() const {
+  return formatEndpoint(impl_->acceptor->local_endpoint());
+}
+
+void Server::start() {
+  if (impl_->started) {
+    return;
+  }
+  impl_->started = true;
+  net::asio::post(*impl_->contexts.front(), [impl = impl_.get()] { impl->startAccept(); });
+  for (auto& context : impl_->contexts) {
+    impl_->guards.push_back(net::asio::make_work_guard(*context));
+    impl_->threads.emplace_back([&context] { context->run(); });
+  }
+}
+
+void Server::stop() {
+  if (!impl_ || impl_->stopped) {
+    return;
+  }
+  impl_->stopped = true;
+  if (!impl_->started) {
+    return;
+  }
+  // 1. Close the acceptor on its own thread, after any accept in progress.
+  runOn(*impl_->contexts.front(), [impl = impl_.get()] {
+    net::error_code ignored;
+    impl->acceptor->close(ignored);
+    if (impl->accept_retry) {
+      impl->accept_retry->cancel();
+    }
+  });
+  // 2. Let every session accepted before that register itself.
+  for (auto& context : impl_->contexts) {
+    runOn(*context, [] {});
+  }
+  // 3. Close every session; each thread's run() returns once its handlers end.
+  std::vector<SessionPtr> sessions;
+  {
+    std::lock_guard lock(impl_->store_mutex);
+    sessions = impl_->registry.snapshot();
+  }
+  for (auto& session : sessions) {
+    session->shutdown();
+  }
+  sessions.clear();
+  impl_->guards.clear();
+  for (auto& thread : impl_->threads) {
+    thread.join();
+  }
+}
+
+ServerStats Server::stats() const {
+  std::lock_guard lock(impl_->store_mutex);
+  KeySpace& space = impl_->state.keySpace("");
+  return {impl_->registry.size(), space.numKeys(), space.waitingClients()};
+}
+
+}  // namespace ddprun::rdzv

@@ -1,0 +1,264 @@
+// Flow of one connection (all on the session's thread):
+//
+//   startRead -> onRead -> processInput -> executeBuffered (store lock held,
+//        ^                      |             replies appended to out_)
+//        |                      +-> flushIfIdle -> startWrite -> onWrite --+
+//        +--- unless the output backlog is too large; onWrite resumes -----+
+//
+// A request left incomplete longer than request_timeout closes the
+// connection (armRequestTimer). Idle connections with nothing buffered are
+// never timed out: 1.13 clients keep an idle callback connection forever.
+// Exceptions: nothing here throws on a client's input; Asio errors arrive as
+// error codes and close this connection only.
+#include "session.hpp"
+
+#include <cstring>
+
+#include "ddprun/rendezvous/store_state.hpp"
+#include "log.hpp"
+#include "session_registry.hpp"
+
+namespace ddprun::rdzv {
+namespace {
+
+constexpr std::size_t kInitialReadBuffer = 1024;
+// Idle connections give back large buffers, so 10k clients stay small.
+constexpr std::size_t kShrinkReadBufferAbove = 64 * 1024;
+// Stop reading a client that does not read its replies past this backlog.
+constexpr std::size_t kMaxOutputBacklog = 16 * 1024 * 1024;
+
+}  // namespace
+
+Session::Session(net::tcp::socket socket, ClientId id, std::string peer,
+                 const SessionContext& context)
+    : socket_(std::move(socket)),
+      id_(id),
+      peer_(std::move(peer)),
+      context_(context),
+      key_space_(context.state.keySpace("")),
+      decoder_(context.limits, context.legacy_dialect),
+      in_(kInitialReadBuffer, '\0') {}
+
+void Session::start() {
+  {
+    std::lock_guard lock(context_.store_mutex);
+    context_.registry.add(shared_from_this());
+  }
+  startRead();
+}
+
+void Session::startRead() {
+  if (closed_ || read_paused_) {
+    return;
+  }
+  socket_.async_read_some(
+      net::asio::buffer(in_.data() + in_end_, in_.size() - in_end_),
+      [self = shared_from_this()](const net::error_code& error, std::size_t bytes) {
+        self->onRead(error, bytes);
+      });
+}
+
+void Session::onRead(const net::error_code& error, std::size_t bytes) {
+  if (error) {
+    const bool clean = error == net::asio::error::eof ||
+                       error == net::asio::error::connection_reset ||
+                       error == net::asio::error::operation_aborted;
+    close(clean ? "closed the connection" : "failed: " + error.message(), !clean);
+    return;
+  }
+  in_end_ += bytes;
+  processInput();
+}
+
+void Session::processInput() {
+  std::size_t completed = 0;
+  if (auto error = executeBuffered(completed)) {
+    close(*error, /*warn=*/true);
+    return;
+  }
+  completed_ += completed;
+  if (in_begin_ == in_end_) {
+    in_begin_ = in_end_ = 0;
+    if (in_.size() > kShrinkReadBufferAbove) {
+      in_.assign(kInitialReadBuffer, '\0');
+      in_.shrink_to_fit();
+    }
+  } else if (!read_paused_) {
+    prepareBufferForMore(needed_);
+    if (!timer_armed_) {
+      armRequestTimer();  // at most one timer in flight; it re-arms itself on progress
+    }
+  }
+  flushIfIdle();
+  startRead();
+}
+
+// Decodes and runs every complete request buffered, under one store lock.
+// Returns why the connection must close, if it must.
+std::optional<std::string> Session::executeBuffered(std::size_t& completed) {
+  std::lock_guard lock(context_.store_mutex);
+  while (in_begin_ < in_end_) {
+    if (outputBacklogged()) {
+      read_paused_ = true;
+      return std::nullopt;
+    }
+    const std::string_view input(in_.data() + in_begin_, in_end_ - in_begin_);
+    proto::DecodeResult result = decoder_.decode(input, request_);
+    if (result.status == proto::DecodeStatus::NeedMore) {
+      needed_ = result.size;
+      return std::nullopt;
+    }
+    if (result.status == proto::DecodeStatus::Bad) {
+      return "sent " + result.error;
+    }
+    scratch_.clear();
+    if (auto failure = key_space_.execute(id_, decoder_.dialect(), request_, scratch_)) {
+      return "sent " + std::string(proto::commandName(request_.command)) + ": " + *failure;
+    }
+    in_begin_ += result.size;
+    ++completed;
+    if (!scratch_.empty()) {
+      appendOutput(scratch_);
+    }
+  }
+  return std::nullopt;
+}
+
+void Session::prepareBufferForMore(std::size_t needed) {
+  if (in_begin_ > 0) {
+    std::memmove(in_.data(), in_.data() + in_begin_, in_end_ - in_begin_);
+    in_end_ -= in_begin_;
+    in_begin_ = 0;
+  }
+  // needed never exceeds the request limit, so the buffer stays bounded.
+  if (in_.size() < needed || in_end_ == in_.size()) {
+    in_.resize(std::max(needed, std::min(2 * in_.size(), context_.limits.max_request_bytes)));
+  }
+}
+
+void Session::appendOutput(std::string_view bytes) {
+  std::lock_guard lock(out_mutex_);
+  out_.append(bytes);
+}
+
+bool Session::outputBacklogged() {
+  std::lock_guard lock(out_mutex_);
+  return out_.size() + sending_.size() > kMaxOutputBacklog;
+}
+
+void Session::deliver(std::string_view bytes) {
+  bool start_writer = false;
+  {
+    std::lock_guard lock(out_mutex_);
+    out_.append(bytes);
+    start_writer = !writing_;
+    writing_ = true;
+  }
+  if (start_writer) {
+    net::asio::post(socket_.get_executor(), [self = shared_from_this()] { self->startWrite(); });
+  }
+}
+
+void Session::flushIfIdle() {
+  {
+    std::lock_guard lock(out_mutex_);
+    if (writing_ || out_.empty()) {
+      return;
+    }
+    writing_ = true;
+  }
+  startWrite();
+}
+
+void Session::startWrite() {
+  {
+    std::lock_guard lock(out_mutex_);
+    sending_.clear();
+    if (out_.empty() || closed_) {
+      writing_ = false;
+      return;
+    }
+    sending_.swap(out_);
+  }
+  net::asio::async_write(socket_, net::asio::buffer(sending_),
+                         [self = shared_from_this()](const net::error_code& error, std::size_t) {
+                           self->onWrite(error);
+                         });
+}
+
+void Session::onWrite(const net::error_code& error) {
+  if (error) {
+    close(error == net::asio::error::operation_aborted ? "" : "stopped reading: " + error.message(),
+          false);
+    return;
+  }
+  startWrite();
+  if (read_paused_ && !outputBacklogged()) {
+    read_paused_ = false;
+    processInput();
+  }
+}
+
+void Session::armRequestTimer() {
+  if (!request_timer_) {
+    request_timer_.emplace(socket_.get_executor());
+  }
+  timer_armed_ = true;
+  request_timer_->expires_after(context_.request_timeout);
+  request_timer_->async_wait([self = shared_from_this(), at_arm = completed_](
+                                 const net::error_code& error) { self->onRequestTimer(error, at_arm); });
+}
+
+void Session::onRequestTimer(const net::error_code& error, std::uint64_t completed_at_arm) {
+  if (error || closed_) {
+    return;  // re-armed (cancelled) or closing
+  }
+  timer_armed_ = false;
+  if (in_begin_ == in_end_) {
+    return;
+  }
+  if (completed_ == completed_at_arm && read_paused_) {
+    close("has not read its replies for " + std::to_string(context_.request_timeout.count()) +
+              " ms",
+          true);
+    return;
+  }
+  if (completed_ == completed_at_arm) {
+    close("left a request incomplete for " + std::to_string(context_.request_timeout.count()) +
+              " ms (" + std::to_string(in_end_ - in_begin_) + " of at least " +
+              std::to_string(needed_) + " bytes)",
+          true);
+    return;
+  }
+  armRequestTimer();  // progress was made; give the new partial request its time
+}
+
+void Session::shutdown() {
+  net::asio::post(socket_.get_executor(), [self = shared_from_this()] { self->close("", false); });
+}
+
+void Session::close(std::string_view reason, bool warn) {
+  if (closed_) {
+    return;
+  }
+  closed_ = true;
+  if (warn) {
+    rdzvLog().warn("store client {} ({}) {}; closing it", peer_,
+                   proto::dialectName(decoder_.dialect()), reason);
+  } else if (!reason.empty()) {
+    rdzvLog().debug("store client {} {}", peer_, reason);
+  }
+  {
+    std::lock_guard lock(context_.store_mutex);
+    key_space_.forgetClient(id_);
+    context_.registry.remove(id_);
+  }
+  net::error_code ignored;
+  socket_.shutdown(net::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  if (request_timer_) {
+    request_timer_->cancel();
+  }
+}
+
+}  // namespace ddprun::rdzv

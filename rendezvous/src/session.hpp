@@ -1,0 +1,96 @@
+// One client connection of the store server.
+//
+// Owns the socket, the read buffer, the decoder (and so the connection's
+// dialect) and the queue of bytes waiting to be written. Runs on its own
+// io_context's single thread: every socket operation, the read loop, the
+// write loop and the request timer run there. deliver() is the one entry
+// point called from other threads (with the store lock held), for WAIT
+// completions and watch notifications caused by other clients.
+//
+// Lifetime: the SessionRegistry holds a shared_ptr from start() until
+// close(); each pending handler holds another.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "ddprun/net/asio.hpp"
+#include "ddprun/proto/tcpstore_codec.hpp"
+#include "ddprun/rendezvous/key_space.hpp"
+
+namespace ddprun::rdzv {
+
+class SessionRegistry;
+class StoreState;
+
+// What every session of one server shares.
+struct SessionContext {
+  std::mutex& store_mutex;  // guards the StoreState and the SessionRegistry
+  StoreState& state;
+  SessionRegistry& registry;
+  proto::Limits limits;
+  proto::Dialect legacy_dialect;
+  std::chrono::milliseconds request_timeout;
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(net::tcp::socket socket, ClientId id, std::string peer, const SessionContext& context);
+
+  ClientId id() const { return id_; }
+  const std::string& peer() const { return peer_; }
+
+  // Registers with the registry and starts reading. Session thread.
+  void start();
+  // Queues bytes caused by another client. Any thread; store lock held.
+  void deliver(std::string_view bytes);
+  // Closes the connection quietly (server shutdown). Any thread.
+  void shutdown();
+
+ private:
+  void startRead();
+  void onRead(const net::error_code& error, std::size_t bytes);
+  void processInput();
+  std::optional<std::string> executeBuffered(std::size_t& completed);
+  void prepareBufferForMore(std::size_t needed);
+  void appendOutput(std::string_view bytes);
+  bool outputBacklogged();
+  void flushIfIdle();
+  void startWrite();
+  void onWrite(const net::error_code& error);
+  void armRequestTimer();
+  void onRequestTimer(const net::error_code& error, std::uint64_t completed_at_arm);
+  void close(std::string_view reason, bool warn);
+
+  net::tcp::socket socket_;
+  const ClientId id_;
+  const std::string peer_;
+  const SessionContext& context_;
+  KeySpace& key_space_;
+  proto::RequestDecoder decoder_;
+  proto::Request request_;
+  std::string scratch_;  // one request's reply, before it joins out_
+
+  std::string in_;  // bytes [in_begin_, in_end_) are buffered, unparsed
+  std::size_t in_begin_ = 0;
+  std::size_t in_end_ = 0;
+  std::size_t needed_ = 0;  // the partial request's known minimum size
+  std::uint64_t completed_ = 0;
+  bool read_paused_ = false;  // output backlog too large: stop reading
+  bool closed_ = false;
+
+  std::mutex out_mutex_;  // guards out_ and writing_
+  std::string out_;
+  bool writing_ = false;
+  std::string sending_;  // the buffer of the write in flight
+
+  std::optional<net::asio::steady_timer> request_timer_;
+  bool timer_armed_ = false;
+};
+
+using SessionPtr = std::shared_ptr<Session>;
+
+}  // namespace ddprun::rdzv

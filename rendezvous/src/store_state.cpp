@@ -1,0 +1,22 @@
+#include "ddprun/rendezvous/store_state.hpp"
+
+namespace ddprun::rdzv {
+
+KeySpace& StoreState::keySpace(std::string_view name) {
+  auto it = spaces_.find(name);
+  if (it == spaces_.end()) {
+    it = spaces_.emplace(std::string(name), std::make_unique<KeySpace>(sink_)).first;
+  }
+  return *it->second;
+}
+
+bool StoreState::dropKeySpace(std::string_view name) {
+  auto it = spaces_.find(name);
+  if (it == spaces_.end()) {
+    return false;
+  }
+  spaces_.erase(it);
+  return true;
+}
+
+}  // namespace ddprun::rdzv

@@ -1,0 +1,241 @@
+// KeySpace semantics without sockets: every command, the WAIT bookkeeping,
+// watches and queues. Deliveries to other clients are recorded by FakeSink.
+#include "ddprun/rendezvous/key_space.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "ddprun/rendezvous/store_state.hpp"
+
+namespace ddprun::rdzv {
+namespace {
+
+using proto::Command;
+using proto::Dialect;
+
+class FakeSink : public ClientSink {
+ public:
+  void deliver(ClientId client, std::string_view bytes) override {
+    delivered[client].append(bytes);
+  }
+  std::map<ClientId, std::string> delivered;
+};
+
+std::string i64Bytes(std::int64_t value) {
+  std::string out;
+  proto::WireWriter(out).i64(value);
+  return out;
+}
+
+std::string bytesField(std::string_view value) {
+  std::string out;
+  proto::WireWriter(out).bytes(value);
+  return out;
+}
+
+class KeySpaceTest : public ::testing::Test {
+ protected:
+  // Runs a request built from `keys`/`values` (kept alive by the caller's
+  // literals) and returns the reply; fails the test if it closes.
+  std::string run(ClientId client, Command command, std::vector<std::string_view> keys = {},
+                  std::vector<std::string_view> values = {}, std::int64_t number = 0,
+                  Dialect dialect = Dialect::Modern) {
+    proto::Request request;
+    request.command = command;
+    request.keys = std::move(keys);
+    request.values = std::move(values);
+    request.number = number;
+    std::string reply;
+    auto error = space.execute(client, dialect, request, reply);
+    EXPECT_FALSE(error.has_value()) << *error;
+    return reply;
+  }
+
+  std::optional<std::string> runExpectingError(Command command, std::string_view key,
+                                               std::int64_t number) {
+    proto::Request request;
+    request.command = command;
+    request.keys = {key};
+    request.number = number;
+    std::string reply;
+    auto error = space.execute(1, Dialect::Modern, request, reply);
+    EXPECT_TRUE(reply.empty());
+    return error;
+  }
+
+  FakeSink sink;
+  KeySpace space{sink};
+};
+
+TEST_F(KeySpaceTest, SetThenGetReturnsValueAndMissingKeyIsEmpty) {
+  EXPECT_EQ(run(1, Command::Set, {"/k1"}, {"v1"}), "");
+  EXPECT_EQ(run(1, Command::Get, {"/k1"}), bytesField("v1"));
+  EXPECT_EQ(run(1, Command::Get, {"/nope"}), bytesField(""));
+}
+
+TEST_F(KeySpaceTest, AddFollowsStollAndStoresDecimalText) {
+  EXPECT_EQ(run(1, Command::Add, {"/cnt"}, {}, 5), i64Bytes(5));
+  EXPECT_EQ(run(1, Command::Add, {"/cnt"}, {}, -7), i64Bytes(-2));
+  EXPECT_EQ(run(1, Command::Get, {"/cnt"}), bytesField("-2"));
+  run(1, Command::Set, {"/loose"}, {"  +12abc"});
+  EXPECT_EQ(run(1, Command::Add, {"/loose"}, {}, 1), i64Bytes(13));
+}
+
+TEST_F(KeySpaceTest, AddOnTextOrOverflowIsAnErrorAndChangesNothing) {
+  run(1, Command::Set, {"/text"}, {"abc"});
+  EXPECT_TRUE(runExpectingError(Command::Add, "/text", 1).has_value());
+  EXPECT_EQ(run(1, Command::Get, {"/text"}), bytesField("abc"));
+  run(1, Command::Set, {"/big"}, {"9223372036854775807"});
+  EXPECT_TRUE(runExpectingError(Command::Add, "/big", 1).has_value());
+  run(1, Command::Set, {"/huge"}, {"99999999999999999999"});
+  EXPECT_TRUE(runExpectingError(Command::Add, "/huge", 0).has_value());
+}
+
+TEST_F(KeySpaceTest, CompareSetFollowsPyTorchsFourCases) {
+  EXPECT_EQ(run(1, Command::CompareSet, {"/cs"}, {"", "new"}), bytesField("new"));
+  EXPECT_EQ(run(1, Command::CompareSet, {"/cs2"}, {"x", "y"}), bytesField("x"));
+  EXPECT_EQ(run(1, Command::Check, {"/cs2"}), std::string(1, '\1'));  // nothing stored
+  EXPECT_EQ(run(1, Command::CompareSet, {"/cs"}, {"new", "newer"}), bytesField("newer"));
+  EXPECT_EQ(run(1, Command::CompareSet, {"/cs"}, {"wrong", "z"}), bytesField("newer"));
+}
+
+TEST_F(KeySpaceTest, WaitRepliesAtOnceWhenKeysExistAndWithZeroKeys) {
+  run(1, Command::Set, {"/a"}, {"1"});
+  EXPECT_EQ(run(1, Command::Wait, {"/a"}), std::string(1, '\0'));
+  EXPECT_EQ(run(1, Command::Wait, {}), std::string(1, '\0'));
+}
+
+TEST_F(KeySpaceTest, WaitCompletesWhenTheLastKeyArrivesCountingDuplicates) {
+  EXPECT_EQ(run(7, Command::Wait, {"/a", "/b", "/a"}), "");
+  run(1, Command::Set, {"/b"}, {"x"});
+  EXPECT_FALSE(sink.delivered.contains(7));
+  run(1, Command::Add, {"/a"}, {}, 1);  // one SET of /a satisfies both occurrences
+  EXPECT_EQ(sink.delivered[7], std::string(1, '\0'));
+  EXPECT_FALSE(space.hasPendingWait(7));
+}
+
+TEST_F(KeySpaceTest, EveryCreatingCommandWakesWaiters) {
+  run(2, Command::Wait, {"/s"});
+  run(3, Command::Wait, {"/ap"});
+  run(4, Command::Wait, {"/ms"});
+  run(5, Command::Wait, {"/cas"});
+  run(1, Command::Set, {"/s"}, {"1"});
+  run(1, Command::Append, {"/ap"}, {"x"});
+  run(1, Command::MultiSet, {"/ms", "/other"}, {"1", "2"});
+  run(1, Command::CompareSet, {"/cas"}, {"", "v"});
+  for (ClientId waiter : {2, 3, 4, 5}) {
+    EXPECT_EQ(sink.delivered[waiter], std::string(1, '\0')) << "client " << waiter;
+  }
+}
+
+TEST_F(KeySpaceTest, FailedCompareSetAndDeleteDoNotWake) {
+  run(2, Command::Wait, {"/k"});
+  run(1, Command::CompareSet, {"/k"}, {"expected", "v"});
+  run(1, Command::Set, {"/gone"}, {"1"});
+  run(1, Command::DeleteKey, {"/gone"});
+  EXPECT_TRUE(sink.delivered.empty());
+  EXPECT_TRUE(space.hasPendingWait(2));
+}
+
+TEST_F(KeySpaceTest, DeletedKeyIsAwaitedAgain) {
+  run(1, Command::Set, {"/k"}, {"1"});
+  EXPECT_EQ(run(1, Command::DeleteKey, {"/k"}), i64Bytes(1));
+  EXPECT_EQ(run(1, Command::DeleteKey, {"/k"}), i64Bytes(0));
+  EXPECT_EQ(run(2, Command::Wait, {"/k"}), "");
+  run(1, Command::Set, {"/k"}, {"2"});
+  EXPECT_EQ(sink.delivered[2], std::string(1, '\0'));
+}
+
+TEST_F(KeySpaceTest, CancelWaitAlwaysRepliesCanceledAndUnregisters) {
+  EXPECT_EQ(run(2, Command::CancelWait), std::string(1, '\1'));  // nothing pending
+  run(2, Command::Wait, {"/k"});
+  EXPECT_EQ(run(2, Command::CancelWait), std::string(1, '\1'));
+  run(1, Command::Set, {"/k"}, {"1"});
+  EXPECT_TRUE(sink.delivered.empty());
+}
+
+TEST_F(KeySpaceTest, LegacyRequestCancelsAStaleWaitButModernDoesNot) {
+  run(2, Command::Wait, {"/late"}, {}, 0, Dialect::Legacy113);
+  run(2, Command::Add, {"/cnt"}, {}, 1, Dialect::Legacy113);  // 1.13 gave up waiting
+  EXPECT_FALSE(space.hasPendingWait(2));
+  run(3, Command::Wait, {"/late"}, {}, 0, Dialect::Modern);
+  run(3, Command::Ping, {}, {}, 0, Dialect::Modern);
+  EXPECT_TRUE(space.hasPendingWait(3));
+  run(1, Command::Set, {"/late"}, {"1"});
+  EXPECT_FALSE(sink.delivered.contains(2));
+  EXPECT_EQ(sink.delivered[3], std::string(1, '\0'));
+}
+
+TEST_F(KeySpaceTest, ForgottenClientIsNeitherWokenNorNotified) {
+  run(2, Command::Wait, {"/k"});
+  run(2, Command::WatchKey, {"/k"});
+  space.forgetClient(2);
+  run(1, Command::Set, {"/k"}, {"1"});
+  EXPECT_TRUE(sink.delivered.empty());
+  EXPECT_EQ(space.waitingClients(), 0u);
+}
+
+TEST_F(KeySpaceTest, WatchNotificationsMatchPyTorch113Bytes) {
+  EXPECT_EQ(run(9, Command::WatchKey, {"/watched"}), std::string(1, '\3'));
+  run(1, Command::Set, {"/watched"}, {"v1"});
+  // Captured from a 1.13 server: KEY_CREATED, key, empty old value, new value.
+  std::string created = std::string(1, '\1') + bytesField("/watched") + bytesField("") +
+                        bytesField("v1");
+  EXPECT_EQ(sink.delivered[9], created);
+  sink.delivered.clear();
+  run(1, Command::DeleteKey, {"/watched"});
+  std::string deleted = std::string(1, '\2') + bytesField("/watched") + bytesField("v1") +
+                        bytesField("");
+  EXPECT_EQ(sink.delivered[9], deleted);
+}
+
+TEST_F(KeySpaceTest, QueuesPopInOrderAndReportLengthBeforePop) {
+  run(1, Command::QueuePush, {"/q"}, {"a"});
+  run(1, Command::QueuePush, {"/q"}, {"bb"});
+  EXPECT_EQ(run(1, Command::QueueLen, {"/q"}), i64Bytes(2));
+  EXPECT_EQ(run(1, Command::QueuePop, {"/q"}), i64Bytes(2) + bytesField("a"));
+  EXPECT_EQ(run(1, Command::QueuePop, {"/q"}), i64Bytes(1) + bytesField("bb"));
+  EXPECT_EQ(run(1, Command::QueuePop, {"/q"}), i64Bytes(0));
+  EXPECT_EQ(run(1, Command::Get, {"/q"}), bytesField(""));  // queues are not KV keys
+}
+
+TEST_F(KeySpaceTest, QueuePushWakesOnlyOneWaiterAndCheckSeesQueues) {
+  run(2, Command::Wait, {"/q"});
+  run(3, Command::Wait, {"/q"});
+  run(1, Command::QueuePush, {"/q"}, {"item"});
+  EXPECT_EQ(sink.delivered.size(), 1u);
+  EXPECT_TRUE(sink.delivered.contains(2));
+  EXPECT_TRUE(space.hasPendingWait(3));
+  EXPECT_EQ(run(1, Command::Check, {"/q"}), std::string(1, '\0'));
+}
+
+TEST_F(KeySpaceTest, NumKeysListAndMultiGetSeeEveryKey) {
+  run(1, Command::MultiSet, {"/m1", "/m2"}, {"a", "bb"});
+  run(1, Command::Add, {"init/"}, {}, 1);
+  EXPECT_EQ(run(1, Command::GetNumKeys), i64Bytes(3));
+  EXPECT_EQ(run(1, Command::MultiGet, {"/m1", "/nope", "/m2"}),
+            bytesField("a") + bytesField("") + bytesField("bb"));
+  const std::string listed = run(1, Command::List);
+  EXPECT_EQ(listed.substr(0, 8), i64Bytes(3));
+  EXPECT_NE(listed.find(bytesField("init/")), std::string::npos);
+}
+
+TEST(StoreStateTest, KeySpacesAreIsolatedAndDroppable) {
+  FakeSink sink;
+  StoreState state(sink);
+  std::string reply;
+  proto::Request set;
+  set.command = Command::Set;
+  set.keys = {"/k"};
+  set.values = {"job-a"};
+  ASSERT_FALSE(state.keySpace("job-a").execute(1, Dialect::Modern, set, reply));
+  EXPECT_EQ(state.keySpace("job-a").numKeys(), 1u);
+  EXPECT_EQ(state.keySpace("job-b").numKeys(), 0u);
+  EXPECT_TRUE(state.dropKeySpace("job-a"));
+  EXPECT_FALSE(state.dropKeySpace("job-a"));
+  EXPECT_EQ(state.keySpace("job-a").numKeys(), 0u);
+}
+
+}  // namespace
+}  // namespace ddprun::rdzv
