@@ -51,7 +51,9 @@ const Layout& layoutOf(Command command) { return kLayouts[static_cast<std::size_
 // least) or it breaks a limit (error_ says which).
 class Reader {
  public:
-  Reader(std::string_view input, const Limits& limits) : in_(input), limits_(limits) {}
+  // `input` starts at the command byte, which the caller has already read.
+  Reader(std::string_view input, const Limits& limits)
+      : in_(input), limits_(limits), pos_(1) {}
 
   bool ok() const { return !short_ && error_.empty(); }
   std::size_t position() const { return pos_; }
@@ -76,11 +78,15 @@ class Reader {
       return false;
     }
     if (n > limits_.max_keys_per_request) {
-      return fail("a request names " + std::to_string(n) + " keys, over the limit of " +
-                  std::to_string(limits_.max_keys_per_request));
+      return fail("a request naming " + std::to_string(n) + " keys, over the limit of " +
+                  std::to_string(limits_.max_keys_per_request) + " keys");
     }
     out = static_cast<std::size_t>(n);
-    // Check that the items can fit before the caller reserves room for them.
+    // Check that the items can fit before the caller reserves room for them
+    // (n is at most max_keys_per_request, but that limit may be huge).
+    if (min_item_bytes != 0 && out > (limits_.max_request_bytes - pos_) / min_item_bytes) {
+      return tooLarge(limits_.max_request_bytes);
+    }
     return need(out * min_item_bytes);
   }
 
@@ -101,10 +107,10 @@ class Reader {
       return false;
     }
     if (len > limit) {
-      return fail(std::string("a ") + what + " of " + std::to_string(len) +
-                  " bytes exceeds the " + std::to_string(limit) + "-byte limit");
+      return fail(std::string("a ") + what + " of " + std::to_string(len) + " bytes, over the " +
+                  std::to_string(limit) + "-byte limit");
     }
-    if (!need(static_cast<std::size_t>(len))) {
+    if (!need(len)) {
       return false;
     }
     out = in_.substr(pos_, static_cast<std::size_t>(len));
@@ -113,21 +119,29 @@ class Reader {
   }
 
   // True if `n` more bytes are buffered; otherwise records the shortfall.
-  bool need(std::size_t n) {
+  bool need(std::uint64_t n) {
     if (!ok()) {
       return false;
     }
-    const std::size_t total = pos_ + n;
-    if (total > limits_.max_request_bytes) {
-      return fail("a request of at least " + std::to_string(total) + " bytes exceeds the " +
-                  std::to_string(limits_.max_request_bytes) + "-byte request limit");
+    // pos_ <= max_request_bytes always holds, so this cannot wrap around.
+    if (n > limits_.max_request_bytes - pos_) {
+      return tooLarge(n);
     }
+    const std::size_t total = pos_ + static_cast<std::size_t>(n);
     if (total > in_.size()) {
       short_ = true;
       need_ = total;
       return false;
     }
     return true;
+  }
+
+  bool tooLarge(std::uint64_t more) {
+    const std::string size = more > limits_.max_request_bytes
+                                 ? "more than " + std::to_string(limits_.max_request_bytes)
+                                 : "at least " + std::to_string(pos_ + more);
+    return fail("a request of " + size + " bytes, over the " +
+                std::to_string(limits_.max_request_bytes) + "-byte request limit");
   }
 
   bool fail(std::string error) {
@@ -137,7 +151,7 @@ class Reader {
 
   std::string_view in_;
   const Limits& limits_;
-  std::size_t pos_ = 0;
+  std::size_t pos_;
   bool short_ = false;
   std::size_t need_ = 0;
   std::string error_;
@@ -208,6 +222,9 @@ RequestDecoder::RequestDecoder(Limits limits, Dialect legacy_dialect)
   if (legacy_dialect != Dialect::Legacy113 && legacy_dialect != Dialect::Legacy21) {
     throw std::invalid_argument("the legacy dialect must be 1.13 or 2.1");
   }
+  if (limits.max_request_bytes < 16) {
+    throw std::invalid_argument("the request limit must be at least 16 bytes");
+  }
 }
 
 DecodeResult RequestDecoder::detectDialect(std::string_view input) {
@@ -246,20 +263,18 @@ DecodeResult RequestDecoder::decode(std::string_view input, Request& out) {
                 std::string(dialectName(dialect_)) + " client"};
   }
   if (*command == Command::Validate && !first_request_) {
-    return {DecodeStatus::Bad, 0, "VALIDATE is only valid as a connection's first request"};
+    return {DecodeStatus::Bad, 0, "a second VALIDATE (valid only as a connection's first request)"};
   }
   out.clear();
   out.command = *command;
-  Reader reader(input.substr(1), limits_);
+  Reader reader(input, limits_);
   const Layout& layout = layoutOf(*command);
   for (std::uint8_t i = 0; i < layout.count && readField(reader, layout.fields[i], out); ++i) {
   }
-  DecodeResult result = reader.result(1 + reader.position());
-  if (result.status == DecodeStatus::NeedMore) {
-    result.size += 1;  // the command byte
-  } else if (result.status == DecodeStatus::Complete) {
+  DecodeResult result = reader.result(reader.position());
+  if (result.status == DecodeStatus::Complete) {
     if (*command == Command::Validate && out.word != kValidateMagic) {
-      return {DecodeStatus::Bad, 0, "VALIDATE carried a wrong magic number"};
+      return {DecodeStatus::Bad, 0, "a VALIDATE with a wrong magic number"};
     }
     first_request_ = false;
   }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
@@ -46,7 +47,9 @@ void defineFlags(CLI::App& app, DaemonFlags& flags) {
   app.add_option("--max-value-bytes", s.limits.max_value_bytes)->capture_default_str();
   app.add_option("--max-keys", s.limits.max_keys_per_request, "Most keys in one request")
       ->capture_default_str();
-  app.add_option("--max-request-bytes", s.limits.max_request_bytes)->capture_default_str();
+  app.add_option("--max-request-bytes", s.limits.max_request_bytes)
+      ->check(CLI::Range(std::size_t{16}, std::numeric_limits<std::size_t>::max()))
+      ->capture_default_str();
   app.add_option("--log-level", flags.log_level)
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();

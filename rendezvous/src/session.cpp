@@ -48,7 +48,7 @@ void Session::start() {
 }
 
 void Session::startRead() {
-  if (closed_ || read_paused_) {
+  if (closed_ || closing_ || read_paused_) {
     return;
   }
   socket_.async_read_some(
@@ -60,10 +60,18 @@ void Session::startRead() {
 
 void Session::onRead(const net::error_code& error, std::size_t bytes) {
   if (error) {
-    const bool clean = error == net::asio::error::eof ||
-                       error == net::asio::error::connection_reset ||
-                       error == net::asio::error::operation_aborted;
-    close(clean ? "closed the connection" : "failed: " + error.message(), !clean);
+    const bool mid_request = in_begin_ != in_end_;
+    if (error == net::asio::error::operation_aborted || closing_) {
+      close("", false);
+    } else if (mid_request) {
+      close("disconnected in the middle of a request (" + std::to_string(in_end_ - in_begin_) +
+                " of at least " + std::to_string(needed_) + " bytes): " + error.message(),
+            true);
+    } else {
+      const bool clean =
+          error == net::asio::error::eof || error == net::asio::error::connection_reset;
+      close(clean ? "closed the connection" : "failed: " + error.message(), !clean);
+    }
     return;
   }
   in_end_ += bytes;
@@ -73,7 +81,7 @@ void Session::onRead(const net::error_code& error, std::size_t bytes) {
 void Session::processInput() {
   std::size_t completed = 0;
   if (auto error = executeBuffered(completed)) {
-    close(*error, /*warn=*/true);
+    closeAfterFlush(*error);
     return;
   }
   completed_ += completed;
@@ -130,9 +138,12 @@ void Session::prepareBufferForMore(std::size_t needed) {
     in_end_ -= in_begin_;
     in_begin_ = 0;
   }
-  // needed never exceeds the request limit, so the buffer stays bounded.
-  if (in_.size() < needed || in_end_ == in_.size()) {
-    in_.resize(std::max(needed, std::min(2 * in_.size(), context_.limits.max_request_bytes)));
+  // Grow only when full, by doubling: memory follows the bytes a client has
+  // actually sent, never the length it claims (a claimed 8 MiB value that
+  // never arrives costs nothing). `needed` caps the growth at the request's
+  // size, which the decoder already checked against the limits.
+  if (in_end_ == in_.size()) {
+    in_.resize(std::min(2 * in_.size(), std::max(needed, in_.size() + 1)));
   }
 }
 
@@ -176,6 +187,9 @@ void Session::startWrite() {
     sending_.clear();
     if (out_.empty() || closed_) {
       writing_ = false;
+      if (closing_ && !closed_) {
+        net::asio::post(socket_.get_executor(), [self = shared_from_this()] { self->close("", false); });
+      }
       return;
     }
     sending_.swap(out_);
@@ -193,9 +207,35 @@ void Session::onWrite(const net::error_code& error) {
     return;
   }
   startWrite();
-  if (read_paused_ && !outputBacklogged()) {
+  if (read_paused_ && !closing_ && !outputBacklogged()) {
     read_paused_ = false;
     processInput();
+  }
+}
+
+// Like PyTorch's servers, which answer each request before reading the next,
+// the requests before a bad one get their replies; then the connection closes.
+// A peer that will not read them is closed after request_timeout.
+void Session::closeAfterFlush(const std::string& reason) {
+  rdzvLog().warn("store client {} ({}) {}; closing it", peer_,
+                 proto::dialectName(decoder_.dialect()), reason);
+  closing_ = true;
+  {
+    std::lock_guard lock(context_.store_mutex);
+    key_space_.forgetClient(id_);
+  }
+  net::error_code ignored;
+  socket_.shutdown(net::tcp::socket::shutdown_receive, ignored);
+  flushIfIdle();
+  {
+    std::lock_guard lock(out_mutex_);
+    if (!writing_) {
+      close("", false);
+      return;
+    }
+  }
+  if (!timer_armed_) {
+    armRequestTimer();
   }
 }
 
@@ -214,6 +254,10 @@ void Session::onRequestTimer(const net::error_code& error, std::uint64_t complet
     return;  // re-armed (cancelled) or closing
   }
   timer_armed_ = false;
+  if (closing_) {
+    close("", false);  // it never read the replies sent before the close
+    return;
+  }
   if (in_begin_ == in_end_) {
     return;
   }

@@ -1,0 +1,69 @@
+// DaemonProcess owns one child process (ddprund by default) started for a
+// test: its pid, its own process group, a TempDir holding the port file and
+// the captured stdout/stderr, and the duty to stop it (SIGTERM, then SIGKILL
+// after a grace period) when destroyed. The constructor returns only once the
+// child has written its port file. Used by one test thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ddprun/test_support/temp_dir.hpp"
+
+namespace ddprun::test_support {
+
+class DaemonProcess {
+ public:
+  using Millis = std::chrono::milliseconds;
+
+  // Starts defaultBinary() with `args` followed by
+  // `--port 0 --port-file <tempdir>/port`. Throws std::runtime_error (with
+  // the child's stderr) if it exits or writes no port file in time.
+  explicit DaemonProcess(std::vector<std::string> args = {});
+  DaemonProcess(std::filesystem::path binary, std::vector<std::string> args);
+  ~DaemonProcess();
+
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+
+  // $DDPRUN_DAEMON if set, else the ddprund that CMake built.
+  static std::filesystem::path defaultBinary();
+
+  std::uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+  // Everything the child wrote so far (re-read on every call).
+  std::string stderrText() const;
+  std::string stdoutText() const;
+
+  // Resident set size from /proc/<pid>/status, in KiB; nullopt once gone.
+  std::optional<std::size_t> residentKiB() const;
+
+  // Sends SIGTERM and reaps the child, escalating to SIGKILL after `grace`.
+  // Returns the exit code, or 128 + signal number if a signal killed it.
+  // Idempotent: later calls return the first result.
+  int stop(Millis grace = Millis(10000));
+
+  // Reaps the child if it has already exited on its own; the exit status as
+  // stop() reports it, or nullopt while it runs.
+  std::optional<int> exitedStatus();
+
+ private:
+  void spawn(const std::vector<std::string>& args);
+  void waitForPortFile(Millis timeout);
+
+  std::filesystem::path binary_;
+  TempDir dir_;
+  pid_t pid_ = -1;
+  std::uint16_t port_ = 0;
+  std::optional<int> exit_status_;
+};
+
+}  // namespace ddprun::test_support

@@ -1,0 +1,18 @@
+// Hex helpers for wire-level tests: fixtures store bytes as lowercase hex,
+// and failure messages print bytes the same way so they can be diffed
+// against the fixture files by eye. Pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace ddprun::wire_test {
+
+// "0a0b" -> "\x0a\x0b". Throws std::invalid_argument on odd length or a
+// non-hex digit.
+std::string fromHex(std::string_view hex);
+
+// "\x0a\x0b" -> "0a0b".
+std::string toHex(std::string_view bytes);
+
+}  // namespace ddprun::wire_test
