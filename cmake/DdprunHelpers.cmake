@@ -30,14 +30,18 @@ function(ddprun_add_library)
   ddprun_apply_warnings(${target})
 endfunction()
 
-# ddprun_add_test(NAME name SRCS ... DEPS ... LABELS ...)
-# One GoogleTest executable; each test case becomes a ctest test carrying LABELS.
+# ddprun_add_test(NAME name SRCS ... DEPS ... LABELS ... [TIMEOUT seconds])
+# One GoogleTest executable; each test case becomes a ctest test carrying LABELS
+# and a ctest timeout (default 120 s), so a hung case fails instead of stalling CI.
 function(ddprun_add_test)
-  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS;LABELS;ENV" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ENV" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest_main)
   ddprun_apply_warnings(${ARG_NAME})
   gtest_discover_tests(${ARG_NAME}
-    PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "${ARG_ENV}"
+    PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "${ARG_ENV}" TIMEOUT ${ARG_TIMEOUT}
     DISCOVERY_TIMEOUT 60)
 endfunction()

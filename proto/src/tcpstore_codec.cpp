@@ -23,25 +23,25 @@ struct Layout {
 
 // Index: Command. Fields after the command byte, in wire order.
 constexpr std::array<Layout, 19> kLayouts = {{
-    {{Field::U32}, 1},                            // Validate
-    {{Field::Key, Field::Value}, 2},              // Set
-    {{Field::Key, Field::Value, Field::Value}, 3},// CompareSet
-    {{Field::Key}, 1},                            // Get
-    {{Field::Key, Field::I64}, 2},                // Add
-    {{Field::KeyList}, 1},                        // Check
-    {{Field::KeyList}, 1},                        // Wait
-    {{}, 0},                                      // GetNumKeys
-    {{Field::Key}, 1},                            // WatchKey
-    {{Field::Key}, 1},                            // DeleteKey
-    {{Field::Key, Field::Value}, 2},              // Append
-    {{Field::KeyList}, 1},                        // MultiGet
-    {{Field::Pairs}, 1},                          // MultiSet
-    {{}, 0},                                      // CancelWait
-    {{Field::U32}, 1},                            // Ping
-    {{Field::Key, Field::Value}, 2},              // QueuePush
-    {{Field::Key}, 1},                            // QueuePop
-    {{Field::Key}, 1},                            // QueueLen
-    {{}, 0},                                      // List
+    {{Field::U32}, 1},                              // Validate
+    {{Field::Key, Field::Value}, 2},                // Set
+    {{Field::Key, Field::Value, Field::Value}, 3},  // CompareSet
+    {{Field::Key}, 1},                              // Get
+    {{Field::Key, Field::I64}, 2},                  // Add
+    {{Field::KeyList}, 1},                          // Check
+    {{Field::KeyList}, 1},                          // Wait
+    {{}, 0},                                        // GetNumKeys
+    {{Field::Key}, 1},                              // WatchKey
+    {{Field::Key}, 1},                              // DeleteKey
+    {{Field::Key, Field::Value}, 2},                // Append
+    {{Field::KeyList}, 1},                          // MultiGet
+    {{Field::Pairs}, 1},                            // MultiSet
+    {{}, 0},                                        // CancelWait
+    {{Field::U32}, 1},                              // Ping
+    {{Field::Key, Field::Value}, 2},                // QueuePush
+    {{Field::Key}, 1},                              // QueuePop
+    {{Field::Key}, 1},                              // QueueLen
+    {{}, 0},                                        // List
 }};
 
 const Layout& layoutOf(Command command) { return kLayouts[static_cast<std::size_t>(command)]; }
@@ -52,8 +52,7 @@ const Layout& layoutOf(Command command) { return kLayouts[static_cast<std::size_
 class Reader {
  public:
   // `input` starts at the command byte, which the caller has already read.
-  Reader(std::string_view input, const Limits& limits)
-      : in_(input), limits_(limits), pos_(1) {}
+  Reader(std::string_view input, const Limits& limits) : in_(input), limits_(limits), pos_(1) {}
 
   bool ok() const { return !short_ && error_.empty(); }
   std::size_t position() const { return pos_; }
@@ -272,10 +271,8 @@ DecodeResult RequestDecoder::decode(std::string_view input, Request& out) {
   for (std::uint8_t i = 0; i < layout.count && readField(reader, layout.fields[i], out); ++i) {
   }
   DecodeResult result = reader.result(reader.position());
+  // A wrong magic never reaches here: detection reads it as a legacy request.
   if (result.status == DecodeStatus::Complete) {
-    if (*command == Command::Validate && out.word != kValidateMagic) {
-      return {DecodeStatus::Bad, 0, "a VALIDATE with a wrong magic number"};
-    }
     first_request_ = false;
   }
   return result;

@@ -9,11 +9,12 @@ constexpr std::uint8_t kNone = 0xFF;
 
 // Index: logical Command; value: wire byte in that dialect (kNone if absent).
 constexpr std::array<std::uint8_t, 19> kLegacy113Bytes = {
-    kNone, 0, 1, 2, 3, 4, 5, 6, 7, 8, kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone};
+    kNone, 0,     1,     2,     3,     4,     5,     6,     7,    8,
+    kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone};
 constexpr std::array<std::uint8_t, 19> kLegacy21Bytes = {
     kNone, 0, 1, 2, 3, 4, 5, 6, kNone, 7, 8, 9, 10, 11, kNone, kNone, kNone, kNone, kNone};
-constexpr std::array<std::uint8_t, 19> kModernBytes = {
-    0, 1, 2, 3, 4, 5, 6, 7, kNone, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+constexpr std::array<std::uint8_t, 19> kModernBytes = {0, 1,  2,  3,  4,  5,  6,  7,  kNone, 8,
+                                                       9, 10, 11, 12, 13, 14, 15, 16, 17};
 
 const std::array<std::uint8_t, 19>* tableFor(Dialect dialect) {
   switch (dialect) {
@@ -77,9 +78,10 @@ std::string_view dialectName(Dialect dialect) {
 
 std::string_view commandName(Command command) {
   static constexpr std::array<std::string_view, 19> kNames = {
-      "VALIDATE", "SET",        "COMPARE_SET", "GET",        "ADD",        "CHECK",     "WAIT",
-      "GETNUMKEYS", "WATCH_KEY", "DELETE_KEY", "APPEND",     "MULTI_GET",  "MULTI_SET",
-      "CANCEL_WAIT", "PING",     "QUEUE_PUSH", "QUEUE_POP",  "QUEUE_LEN",  "LIST"};
+      "VALIDATE",   "SET",       "COMPARE_SET", "GET",         "ADD",
+      "CHECK",      "WAIT",      "GETNUMKEYS",  "WATCH_KEY",   "DELETE_KEY",
+      "APPEND",     "MULTI_GET", "MULTI_SET",   "CANCEL_WAIT", "PING",
+      "QUEUE_PUSH", "QUEUE_POP", "QUEUE_LEN",   "LIST"};
   return kNames.at(static_cast<std::size_t>(command));
 }
 

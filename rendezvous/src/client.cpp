@@ -89,8 +89,7 @@ StoreClient::~StoreClient() {
   }
 }
 
-void StoreClient::connectWithRetry(const std::string& host, std::uint16_t port,
-                                   Duration timeout) {
+void StoreClient::connectWithRetry(const std::string& host, std::uint16_t port, Duration timeout) {
   const auto give_up = Clock::now() + timeout;
   auto backoff = std::chrono::milliseconds(10);
   std::string error;

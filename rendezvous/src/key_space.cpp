@@ -167,8 +167,8 @@ std::optional<std::string> KeySpace::add(std::string_view key, std::int64_t delt
   return std::nullopt;
 }
 
-void KeySpace::compareSet(std::string_view key, std::string_view expected,
-                          std::string_view desired, Reply& reply) {
+void KeySpace::compareSet(std::string_view key, std::string_view expected, std::string_view desired,
+                          Reply& reply) {
   proto::WireWriter out(reply);
   auto it = values_.find(key);
   if (it == values_.end()) {
@@ -307,8 +307,8 @@ void KeySpace::watchKey(ClientId client, std::string_view key, Reply& reply) {
   proto::WireWriter(reply).u8(static_cast<std::uint8_t>(WatchResponse::KeyCallbackRegistered));
 }
 
-void KeySpace::notifyWatchers(std::string_view key, WatchResponse event,
-                              std::string_view old_value, std::string_view new_value) {
+void KeySpace::notifyWatchers(std::string_view key, WatchResponse event, std::string_view old_value,
+                              std::string_view new_value) {
   auto it = watchers_.find(key);
   if (it == watchers_.end()) {
     return;
@@ -351,7 +351,8 @@ void KeySpace::queuePop(std::string_view key, Reply& reply) {
 
 void KeySpace::queueLen(std::string_view key, Reply& reply) const {
   auto it = queues_.find(key);
-  proto::WireWriter(reply).i64(static_cast<std::int64_t>(it == queues_.end() ? 0 : it->second.size()));
+  proto::WireWriter(reply).i64(
+      static_cast<std::int64_t>(it == queues_.end() ? 0 : it->second.size()));
 }
 
 void KeySpace::list(Reply& reply) const {

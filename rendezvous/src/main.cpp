@@ -1,15 +1,15 @@
 // ddprund: the rendezvous daemon. Parses flags, starts a Server, waits for
 // SIGTERM/SIGINT, stops it. Exit codes: 0 clean stop, 1 runtime failure,
 // 2 bad flags.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
@@ -32,8 +32,9 @@ void defineFlags(CLI::App& app, DaemonFlags& flags) {
   app.add_option("--host", s.host, "Address to listen on (default: all, IPv6 and IPv4)");
   app.add_option("--port", s.port, "TCP port; 0 picks a free one and prints it")
       ->capture_default_str();
-  app.add_option("--threads", s.threads, "I/O threads")->capture_default_str()->check(
-      CLI::Range(1, 256));
+  app.add_option("--threads", s.threads, "I/O threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   app.add_option("--port-file", flags.port_file, "Write the port to this file once listening");
   app.add_option("--legacy-dialect", flags.legacy_dialect,
                  "Clients without a VALIDATE handshake speak 1.13 (also 2.0) or 2.1")
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
   auto& log = ddprun::rdzv::rdzvLog();
   log.set_level(spdlog::level::from_str(flags.log_level));
   flags.server.legacy_dialect = flags.legacy_dialect == "2.1" ? ddprun::proto::Dialect::Legacy21
-                                                               : ddprun::proto::Dialect::Legacy113;
+                                                              : ddprun::proto::Dialect::Legacy113;
   flags.server.request_timeout =
       std::chrono::milliseconds(static_cast<long>(flags.request_timeout_s * 1000));
 

@@ -44,8 +44,7 @@ void runOn(net::asio::io_context& context, Work work) {
 
 std::string formatEndpoint(const net::tcp::endpoint& endpoint) {
   const auto address = endpoint.address();
-  const std::string host =
-      address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  const std::string host = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
   return host + ":" + std::to_string(endpoint.port());
 }
 
@@ -53,10 +52,12 @@ std::string formatEndpoint(const net::tcp::endpoint& endpoint) {
 
 struct Server::Impl {
   explicit Impl(ServerOptions opts)
-      : options(std::move(opts)),
-        state(registry),
-        context{store_mutex,   state, registry, options.limits, options.legacy_dialect,
-                options.request_timeout} {
+      : options(std::move(opts)), state(registry), context{store_mutex,
+                                                           state,
+                                                           registry,
+                                                           options.limits,
+                                                           options.legacy_dialect,
+                                                           options.request_timeout} {
     const int count = std::max(1, options.threads);
     for (int i = 0; i < count; ++i) {
       contexts.push_back(std::make_unique<net::asio::io_context>(1));
@@ -161,8 +162,8 @@ void Server::Impl::onAccept(const net::error_code& error, net::tcp::socket socke
   const auto remote = socket.remote_endpoint(ignored);
   // The session belongs to the io_context its socket was accepted onto.
   auto executor = socket.get_executor();
-  auto session = std::make_shared<Session>(std::move(socket), next_client++,
-                                           formatEndpoint(remote), context);
+  auto session =
+      std::make_shared<Session>(std::move(socket), next_client++, formatEndpoint(remote), context);
   net::asio::post(executor, [session] { session->start(); });
   startAccept();
 }

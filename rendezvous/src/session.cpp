@@ -188,7 +188,8 @@ void Session::startWrite() {
     if (out_.empty() || closed_) {
       writing_ = false;
       if (closing_ && !closed_) {
-        net::asio::post(socket_.get_executor(), [self = shared_from_this()] { self->close("", false); });
+        net::asio::post(socket_.get_executor(),
+                        [self = shared_from_this()] { self->close("", false); });
       }
       return;
     }
@@ -245,8 +246,10 @@ void Session::armRequestTimer() {
   }
   timer_armed_ = true;
   request_timer_->expires_after(context_.request_timeout);
-  request_timer_->async_wait([self = shared_from_this(), at_arm = completed_](
-                                 const net::error_code& error) { self->onRequestTimer(error, at_arm); });
+  request_timer_->async_wait(
+      [self = shared_from_this(), at_arm = completed_](const net::error_code& error) {
+        self->onRequestTimer(error, at_arm);
+      });
 }
 
 void Session::onRequestTimer(const net::error_code& error, std::uint64_t completed_at_arm) {
@@ -262,9 +265,9 @@ void Session::onRequestTimer(const net::error_code& error, std::uint64_t complet
     return;
   }
   if (completed_ == completed_at_arm && read_paused_) {
-    close("has not read its replies for " + std::to_string(context_.request_timeout.count()) +
-              " ms",
-          true);
+    close(
+        "has not read its replies for " + std::to_string(context_.request_timeout.count()) + " ms",
+        true);
     return;
   }
   if (completed_ == completed_at_arm) {

@@ -81,7 +81,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::size_t needed_ = 0;  // the partial request's known minimum size
   std::uint64_t completed_ = 0;
   bool read_paused_ = false;  // output backlog too large: stop reading
-  bool closing_ = false;  // a bad request: flushing earlier replies, then closing
+  bool closing_ = false;      // a bad request: flushing earlier replies, then closing
   bool closed_ = false;
 
   std::mutex out_mutex_;  // guards out_ and writing_

@@ -180,13 +180,13 @@ TEST_F(KeySpaceTest, WatchNotificationsMatchPyTorch113Bytes) {
   EXPECT_EQ(run(9, Command::WatchKey, {"/watched"}), std::string(1, '\3'));
   run(1, Command::Set, {"/watched"}, {"v1"});
   // Captured from a 1.13 server: KEY_CREATED, key, empty old value, new value.
-  std::string created = std::string(1, '\1') + bytesField("/watched") + bytesField("") +
-                        bytesField("v1");
+  std::string created =
+      std::string(1, '\1') + bytesField("/watched") + bytesField("") + bytesField("v1");
   EXPECT_EQ(sink.delivered[9], created);
   sink.delivered.clear();
   run(1, Command::DeleteKey, {"/watched"});
-  std::string deleted = std::string(1, '\2') + bytesField("/watched") + bytesField("v1") +
-                        bytesField("");
+  std::string deleted =
+      std::string(1, '\2') + bytesField("/watched") + bytesField("v1") + bytesField("");
   EXPECT_EQ(sink.delivered[9], deleted);
 }
 

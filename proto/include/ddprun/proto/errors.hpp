@@ -48,9 +48,9 @@ class TimeoutError : public Error {
 
 // Aborts (in every build type) when an invariant of ddprun's own code breaks.
 // Never use it for anything a peer, the OS or a user controls.
-#define DDPRUN_ASSERT(cond, message)                                  \
-  do {                                                                \
-    if (!(cond)) {                                                    \
+#define DDPRUN_ASSERT(cond, message)                                   \
+  do {                                                                 \
+    if (!(cond)) {                                                     \
       ::ddprun::assertionFailed(#cond, __FILE__, __LINE__, (message)); \
-    }                                                                 \
+    }                                                                  \
   } while (false)

@@ -16,10 +16,11 @@ namespace ddprun::proto {
 // stay valid only until the caller discards those bytes.
 struct Request {
   Command command = Command::GetNumKeys;
-  std::vector<std::string_view> keys;    // the key, a key list, or MULTI_SET's keys
-  std::vector<std::string_view> values;  // value(s): SET/APPEND/QUEUE_PUSH data, CAS expected+desired, MULTI_SET values
-  std::int64_t number = 0;               // ADD delta
-  std::uint32_t word = 0;                // VALIDATE magic, PING nonce
+  std::vector<std::string_view> keys;  // the key, a key list, or MULTI_SET's keys
+  std::vector<std::string_view>
+      values;  // value(s): SET/APPEND/QUEUE_PUSH data, CAS expected+desired, MULTI_SET values
+  std::int64_t number = 0;  // ADD delta
+  std::uint32_t word = 0;   // VALIDATE magic, PING nonce
 
   void clear();
 };
@@ -31,7 +32,8 @@ struct DecodeResult {
   // Complete: bytes consumed. NeedMore: a lower bound on the request's total
   // size (never above Limits::max_request_bytes). Bad: 0.
   std::size_t size = 0;
-  std::string error;  // Bad only: what was wrong, e.g. "a key of 9000 bytes exceeds the 8192-byte limit"
+  std::string
+      error;  // Bad only: what was wrong, e.g. "a key of 9000 bytes, over the 8192-byte limit"
 };
 
 // Decodes one connection's request stream. The first call decides the dialect

@@ -94,11 +94,11 @@ enum class ModernByte : std::uint8_t {
   MultiGet = 10,
   MultiSet = 11,
   CancelWait = 12,
-  Ping = 13,        // 2.5+
-  QueuePush = 14,   // 2.8+
-  QueuePop = 15,    // 2.8+
-  QueueLen = 16,    // 2.8+
-  List = 17,        // 2.10+
+  Ping = 13,       // 2.5+
+  QueuePush = 14,  // 2.8+
+  QueuePop = 15,   // 2.8+
+  QueueLen = 16,   // 2.8+
+  List = 17,       // 2.10+
 };
 
 enum class CheckResponse : std::uint8_t { Ready = 0, NotReady = 1 };

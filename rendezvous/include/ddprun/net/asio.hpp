@@ -3,9 +3,10 @@
 // it first here fixes every user.
 #pragma once
 
+// clang-format off
 #include <utility>
-
 #include <boost/asio.hpp>
+// clang-format on
 
 namespace ddprun::net {
 namespace asio = boost::asio;

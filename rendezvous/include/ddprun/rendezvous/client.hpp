@@ -38,8 +38,7 @@ class StoreClient {
   // Waits for the key (up to the timeout), then reads it.
   std::string get(std::string_view key);
   std::int64_t add(std::string_view key, std::int64_t delta);
-  std::string compareSet(std::string_view key, std::string_view expected,
-                         std::string_view desired);
+  std::string compareSet(std::string_view key, std::string_view expected, std::string_view desired);
   bool check(const std::vector<std::string>& keys);
   // Throws TimeoutError if the keys do not all exist within `timeout`.
   void wait(const std::vector<std::string>& keys, std::optional<Duration> timeout = std::nullopt);

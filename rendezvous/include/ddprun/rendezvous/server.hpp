@@ -18,7 +18,7 @@
 namespace ddprun::rdzv {
 
 struct ServerOptions {
-  std::string host;        // empty: every address (IPv6 dual-stack, else IPv4)
+  std::string host;            // empty: every address (IPv6 dual-stack, else IPv4)
   std::uint16_t port = 29400;  // 0: an ephemeral port, see Server::port()
   int threads = 1;
   proto::Limits limits;
