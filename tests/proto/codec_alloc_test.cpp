@@ -68,7 +68,7 @@ INSTANTIATE_TEST_SUITE_P(DefaultLimits, CodecAllocation, ::testing::ValuesIn(hos
 TEST(CodecAllocationLegal, MaximalCountsReserveNothingBeforeTheKeysArrive) {
   for (const char* bytes : {"06 0000020000000000", "0b 0000020000000000", "0a 0000020000000000"}) {
     RequestDecoder decoder = decoderAfterPreamble(Dialect::Modern);
-    const std::string input = unhex(bytes);
+    const std::string input = fromHex(bytes);
     EXPECT_LE(largestAllocationWhileDecoding(decoder, input), allowance(input.size())) << bytes;
   }
 }

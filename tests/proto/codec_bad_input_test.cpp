@@ -45,7 +45,7 @@ TEST(CodecBadInput, UnknownCommandByteIsBadAndNamesTheByte) {
     SCOPED_TRACE(std::string(dialectName(c.dialect)) + " byte " + std::to_string(c.byte));
     ASSERT_EQ(result.status, DecodeStatus::Bad);
     EXPECT_EQ(result.size, 0u);
-    EXPECT_THAT(result.error, HasSubstr("unknown command byte 0x" + hex(bytes)));
+    EXPECT_THAT(result.error, HasSubstr("unknown command byte 0x" + toHex(bytes)));
     EXPECT_THAT(result.error, HasSubstr(std::string(dialectName(c.dialect))));
     expectFragment(result.error);
   }
@@ -84,7 +84,7 @@ INSTANTIATE_TEST_SUITE_P(DefaultLimits, CodecHostile, ::testing::ValuesIn(hostil
 
 TEST(CodecBadInput, KeyOverLimitNamesKeyAndLimit) {
   RequestDecoder decoder;
-  const DecodeResult result = decodeOnce(decoder, unhex("02 0120000000000000"));  // 8193
+  const DecodeResult result = decodeOnce(decoder, fromHex("02 0120000000000000"));  // 8193
   ASSERT_EQ(result.status, DecodeStatus::Bad);
   EXPECT_THAT(result.error, HasSubstr("key"));
   EXPECT_THAT(result.error, HasSubstr("8193"));
@@ -93,7 +93,7 @@ TEST(CodecBadInput, KeyOverLimitNamesKeyAndLimit) {
 
 TEST(CodecBadInput, KeyAtLimitNeedsTheWholeKey) {
   RequestDecoder decoder;
-  const DecodeResult result = decodeOnce(decoder, unhex("02 0020000000000000"));  // 8192
+  const DecodeResult result = decodeOnce(decoder, fromHex("02 0020000000000000"));  // 8192
   ASSERT_EQ(result.status, DecodeStatus::NeedMore) << result.error;
   EXPECT_GE(result.size, 1u + 8 + 8192) << "the hint should cover the announced key";
   EXPECT_LE(result.size, 1u + 8 + 8192);
@@ -102,7 +102,7 @@ TEST(CodecBadInput, KeyAtLimitNeedsTheWholeKey) {
 TEST(CodecBadInput, ValueOverLimitNamesValueAndLimit) {
   RequestDecoder decoder;
   const DecodeResult result =
-      decodeOnce(decoder, unhex("00 0300000000000000 2f6b31 0100800000000000"));  // 8 MiB + 1
+      decodeOnce(decoder, fromHex("00 0300000000000000 2f6b31 0100800000000000"));  // 8 MiB + 1
   ASSERT_EQ(result.status, DecodeStatus::Bad);
   EXPECT_THAT(result.error, HasSubstr("value"));
   EXPECT_THAT(result.error, HasSubstr("8388609"));
@@ -111,7 +111,7 @@ TEST(CodecBadInput, ValueOverLimitNamesValueAndLimit) {
 
 TEST(CodecBadInput, KeyCountOverLimitNamesCountAndLimit) {
   RequestDecoder decoder;
-  const DecodeResult result = decodeOnce(decoder, unhex("05 0100020000000000"));  // 131073
+  const DecodeResult result = decodeOnce(decoder, fromHex("05 0100020000000000"));  // 131073
   ASSERT_EQ(result.status, DecodeStatus::Bad);
   EXPECT_THAT(result.error, HasSubstr("keys"));
   EXPECT_THAT(result.error, HasSubstr("131073"));
@@ -122,7 +122,7 @@ TEST(CodecBadInput, KeyCountOverLimitNamesCountAndLimit) {
 TEST(CodecBadInput, KeyCountAtLimitReservesNothingWhileShort) {
   RequestDecoder decoder;
   Request request;
-  const DecodeResult result = decodeOnce(decoder, unhex("05 0000020000000000"), &request);
+  const DecodeResult result = decodeOnce(decoder, fromHex("05 0000020000000000"), &request);
   ASSERT_EQ(result.status, DecodeStatus::NeedMore) << result.error;
   EXPECT_GE(result.size, 1u + 8 + 131072u * 8);
   EXPECT_LE(result.size, decoder.limits().max_request_bytes);
@@ -134,7 +134,7 @@ TEST(CodecBadInput, KeyCountAtLimitReservesNothingWhileShort) {
 TEST(CodecBadInput, PairCountHintCountsBothLengthsOfEveryPair) {
   RequestDecoder decoder = decoderAfterPreamble(Dialect::Modern);
   Request request;
-  const DecodeResult result = decodeOnce(decoder, unhex("0b 0010000000000000"), &request);
+  const DecodeResult result = decodeOnce(decoder, fromHex("0b 0010000000000000"), &request);
   ASSERT_EQ(result.status, DecodeStatus::NeedMore) << result.error;
   EXPECT_GE(result.size, 1u + 8 + 4096u * 16);
   EXPECT_EQ(request.values.capacity(), 0u);
@@ -142,7 +142,7 @@ TEST(CodecBadInput, PairCountHintCountsBothLengthsOfEveryPair) {
 
 TEST(CodecBadInput, SecondValidateIsBad) {
   RequestDecoder decoder = decoderAfterPreamble(Dialect::Modern);
-  const DecodeResult result = decodeOnce(decoder, unhex(kValidateHex));
+  const DecodeResult result = decodeOnce(decoder, fromHex(kValidateHex));
   ASSERT_EQ(result.status, DecodeStatus::Bad);
   EXPECT_THAT(result.error, HasSubstr("VALIDATE"));
   EXPECT_THAT(result.error, HasSubstr("first"));
@@ -153,7 +153,7 @@ TEST(CodecBadInput, SecondValidateIsBad) {
 // a 1.13 SET whose key length is absurd, and is rejected for that.
 TEST(CodecBadInput, WrongValidateMagicIsRejectedAsAnAbsurdLegacySet) {
   RequestDecoder decoder;
-  const DecodeResult result = decodeOnce(decoder, unhex("00 efbeadde 0d6b4f00 00"));
+  const DecodeResult result = decodeOnce(decoder, fromHex("00 efbeadde 0d6b4f00 00"));
   EXPECT_EQ(decoder.dialect(), Dialect::Legacy113);
   ASSERT_EQ(result.status, DecodeStatus::Bad);
   EXPECT_THAT(result.error, HasSubstr("key"));
@@ -165,9 +165,9 @@ TEST(CodecBadInput, MultiSetOverRequestLimitIsBad) {
   Limits limits;
   limits.max_request_bytes = 100;
   RequestDecoder decoder = decoderAfterPreamble(Dialect::Modern, limits);
-  std::string bytes = unhex("0b 0300000000000000");
+  std::string bytes = fromHex("0b 0300000000000000");
   for (const char* key : {"/k1", "/k2", "/k3"}) {
-    bytes += unhex("0300000000000000") + key + unhex("1400000000000000") + std::string(20, 'v');
+    bytes += fromHex("0300000000000000") + key + fromHex("1400000000000000") + std::string(20, 'v');
   }
   ASSERT_EQ(bytes.size(), 126u);
   const DecodeResult result = decodeOnce(decoder, bytes);
@@ -232,7 +232,7 @@ TEST(CodecBadInput, HintForARequestOneByteOverTheLimitIsNotOverTheLimit) {
 TEST(CodecBadInput, UnboundedLimitsDoNotWrapAroundOnHugeKeyLengths) {
   Limits limits{kUnlimited, kUnlimited, kUnlimited, kUnlimited};
   RequestDecoder decoder(limits);
-  const std::string bytes = unhex("02 ffffffffffffffff") + std::string(16, 'x');
+  const std::string bytes = fromHex("02 ffffffffffffffff") + std::string(16, 'x');
   DecodeResult result;
   ASSERT_NO_THROW(result = decodeOnce(decoder, bytes));
   EXPECT_NE(result.status, DecodeStatus::Complete) << "consumed " << result.size;
@@ -245,7 +245,7 @@ TEST(CodecBadInput, UnboundedLimitsDoNotWrapAroundOnHugeKeyCounts) {
   Limits limits{kUnlimited, kUnlimited, kUnlimited, kUnlimited};
   RequestDecoder decoder(limits);
   // 2^61 keys of at least 8 bytes each: 2^64 bytes, which wraps to 0.
-  const std::string bytes = unhex("05 0000000000000020") + std::string(16, 'x');
+  const std::string bytes = fromHex("05 0000000000000020") + std::string(16, 'x');
   DecodeResult result;
   ASSERT_NO_THROW(result = decodeOnce(decoder, bytes));
   EXPECT_NE(result.status, DecodeStatus::Complete) << "consumed " << result.size;

@@ -20,7 +20,7 @@ constexpr std::string_view kLegacySet = "00 0300000000000000 2f6b31 020000000000
 TEST(CodecDialect, ValidateMagicMeansModern) {
   RequestDecoder decoder;
   Request request;
-  const DecodeResult result = decoder.decode(unhex(kModernHello), request);
+  const DecodeResult result = decoder.decode(fromHex(kModernHello), request);
   ASSERT_EQ(result.status, DecodeStatus::Complete) << result.error;
   EXPECT_EQ(result.size, 5u);
   EXPECT_EQ(request.command, Command::Validate);
@@ -29,7 +29,7 @@ TEST(CodecDialect, ValidateMagicMeansModern) {
 
 TEST(CodecDialect, ModernIsDetectedWhateverLegacyDialectIsConfigured) {
   RequestDecoder decoder(Limits{}, Dialect::Legacy21);
-  const StreamDecode decoded = decodeStream(decoder, unhex(kModernHello));
+  const StreamDecode decoded = decodeStream(decoder, fromHex(kModernHello));
   ASSERT_EQ(decoded.requests.size(), 2u);
   EXPECT_EQ(decoder.dialect(), Dialect::Modern);
   EXPECT_EQ(decoded.requests[1].command, Command::Ping);
@@ -39,7 +39,7 @@ TEST(CodecDialect, ModernIsDetectedWhateverLegacyDialectIsConfigured) {
 TEST(CodecDialect, LegacySetStartingWithZeroIsLegacy113) {
   RequestDecoder decoder;
   Request request;
-  const DecodeResult result = decoder.decode(unhex(kLegacySet), request);
+  const DecodeResult result = decoder.decode(fromHex(kLegacySet), request);
   ASSERT_EQ(result.status, DecodeStatus::Complete) << result.error;
   EXPECT_EQ(decoder.dialect(), Dialect::Legacy113);
   EXPECT_EQ(request.command, Command::Set);
@@ -47,7 +47,7 @@ TEST(CodecDialect, LegacySetStartingWithZeroIsLegacy113) {
 
 // A leading zero alone cannot decide: it may be VALIDATE or a 1.13 SET.
 TEST(CodecDialect, LeadingZeroWaitsForFiveBytes) {
-  const std::string hello = unhex(kModernHello);
+  const std::string hello = fromHex(kModernHello);
   for (std::size_t n = 0; n < 5; ++n) {
     RequestDecoder decoder;
     Request request;
@@ -62,7 +62,7 @@ TEST(CodecDialect, LeadingZeroWaitsForFiveBytes) {
 TEST(CodecDialect, NonZeroFirstByteDecidesLegacyAtOnce) {
   RequestDecoder decoder;
   Request request;
-  const DecodeResult result = decoder.decode(unhex("03"), request);  // ADD "init/" begins
+  const DecodeResult result = decoder.decode(fromHex("03"), request);  // ADD "init/" begins
   EXPECT_EQ(result.status, DecodeStatus::NeedMore);
   EXPECT_EQ(decoder.dialect(), Dialect::Legacy113);
 }
@@ -70,7 +70,7 @@ TEST(CodecDialect, NonZeroFirstByteDecidesLegacyAtOnce) {
 TEST(CodecDialect, ConfiguredLegacy21IsUsedForNonZeroFirstByte) {
   RequestDecoder decoder(Limits{}, Dialect::Legacy21);
   Request request;
-  decoder.decode(unhex("03"), request);
+  decoder.decode(fromHex("03"), request);
   EXPECT_EQ(decoder.dialect(), Dialect::Legacy21);
 }
 
@@ -78,7 +78,7 @@ TEST(CodecDialect, NearMissMagicIsALegacySetWithAnAbsurdKey) {
   RequestDecoder decoder;
   Request request;
   // Last magic byte 3d: a 1.13 SET whose key length is 0x3d85f7ce (~1 GB).
-  const DecodeResult result = decoder.decode(unhex("00 cef7853d 00000000 0d6b4f"), request);
+  const DecodeResult result = decoder.decode(fromHex("00 cef7853d 00000000 0d6b4f"), request);
   EXPECT_EQ(decoder.dialect(), Dialect::Legacy113);
   ASSERT_EQ(result.status, DecodeStatus::Bad);
   EXPECT_THAT(result.error, HasSubstr("key"));
@@ -88,7 +88,7 @@ TEST(CodecDialect, NearMissMagicIsALegacySetWithAnAbsurdKey) {
 // Byte 7 is WATCH_KEY in 1.13 and DELETE_KEY in 2.1 (§5); nothing in the
 // bytes tells them apart, so the configuration does.
 TEST(CodecDialect, Byte7DependsOnTheConfiguredLegacyDialect) {
-  const std::string bytes = unhex("07 0300000000000000 2f6b31");
+  const std::string bytes = fromHex("07 0300000000000000 2f6b31");
   Request request;
   RequestDecoder legacy113;
   ASSERT_EQ(legacy113.decode(bytes, request).status, DecodeStatus::Complete);
@@ -101,18 +101,18 @@ TEST(CodecDialect, Byte7DependsOnTheConfiguredLegacyDialect) {
 TEST(CodecDialect, Byte8IsDeleteIn113AndAppendIn21) {
   Request request;
   RequestDecoder legacy113;
-  ASSERT_EQ(legacy113.decode(unhex("08 0300000000000000 2f6b31"), request).status,
+  ASSERT_EQ(legacy113.decode(fromHex("08 0300000000000000 2f6b31"), request).status,
             DecodeStatus::Complete);
   EXPECT_EQ(request.command, Command::DeleteKey);
   RequestDecoder legacy21(Limits{}, Dialect::Legacy21);
-  const std::string append = unhex("08 0300000000000000 2f6170 0100000000000000 78");
+  const std::string append = fromHex("08 0300000000000000 2f6170 0100000000000000 78");
   ASSERT_EQ(legacy21.decode(append, request).status, DecodeStatus::Complete);
   EXPECT_EQ(request.command, Command::Append);
   EXPECT_EQ(request.values.at(0), "x");
 }
 
 TEST(CodecDialect, Byte9IsUnknownIn113AndMultiGetIn21) {
-  const std::string bytes = unhex("09 0100000000000000 0300000000000000 2f6b31");
+  const std::string bytes = fromHex("09 0100000000000000 0300000000000000 2f6b31");
   Request request;
   RequestDecoder legacy113;
   const DecodeResult bad = legacy113.decode(bytes, request);
@@ -127,7 +127,7 @@ TEST(CodecDialect, Byte9IsUnknownIn113AndMultiGetIn21) {
 // connection is a 1.13 SET with an absurd key length.
 TEST(CodecDialect, LegacyConnectionNeverSwitchesToModern) {
   RequestDecoder decoder;
-  const std::string stream = unhex(kLegacySet) + unhex(kModernHello);
+  const std::string stream = fromHex(kLegacySet) + fromHex(kModernHello);
   const StreamDecode decoded = decodeStream(decoder, stream);
   EXPECT_EQ(decoded.requests.size(), 1u);
   EXPECT_EQ(decoder.dialect(), Dialect::Legacy113);

@@ -5,29 +5,24 @@
 
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "codec_test_support.hpp"
+#include "ddprun/test_support/fixture_log.hpp"
 
 namespace ddprun::proto::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fixturesDir() { return fs::path(DDPRUN_TCPSTORE_FIXTURES_DIR); }
+using test_support::fixturesDir;
 
 // conn id -> its C>S bytes, concatenated in file order (fixtures README).
 std::map<int, std::string> clientStreams(const fs::path& file) {
-  std::ifstream in(file);
+  const auto log = test_support::FixtureLog::load(file);
   std::map<int, std::string> streams;
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto record = nlohmann::json::parse(line);
-    if (record.at("dir") == "C>S") {
-      streams[record.at("conn").get<int>()] += unhex(record.at("hex").get<std::string>());
-    }
+  for (int conn : log.connections()) {
+    streams[conn] = log.stream(conn, test_support::Direction::ClientToServer);
   }
   return streams;
 }
@@ -128,7 +123,7 @@ TEST_P(CodecFixtures, EveryStreamDecodesCompletely) {
     const StreamDecode decoded = decodeStream(decoder, stream);
     EXPECT_EQ(decoded.last.status, DecodeStatus::NeedMore) << decoded.last.error;
     EXPECT_EQ(decoded.consumed, stream.size())
-        << "left over: " << hex(stream.substr(decoded.consumed));
+        << "left over: " << toHex(stream.substr(decoded.consumed));
     EXPECT_EQ(decoder.dialect(), expected->dialect);
     EXPECT_EQ(commandsOf(decoded.requests), expected->commands);
   }
@@ -150,7 +145,7 @@ TEST_P(CodecFixtures, ReencodingReproducesTheCapture) {
     for (const OwnedRequest& request : decoded.requests) {
       reencoded += encode(decoder.dialect(), request);
     }
-    EXPECT_EQ(hex(reencoded), hex(stream));
+    EXPECT_EQ(toHex(reencoded), toHex(stream));
   }
 }
 

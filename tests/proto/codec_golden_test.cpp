@@ -16,7 +16,7 @@ class CodecGolden : public ::testing::TestWithParam<GoldenCase> {};
 
 TEST_P(CodecGolden, EncodesTheDocumentedBytes) {
   const GoldenCase& golden = GetParam();
-  EXPECT_EQ(hex(encode(golden.dialect, golden.request)), hex(golden.bytes));
+  EXPECT_EQ(toHex(encode(golden.dialect, golden.request)), toHex(golden.bytes));
 }
 
 TEST_P(CodecGolden, DecodesTheDocumentedBytes) {
@@ -40,7 +40,7 @@ TEST_P(CodecGolden, ConsumesOnlyItsOwnBytes) {
                                ? RequestDecoder()
                                : decoderAfterPreamble(golden.dialect);
   Request request;
-  const DecodeResult result = decoder.decode(golden.bytes + unhex("06 ffff"), request);
+  const DecodeResult result = decoder.decode(golden.bytes + fromHex("06 ffff"), request);
   ASSERT_EQ(result.status, DecodeStatus::Complete) << result.error;
   EXPECT_EQ(result.size, golden.bytes.size());
 }
@@ -91,7 +91,7 @@ TEST(CodecGoldenEncode, AppendsToExistingOutput) {
   request.command = Command::CancelWait;
   encodeRequest(Dialect::Modern, request, out);
   encodeRequest(Dialect::Legacy21, request, out);
-  EXPECT_EQ(hex(out), "78790c0b");
+  EXPECT_EQ(toHex(out), "78790c0b");
 }
 
 // WireWriter is what replies are built with (§7): raw little-endian integers
@@ -104,7 +104,7 @@ TEST(CodecGoldenWriter, WritesTheDocumentedReplyPrimitives) {
   writer.u8(1);            // NOT_READY / WAIT_CANCELED
   writer.u32(0x00004f6b);  // PING echo
   writer.u64(3);           // GETNUMKEYS reply
-  EXPECT_EQ(hex(out),
+  EXPECT_EQ(toHex(out),
             "feffffffffffffff"
             "0200000000000000"
             "7631"
@@ -118,7 +118,7 @@ TEST(CodecGoldenWriter, WritesAKeyListAsCountThenStrings) {
   WireWriter writer(out);
   const std::vector<std::string_view> keys = {"/k1", ""};
   writer.keyList(keys);
-  EXPECT_EQ(hex(out),
+  EXPECT_EQ(toHex(out),
             "0200000000000000"
             "0300000000000000"
             "2f6b31"

@@ -46,8 +46,8 @@ INSTANTIATE_TEST_SUITE_P(AllDialects, CodecIncremental, ::testing::ValuesIn(gold
 // The 39-byte segment of torch113-client-to-torch26-server.jsonl: SET "/a"="b"
 // and the WAIT of the following get("a"), back to back.
 TEST(CodecBackToBack, SetAndWaitInOneSegment) {
-  const std::string segment = unhex("00 0200000000000000 2f61 0100000000000000 62") +
-                              unhex("05 0100000000000000 0200000000000000 2f61");
+  const std::string segment = fromHex("00 0200000000000000 2f61 0100000000000000 62") +
+                              fromHex("05 0100000000000000 0200000000000000 2f61");
   ASSERT_EQ(segment.size(), 39u);
   RequestDecoder decoder;
   const StreamDecode decoded = decodeStream(decoder, segment);
@@ -75,7 +75,7 @@ TEST(CodecBackToBack, AllGoldenRequestsOfEachDialectInOneBuffer) {
     }
     // A WAIT cut inside its key count.
     buffer += static_cast<char>(wireByte(dialect, Command::Wait).value());
-    buffer += unhex("0200");
+    buffer += fromHex("0200");
     RequestDecoder decoder = decoderAfterPreamble(dialect);
     const StreamDecode decoded = decodeStream(decoder, buffer);
     EXPECT_EQ(decoded.requests, expected);
@@ -86,7 +86,7 @@ TEST(CodecBackToBack, AllGoldenRequestsOfEachDialectInOneBuffer) {
 
 // A Complete request borrows its key and value bytes from the input.
 TEST(CodecBackToBack, DecodedFieldsPointIntoTheInput) {
-  const std::string bytes = unhex("00 0300000000000000 2f6b31 0200000000000000 7631");
+  const std::string bytes = fromHex("00 0300000000000000 2f6b31 0200000000000000 7631");
   RequestDecoder decoder;
   Request request;
   ASSERT_EQ(decoder.decode(bytes, request).status, DecodeStatus::Complete);
@@ -101,8 +101,8 @@ TEST(CodecBackToBack, DecodedFieldsPointIntoTheInput) {
 TEST(CodecBackToBack, ReusedRequestIsReset) {
   RequestDecoder decoder;
   Request request;
-  const std::string add = unhex("03 0400000000000000 2f636e74 f9ffffffffffffff");
-  const std::string numkeys = unhex("06");
+  const std::string add = fromHex("03 0400000000000000 2f636e74 f9ffffffffffffff");
+  const std::string numkeys = fromHex("06");
   ASSERT_EQ(decoder.decode(add, request).status, DecodeStatus::Complete);
   ASSERT_EQ(decoder.decode(numkeys, request).status, DecodeStatus::Complete);
   EXPECT_EQ(request.command, Command::GetNumKeys);
@@ -119,7 +119,7 @@ TEST(CodecIncrementalLimits, HintNeverExceedsASmallRequestLimit) {
   // MULTI_SET of 2 pairs (at least 1 + 8 + 2*16 = 41 bytes) cannot fit: Bad, not NeedMore.
   RequestDecoder decoder = decoderAfterPreamble(Dialect::Modern, limits);
   Request request;
-  const DecodeResult result = decoder.decode(unhex("0b 0200000000000000"), request);
+  const DecodeResult result = decoder.decode(fromHex("0b 0200000000000000"), request);
   EXPECT_EQ(result.status, DecodeStatus::Bad) << "hint " << result.size;
 }
 

@@ -29,19 +29,6 @@ void PrintTo(Dialect dialect, std::ostream* os) { *os << dialectName(dialect); }
 namespace ddprun::proto::testing {
 namespace {
 
-int hexDigit(char c) {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  throw std::invalid_argument(std::string("not a hex digit: ") + c);
-}
-
 OwnedRequest make(Command command, std::vector<std::string> keys = {},
                   std::vector<std::string> values = {}, std::int64_t number = 0,
                   std::uint32_t word = 0) {
@@ -53,37 +40,37 @@ OwnedRequest make(Command command, std::vector<std::string> keys = {},
 std::vector<GoldenCase> modernCases() {
   const Dialect d = Dialect::Modern;
   return {
-      {"Validate", d, make(Command::Validate, {}, {}, 0, kValidateMagic), unhex("00 cef7853c")},
-      {"Ping", d, make(Command::Ping, {}, {}, 0, 0x4f6b), unhex("0d 6b4f0000")},
+      {"Validate", d, make(Command::Validate, {}, {}, 0, kValidateMagic), fromHex("00 cef7853c")},
+      {"Ping", d, make(Command::Ping, {}, {}, 0, 0x4f6b), fromHex("0d 6b4f0000")},
       {"Set", d, make(Command::Set, {"/k1"}, {"v1"}),
-       unhex("01 0300000000000000 2f6b31 0200000000000000 7631")},
+       fromHex("01 0300000000000000 2f6b31 0200000000000000 7631")},
       {"Wait", d, make(Command::Wait, {"/k1"}),
-       unhex("06 0100000000000000 0300000000000000 2f6b31")},
-      {"Get", d, make(Command::Get, {"/k1"}), unhex("03 0300000000000000 2f6b31")},
+       fromHex("06 0100000000000000 0300000000000000 2f6b31")},
+      {"Get", d, make(Command::Get, {"/k1"}), fromHex("03 0300000000000000 2f6b31")},
       {"Add", d, make(Command::Add, {"/cnt"}, {}, 5),
-       unhex("04 0400000000000000 2f636e74 0500000000000000")},
+       fromHex("04 0400000000000000 2f636e74 0500000000000000")},
       {"CompareSetCreate", d, make(Command::CompareSet, {"/cs"}, {"", "new"}),
-       unhex("02 0300000000000000 2f6373 0000000000000000 0300000000000000 6e6577")},
+       fromHex("02 0300000000000000 2f6373 0000000000000000 0300000000000000 6e6577")},
       {"CompareSetMissing", d, make(Command::CompareSet, {"/cs2"}, {"x", "y"}),
-       unhex("02 0400000000000000 2f637332 0100000000000000 78 0100000000000000 79")},
+       fromHex("02 0400000000000000 2f637332 0100000000000000 78 0100000000000000 79")},
       {"Check", d, make(Command::Check, {"/k1", "/nope"}),
-       unhex("05 0200000000000000 0300000000000000 2f6b31 0500000000000000 2f6e6f7065")},
-      {"GetNumKeys", d, make(Command::GetNumKeys), unhex("07")},
-      {"DeleteKey", d, make(Command::DeleteKey, {"/k1"}), unhex("08 0300000000000000 2f6b31")},
+       fromHex("05 0200000000000000 0300000000000000 2f6b31 0500000000000000 2f6e6f7065")},
+      {"GetNumKeys", d, make(Command::GetNumKeys), fromHex("07")},
+      {"DeleteKey", d, make(Command::DeleteKey, {"/k1"}), fromHex("08 0300000000000000 2f6b31")},
       {"Append", d, make(Command::Append, {"/ap"}, {"x"}),
-       unhex("09 0300000000000000 2f6170 0100000000000000 78")},
+       fromHex("09 0300000000000000 2f6170 0100000000000000 78")},
       {"MultiGet", d, make(Command::MultiGet, {"/m1", "/m2", "/ap"}),
-       unhex("0a 0300000000000000 0300000000000000 2f6d31 0300000000000000 2f6d32 "
-             "0300000000000000 2f6170")},
+       fromHex("0a 0300000000000000 0300000000000000 2f6d31 0300000000000000 2f6d32 "
+               "0300000000000000 2f6170")},
       {"MultiSet", d, make(Command::MultiSet, {"/m1", "/m2"}, {"a", "bb"}),
-       unhex("0b 0200000000000000 0300000000000000 2f6d31 0100000000000000 61 "
-             "0300000000000000 2f6d32 0200000000000000 6262")},
-      {"CancelWait", d, make(Command::CancelWait), unhex("0c")},
+       fromHex("0b 0200000000000000 0300000000000000 2f6d31 0100000000000000 61 "
+               "0300000000000000 2f6d32 0200000000000000 6262")},
+      {"CancelWait", d, make(Command::CancelWait), fromHex("0c")},
       {"QueuePush", d, make(Command::QueuePush, {"/q"}, {"a"}),
-       unhex("0e 0200000000000000 2f71 0100000000000000 61")},
-      {"QueuePop", d, make(Command::QueuePop, {"/q"}), unhex("0f 0200000000000000 2f71")},
-      {"QueueLen", d, make(Command::QueueLen, {"/q"}), unhex("10 0200000000000000 2f71")},
-      {"List", d, make(Command::List), unhex("11")},
+       fromHex("0e 0200000000000000 2f71 0100000000000000 61")},
+      {"QueuePop", d, make(Command::QueuePop, {"/q"}), fromHex("0f 0200000000000000 2f71")},
+      {"QueueLen", d, make(Command::QueueLen, {"/q"}), fromHex("10 0200000000000000 2f71")},
+      {"List", d, make(Command::List), fromHex("11")},
   };
 }
 
@@ -93,23 +80,23 @@ std::vector<GoldenCase> legacy113Cases() {
   const Dialect d = Dialect::Legacy113;
   return {
       {"AddInit", d, make(Command::Add, {"init/"}, {}, 1),
-       unhex("03 0500000000000000 696e69742f 0100000000000000")},
+       fromHex("03 0500000000000000 696e69742f 0100000000000000")},
       {"Set", d, make(Command::Set, {"/k1"}, {"v1"}),
-       unhex("00 0300000000000000 2f6b31 0200000000000000 7631")},
+       fromHex("00 0300000000000000 2f6b31 0200000000000000 7631")},
       {"Wait", d, make(Command::Wait, {"/k1"}),
-       unhex("05 0100000000000000 0300000000000000 2f6b31")},
-      {"WaitNoKeys", d, make(Command::Wait), unhex("05 0000000000000000")},
-      {"Get", d, make(Command::Get, {"/k1"}), unhex("02 0300000000000000 2f6b31")},
+       fromHex("05 0100000000000000 0300000000000000 2f6b31")},
+      {"WaitNoKeys", d, make(Command::Wait), fromHex("05 0000000000000000")},
+      {"Get", d, make(Command::Get, {"/k1"}), fromHex("02 0300000000000000 2f6b31")},
       {"AddNegative", d, make(Command::Add, {"/cnt"}, {}, -7),
-       unhex("03 0400000000000000 2f636e74 f9ffffffffffffff")},
+       fromHex("03 0400000000000000 2f636e74 f9ffffffffffffff")},
       {"CompareSet", d, make(Command::CompareSet, {"/cs"}, {"", "new"}),
-       unhex("01 0300000000000000 2f6373 0000000000000000 0300000000000000 6e6577")},
+       fromHex("01 0300000000000000 2f6373 0000000000000000 0300000000000000 6e6577")},
       {"Check", d, make(Command::Check, {"/k1", "/nope"}),
-       unhex("04 0200000000000000 0300000000000000 2f6b31 0500000000000000 2f6e6f7065")},
-      {"GetNumKeys", d, make(Command::GetNumKeys), unhex("06")},
+       fromHex("04 0200000000000000 0300000000000000 2f6b31 0500000000000000 2f6e6f7065")},
+      {"GetNumKeys", d, make(Command::GetNumKeys), fromHex("06")},
       {"WatchKey", d, make(Command::WatchKey, {"/watched"}),
-       unhex("07 0800000000000000 2f77617463686564")},
-      {"DeleteKey", d, make(Command::DeleteKey, {"/k1"}), unhex("08 0300000000000000 2f6b31")},
+       fromHex("07 0800000000000000 2f77617463686564")},
+      {"DeleteKey", d, make(Command::DeleteKey, {"/k1"}), fromHex("08 0300000000000000 2f6b31")},
   };
 }
 
@@ -118,25 +105,25 @@ std::vector<GoldenCase> legacy21Cases() {
   const Dialect d = Dialect::Legacy21;
   return {
       {"Set", d, make(Command::Set, {"/k1"}, {"v1"}),
-       unhex("00 0300000000000000 2f6b31 0200000000000000 7631")},
+       fromHex("00 0300000000000000 2f6b31 0200000000000000 7631")},
       {"CompareSet", d, make(Command::CompareSet, {"/cs"}, {"", "new"}),
-       unhex("01 0300000000000000 2f6373 0000000000000000 0300000000000000 6e6577")},
-      {"Get", d, make(Command::Get, {"/k1"}), unhex("02 0300000000000000 2f6b31")},
+       fromHex("01 0300000000000000 2f6373 0000000000000000 0300000000000000 6e6577")},
+      {"Get", d, make(Command::Get, {"/k1"}), fromHex("02 0300000000000000 2f6b31")},
       {"Add", d, make(Command::Add, {"/cnt"}, {}, 5),
-       unhex("03 0400000000000000 2f636e74 0500000000000000")},
+       fromHex("03 0400000000000000 2f636e74 0500000000000000")},
       {"Check", d, make(Command::Check, {"/k1"}),
-       unhex("04 0100000000000000 0300000000000000 2f6b31")},
+       fromHex("04 0100000000000000 0300000000000000 2f6b31")},
       {"Wait", d, make(Command::Wait, {"/k1"}),
-       unhex("05 0100000000000000 0300000000000000 2f6b31")},
-      {"GetNumKeys", d, make(Command::GetNumKeys), unhex("06")},
-      {"DeleteKey", d, make(Command::DeleteKey, {"/k1"}), unhex("07 0300000000000000 2f6b31")},
+       fromHex("05 0100000000000000 0300000000000000 2f6b31")},
+      {"GetNumKeys", d, make(Command::GetNumKeys), fromHex("06")},
+      {"DeleteKey", d, make(Command::DeleteKey, {"/k1"}), fromHex("07 0300000000000000 2f6b31")},
       {"Append", d, make(Command::Append, {"/ap"}, {"x"}),
-       unhex("08 0300000000000000 2f6170 0100000000000000 78")},
+       fromHex("08 0300000000000000 2f6170 0100000000000000 78")},
       {"MultiGet", d, make(Command::MultiGet, {"/m1", "/m2"}),
-       unhex("09 0200000000000000 0300000000000000 2f6d31 0300000000000000 2f6d32")},
+       fromHex("09 0200000000000000 0300000000000000 2f6d31 0300000000000000 2f6d32")},
       {"MultiSet", d, make(Command::MultiSet, {"/m1"}, {"a"}),
-       unhex("0a 0100000000000000 0300000000000000 2f6d31 0100000000000000 61")},
-      {"CancelWait", d, make(Command::CancelWait), unhex("0b")},
+       fromHex("0a 0100000000000000 0300000000000000 2f6d31 0100000000000000 61")},
+      {"CancelWait", d, make(Command::CancelWait), fromHex("0b")},
   };
 }
 
@@ -213,34 +200,6 @@ void expectUsefulHint(const DecodeResult& result, std::size_t buffered, const Li
 
 }  // namespace
 
-std::string unhex(std::string_view spaced_hex) {
-  std::string digits;
-  for (char c : spaced_hex) {
-    if (c != ' ') {
-      digits.push_back(c);
-    }
-  }
-  if (digits.size() % 2 != 0) {
-    throw std::invalid_argument("odd number of hex digits");
-  }
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); i += 2) {
-    out.push_back(static_cast<char>(hexDigit(digits[i]) * 16 + hexDigit(digits[i + 1])));
-  }
-  return out;
-}
-
-std::string hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (char c : bytes) {
-    const auto byte = static_cast<std::uint8_t>(c);
-    out.push_back(kDigits[byte >> 4]);
-    out.push_back(kDigits[byte & 0xF]);
-  }
-  return out;
-}
-
 OwnedRequest own(const Request& request) {
   OwnedRequest owned{request.command, {}, {}, request.number, request.word};
   owned.keys.assign(request.keys.begin(), request.keys.end());
@@ -267,11 +226,11 @@ std::string encode(Dialect dialect, const OwnedRequest& request) {
 void PrintTo(const OwnedRequest& request, std::ostream* os) {
   *os << commandName(request.command) << " keys=[";
   for (const auto& key : request.keys) {
-    *os << hex(key) << ' ';
+    *os << toHex(key) << ' ';
   }
   *os << "] values=[";
   for (const auto& value : request.values) {
-    *os << hex(value) << ' ';
+    *os << toHex(value) << ' ';
   }
   *os << "] number=" << request.number << " word=" << request.word;
 }
@@ -332,7 +291,7 @@ RequestDecoder decoderAfterPreamble(Dialect dialect, const Limits& limits) {
   RequestDecoder decoder(limits, legacy);
   if (dialect == Dialect::Modern) {
     Request validate;
-    const DecodeResult result = decoder.decode(unhex(kValidateHex), validate);
+    const DecodeResult result = decoder.decode(fromHex(kValidateHex), validate);
     EXPECT_EQ(result.status, DecodeStatus::Complete) << result.error;
   }
   return decoder;

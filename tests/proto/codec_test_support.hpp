@@ -11,6 +11,7 @@
 
 #include "ddprun/proto/tcpstore_codec.hpp"
 #include "ddprun/proto/tcpstore_wire.hpp"
+#include "ddprun/test_support/hex.hpp"
 
 namespace ddprun::proto {
 
@@ -23,10 +24,9 @@ void PrintTo(Dialect dialect, std::ostream* os);
 
 namespace ddprun::proto::testing {
 
-// "00 0300000000000000 2f6b31" -> raw bytes; spaces are ignored so the doc's
-// annotated dumps can be pasted verbatim. Throws std::invalid_argument on bad hex.
-std::string unhex(std::string_view spaced_hex);
-std::string hex(std::string_view bytes);
+// fromHex("00 0300000000000000 2f6b31") takes the doc's annotated dumps verbatim.
+using test_support::fromHex;
+using test_support::toHex;
 
 // A decoded request that owns its bytes, so it survives the input buffer.
 struct OwnedRequest {

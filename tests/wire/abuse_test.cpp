@@ -12,7 +12,7 @@
 #include "daemon_log.hpp"
 #include "ddprun/test_support/daemon_process.hpp"
 #include "ddprun/test_support/eventually.hpp"
-#include "hex.hpp"
+#include "ddprun/test_support/hex.hpp"
 #include "wire_client.hpp"
 
 namespace ddprun::wire_test {
@@ -101,8 +101,8 @@ TEST_F(AbuseTest, RepliesToRequestsBeforeABadOneAreDelivered) {
   RawConnection abuser(port());
   abuser.sendAll(validateRequest() + pingRequest(7) +
                  encode(Dialect::Modern, Command::Add, {"/n"}, {}, 5) + "\x7f");
-  EXPECT_EQ(toHex(abuser.recvExact(12, kReplyTimeout).value_or(abuser.buffered())),
-            toHex(u32Reply(7) + i64Reply(5)));
+  EXPECT_EQ(test_support::toHex(abuser.recvExact(12, kReplyTimeout).value_or(abuser.buffered())),
+            test_support::toHex(u32Reply(7) + i64Reply(5)));
   expectClosedAndLogged(abuser, {"unknown command"});
 }
 
@@ -161,7 +161,7 @@ TEST_F(AbuseTest, TruncatedRequestThenEndOfStream) {
 // it as a 1.13 SET whose key length is absurd.
 TEST_F(AbuseTest, GarbageInsteadOfValidate) {
   RawConnection abuser(port());
-  abuser.sendAll(fromHex("00deadbeefffffffff0102030405060708"));
+  abuser.sendAll(test_support::fromHex("00deadbeefffffffff0102030405060708"));
   expectClosedAndLogged(abuser, {"key", "validate", "magic"});
 }
 
@@ -169,13 +169,13 @@ TEST_F(AbuseTest, GarbageInsteadOfValidate) {
 // a 1.13 SET whose key length (bytes ce f7 85 3d 0d 07 00 00) is ~7.7e12.
 TEST_F(AbuseTest, WrongValidateMagic) {
   RawConnection abuser(port());
-  abuser.sendAll(fromHex("00cef7853d") + pingRequest(7));
+  abuser.sendAll(test_support::fromHex("00cef7853d") + pingRequest(7));
   expectClosedAndLogged(abuser, {"key", "validate", "magic"});
 }
 
 TEST_F(AbuseTest, WrongMagicInALaterValidate) {
   RawConnection abuser = handshaken();
-  abuser.sendAll(fromHex("0011223344"));
+  abuser.sendAll(test_support::fromHex("0011223344"));
   expectClosedAndLogged(abuser, {"validate", "magic"});
 }
 

@@ -13,9 +13,9 @@
 #include <string>
 
 #include "ddprun/test_support/daemon_process.hpp"
-#include "fixture_log.hpp"
+#include "ddprun/test_support/fixture_log.hpp"
+#include "ddprun/test_support/hex.hpp"
 #include "fixture_replayer.hpp"
-#include "hex.hpp"
 #include "wire_client.hpp"
 
 namespace ddprun::wire_test {
@@ -40,15 +40,17 @@ const std::set<std::string> kReplayedCaptures = {
 class FixtureReplayTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::is_directory(fixturesDir())) {
-      GTEST_SKIP() << "TCPStore captures not found at '" << fixturesDir().string()
+    if (!std::filesystem::is_directory(test_support::fixturesDir())) {
+      GTEST_SKIP() << "TCPStore captures not found at '" << test_support::fixturesDir().string()
                    << "'; configure with -DDDPRUN_FIXTURES_DIR=<shared>/fixtures/tcpstore "
                       "or set DDPRUN_FIXTURES_DIR";
     }
     daemon_.emplace();
   }
 
-  static FixtureLog load(const std::string& name) { return FixtureLog::load(fixturesDir() / name); }
+  static test_support::FixtureLog load(const std::string& name) {
+    return test_support::FixtureLog::load(test_support::fixturesDir() / name);
+  }
   std::uint16_t port() const { return daemon_->port(); }
 
   std::optional<DaemonProcess> daemon_;
@@ -59,10 +61,10 @@ class FixtureReplayTest : public ::testing::Test {
 // GET replies, so an injected value and the reply it is compared with come
 // from the same record: the replay then checks that opaque bytes round-trip
 // exactly and that each WAIT is released at the right moment.
-std::string recordedValue(const FixtureLog& log, int line) {
-  const Record& reply = log.atLine(line);
+std::string recordedValue(const test_support::FixtureLog& log, int line) {
+  const test_support::Record& reply = log.atLine(line);
   std::string value = reply.bytes.size() >= 8 ? reply.bytes.substr(8) : std::string();
-  EXPECT_EQ(reply.dir, Direction::ServerToClient) << log.name() << ":" << line;
+  EXPECT_EQ(reply.dir, test_support::Direction::ServerToClient) << log.name() << ":" << line;
   EXPECT_EQ(bytesReply(value), reply.bytes)
       << log.name() << ":" << line << " is not one whole GET reply";
   return value;
@@ -71,15 +73,16 @@ std::string recordedValue(const FixtureLog& log, int line) {
 // Hook for the moment the capture's client sat in a WAIT on `key` that rank
 // 0 (absent from the capture) satisfied: first proves the WAIT is really
 // pending (no reply yet), then SETs the key as rank 0 did.
-FixtureReplayer::Hook setWhileWaiting(FixtureReplayer& replayer, const FixtureLog& log, int line,
+FixtureReplayer::Hook setWhileWaiting(FixtureReplayer& replayer,
+                                      const test_support::FixtureLog& log, int line,
                                       WireClient& rank0, std::string key, std::string value) {
   return [&replayer, &log, &rank0, line, key = std::move(key), value = std::move(value)] {
-    const Record& wait = log.atLine(line);
+    const test_support::Record& wait = log.atLine(line);
     ASSERT_NE(wait.bytes.find(key), std::string::npos)
         << log.name() << ":" << line << " should hold the WAIT on " << key;
     RawConnection& waiter = replayer.connection(wait.conn);
     EXPECT_FALSE(waiter.bytesAvailableWithin(kQuietWindow))
-        << "the WAIT on " << key << " was answered (" << toHex(waiter.buffered())
+        << "the WAIT on " << key << " was answered (" << test_support::toHex(waiter.buffered())
         << ") before anyone set the key";
     rank0.set(key, value);
   };
@@ -95,7 +98,7 @@ FixtureReplayer::Hook addAsRankZero(WireClient& rank0, std::string key, std::int
 
 TEST_F(FixtureReplayTest, EveryCaptureIsReplayed) {
   std::set<std::string> found;
-  for (const auto& entry : std::filesystem::directory_iterator(fixturesDir())) {
+  for (const auto& entry : std::filesystem::directory_iterator(test_support::fixturesDir())) {
     if (entry.path().extension() == ".jsonl") {
       found.insert(entry.path().filename().string());
     }
@@ -104,14 +107,15 @@ TEST_F(FixtureReplayTest, EveryCaptureIsReplayed) {
     EXPECT_TRUE(kReplayedCaptures.contains(name)) << name << " has no replay test";
   }
   for (const std::string& name : kReplayedCaptures) {
-    EXPECT_TRUE(found.contains(name)) << name << " is missing from " << fixturesDir().string();
+    EXPECT_TRUE(found.contains(name))
+        << name << " is missing from " << test_support::fixturesDir().string();
   }
 }
 
 // 2.6 client -> 2.6 server, every operation including CANCEL_WAIT after a
 // client-side wait timeout (lines 32-34).
 TEST_F(FixtureReplayTest, Torch26ClientAllOps) {
-  const FixtureLog log = load("torch26-client-all-ops.jsonl");
+  const test_support::FixtureLog log = load("torch26-client-all-ops.jsonl");
   FixtureReplayer replayer(log, port());
   EXPECT_TRUE(replayer.replayAll());
 }
@@ -119,7 +123,7 @@ TEST_F(FixtureReplayTest, Torch26ClientAllOps) {
 // 1.13 torchrun agent's c10d rendezvous: COMPARE_SET state machine, SET,
 // WAIT+GET; lone type bytes (lines 9, 14, 21-26) and merged requests.
 TEST_F(FixtureReplayTest, Torch113TorchrunC10dRendezvous) {
-  const FixtureLog log = load("torch113-torchrun-c10d-rendezvous.jsonl");
+  const test_support::FixtureLog log = load("torch113-torchrun-c10d-rendezvous.jsonl");
   FixtureReplayer replayer(log, port());
   EXPECT_TRUE(replayer.replayAll());
 }
@@ -132,7 +136,7 @@ TEST_F(FixtureReplayTest, Torch113TorchrunC10dRendezvous) {
 // lines 58-59 rank 0's request was read first. Those requests are ordered
 // here so that ddprund, too, runs rank 1's first.
 TEST_F(FixtureReplayTest, Torch113InitProcessGroupAgentStore) {
-  const FixtureLog log = load("torch113-init-process-group-agent-store.jsonl");
+  const test_support::FixtureLog log = load("torch113-init-process-group-agent-store.jsonl");
   FixtureReplayer replayer(log, port());
   replayer.moveBefore(29, 28);  // conn1's reply 1 before conn3's ADD is sent
   replayer.moveBefore(59, 58);  // conn1's ADD ...
@@ -147,7 +151,7 @@ TEST_F(FixtureReplayTest, Torch113InitProcessGroupAgentStore) {
 // ADDs (rank 1's polled ADD 0 went 1 -> 1 -> 2 at lines 17-22; rank 1's
 // ADD +1 for the second barrier already returned 2 at line 43).
 TEST_F(FixtureReplayTest, Torch113InitProcessGroupGloo) {
-  const FixtureLog log = load("torch113-init-process-group-gloo.jsonl");
+  const test_support::FixtureLog log = load("torch113-init-process-group-gloo.jsonl");
   FixtureReplayer replayer(log, port());
   WireClient rank0(port(), Dialect::Legacy113);
   replayer.after(1, addAsRankZero(rank0, "init/", 1));
@@ -172,7 +176,7 @@ TEST_F(FixtureReplayTest, Torch113InitProcessGroupGloo) {
 // above a second (2.6-dialect) connection does rank 0's `init/` ADD and
 // publishes rank 0's gloo address records (opaque bytes, as captured).
 TEST_F(FixtureReplayTest, Torch26InitProcessGroupGloo) {
-  const FixtureLog log = load("torch26-init-process-group-gloo.jsonl");
+  const test_support::FixtureLog log = load("torch26-init-process-group-gloo.jsonl");
   FixtureReplayer replayer(log, port());
   WireClient rank0(port(), Dialect::Modern);
   replayer.after(3, addAsRankZero(rank0, "init/", 1));
@@ -198,7 +202,7 @@ TEST_F(FixtureReplayTest, Torch26InitProcessGroupGloo) {
 // sends STOP_WAITING then. What ddprund fixes is a key that appears after
 // the client has moved on, which is the case reproduced here.
 TEST_F(FixtureReplayTest, Torch113ClientAllOpsDoesNotDesync) {
-  const FixtureLog log = load("torch113-client-all-ops.jsonl");
+  const test_support::FixtureLog log = load("torch113-client-all-ops.jsonl");
   ASSERT_NE(log.atLine(36).bytes.find("/missing"), std::string::npos);
   ASSERT_EQ(log.atLine(37).bytes, "\0"s) << "line 37 should be the stray STOP_WAITING";
   ASSERT_EQ(log.atLine(39).bytes, i64Reply(-2)) << "line 39 should be ADD's -2";
@@ -217,7 +221,7 @@ TEST_F(FixtureReplayTest, Torch113ClientAllOpsDoesNotDesync) {
   ASSERT_EQ(other.get("/missing"), "now-set");
   RawConnection& client = replayer.connection(1);
   EXPECT_FALSE(client.bytesAvailableWithin(kQuietWindow))
-      << "stray STOP_WAITING after the cancelled WAIT: " << toHex(client.buffered());
+      << "stray STOP_WAITING after the cancelled WAIT: " << test_support::toHex(client.buffered());
 
   // Line 40's WAIT ["/nokey"] must stay pending (no reply) until the client
   // closes at lines 43-44; the close check requires that nothing was sent.
@@ -229,25 +233,27 @@ TEST_F(FixtureReplayTest, Torch113ClientAllOpsDoesNotDesync) {
 // so the capture has no server data at all. ddprund speaks 2.2+ and must
 // echo each PING nonce; the first attempt would then have succeeded.
 TEST_F(FixtureReplayTest, Torch26ClientSucceedsWhereTorch113ServerFailed) {
-  const FixtureLog log = load("torch26-client-to-torch113-server.jsonl");
+  const test_support::FixtureLog log = load("torch26-client-to-torch113-server.jsonl");
   ASSERT_EQ(log.connections().size(), 6u);
   for (int id : log.connections()) {
     SCOPED_TRACE("conn" + std::to_string(id));
-    const std::string sent = log.stream(id, Direction::ClientToServer);
+    const std::string sent = log.stream(id, test_support::Direction::ClientToServer);
     ASSERT_EQ(sent.size(), 10u);
     ASSERT_EQ(sent.substr(0, 6), validateRequest() + "\x0d") << "expected VALIDATE + PING";
-    ASSERT_EQ(log.stream(id, Direction::ServerToClient), "") << "the 1.13 server never replied";
+    ASSERT_EQ(log.stream(id, test_support::Direction::ServerToClient), "")
+        << "the 1.13 server never replied";
 
     RawConnection conn(port());
-    for (const Record& record : log.records()) {
-      if (record.conn == id && record.dir == Direction::ClientToServer && !record.endOfStream()) {
+    for (const test_support::Record& record : log.records()) {
+      if (record.conn == id && record.dir == test_support::Direction::ClientToServer &&
+          !record.endOfStream()) {
         ASSERT_TRUE(conn.sendAll(record.bytes));
       }
     }
     EXPECT_EQ(conn.recvExact(4, kReplyTimeout), sent.substr(6, 4)) << "PING nonce echo";
     conn.shutdownWrite();
     EXPECT_TRUE(conn.waitForClose(kReplyTimeout));
-    EXPECT_EQ(toHex(conn.buffered()), "");
+    EXPECT_EQ(test_support::toHex(conn.buffered()), "");
   }
 }
 
@@ -257,10 +263,10 @@ TEST_F(FixtureReplayTest, Torch26ClientSucceedsWhereTorch113ServerFailed) {
 // STOP_WAITING, the GET that follows gets "b", and the idle callback
 // connection (conn2) stays open.
 TEST_F(FixtureReplayTest, Torch113ClientSucceedsWhereTorch26ServerFailed) {
-  const FixtureLog log = load("torch113-client-to-torch26-server.jsonl");
+  const test_support::FixtureLog log = load("torch113-client-to-torch26-server.jsonl");
   const std::string expected_sent = encode(Dialect::Legacy113, Command::Set, {"/a"}, {"b"}) +
                                     encode(Dialect::Legacy113, Command::Wait, {"/a"});
-  ASSERT_EQ(toHex(log.atLine(2).bytes), toHex(expected_sent));
+  ASSERT_EQ(test_support::toHex(log.atLine(2).bytes), test_support::toHex(expected_sent));
 
   FixtureReplayer replayer(log, port());
   replayer.after(2, [&] {

@@ -6,12 +6,12 @@
 #include <climits>
 #include <stdexcept>
 
-#include "hex.hpp"
+#include "ddprun/test_support/hex.hpp"
 #include "wire_client.hpp"
 
 namespace ddprun::wire_test {
 
-FixtureReplayer::FixtureReplayer(const FixtureLog& log, std::uint16_t port)
+FixtureReplayer::FixtureReplayer(const test_support::FixtureLog& log, std::uint16_t port)
     : log_(log), port_(port) {
   for (std::size_t i = 0; i < log_.records().size(); ++i) {
     order_.push_back(i);
@@ -50,7 +50,7 @@ RawConnection& FixtureReplayer::connection(int conn) {
   return it->second;
 }
 
-std::string FixtureReplayer::where(const Record& record) const {
+std::string FixtureReplayer::where(const test_support::Record& record) const {
   return log_.name() + ":" + std::to_string(record.line) + " (conn" + std::to_string(record.conn) +
          ")";
 }
@@ -58,7 +58,7 @@ std::string FixtureReplayer::where(const Record& record) const {
 bool FixtureReplayer::replayThrough(int line) {
   const std::size_t last = line == INT_MAX ? order_.size() - 1 : positionOf(line);
   while (next_ < order_.size() && next_ <= last) {
-    const Record& record = log_.records()[order_[next_++]];
+    const test_support::Record& record = log_.records()[order_[next_++]];
     if (!replay(record)) {
       return false;
     }
@@ -78,58 +78,60 @@ void FixtureReplayer::skipThrough(int line) {
   next_ = std::max(next_, std::min(positionOf(line) + 1, order_.size()));
 }
 
-bool FixtureReplayer::replay(const Record& record) {
-  if (record.dir == Direction::Open) {
+bool FixtureReplayer::replay(const test_support::Record& record) {
+  if (record.dir == test_support::Direction::Open) {
     conns_.emplace(record.conn, RawConnection(port_));
-    last_dir_[record.conn] = Direction::Open;
+    last_dir_[record.conn] = test_support::Direction::Open;
     return true;
   }
   if (record.endOfStream()) {
     return endStream(record);
   }
-  const bool ok = record.dir == Direction::ClientToServer ? sendChunk(record) : expectChunk(record);
+  const bool ok = record.dir == test_support::Direction::ClientToServer ? sendChunk(record)
+                                                                        : expectChunk(record);
   last_dir_[record.conn] = record.dir;
   return ok;
 }
 
-bool FixtureReplayer::sendChunk(const Record& record) {
+bool FixtureReplayer::sendChunk(const test_support::Record& record) {
   RawConnection& conn = connection(record.conn);
-  if (last_dir_[record.conn] == Direction::ClientToServer &&
+  if (last_dir_[record.conn] == test_support::Direction::ClientToServer &&
       conn.bytesAvailableWithin(kQuietWindow)) {
     ADD_FAILURE() << where(record) << ": before this chunk the server sent "
-                  << toHex(conn.buffered())
+                  << test_support::toHex(conn.buffered())
                   << ", but in the capture the server sent nothing between the previous "
                      "chunk and this one";
     return false;
   }
   if (!conn.sendAll(record.bytes)) {
     ADD_FAILURE() << where(record) << ": the server closed the connection before "
-                  << toHex(record.bytes) << " could be sent";
+                  << test_support::toHex(record.bytes) << " could be sent";
     return false;
   }
   return true;
 }
 
-bool FixtureReplayer::expectChunk(const Record& record) {
+bool FixtureReplayer::expectChunk(const test_support::Record& record) {
   RawConnection& conn = connection(record.conn);
   const auto got = conn.recvExact(record.bytes.size(), kReplyTimeout);
   if (!got) {
     ADD_FAILURE() << where(record) << ": expected " << record.bytes.size() << " bytes "
-                  << toHex(record.bytes) << " but got only " << toHex(conn.buffered()) << " in "
-                  << kReplyTimeout.count() << " ms"
-                  << (conn.peerClosed() ? " before the server closed the connection" : "");
+                  << test_support::toHex(record.bytes) << " but got only "
+                  << test_support::toHex(conn.buffered()) << " in " << kReplyTimeout.count()
+                  << " ms" << (conn.peerClosed() ? " before the server closed the connection" : "");
     return false;
   }
   if (*got != record.bytes) {
     ADD_FAILURE() << where(record) << ": reply differs from the capture\n  expected "
-                  << toHex(record.bytes) << "\n  got      " << toHex(*got);
+                  << test_support::toHex(record.bytes) << "\n  got      "
+                  << test_support::toHex(*got);
     return false;
   }
   return true;
 }
 
-bool FixtureReplayer::endStream(const Record& record) {
-  if (record.dir == Direction::ClientToServer) {
+bool FixtureReplayer::endStream(const test_support::Record& record) {
+  if (record.dir == test_support::Direction::ClientToServer) {
     connection(record.conn).shutdownWrite();
     half_closed_.insert(record.conn);
     return true;
@@ -147,7 +149,7 @@ bool FixtureReplayer::endStream(const Record& record) {
     return false;
   }
   if (!conn.buffered().empty()) {
-    ADD_FAILURE() << where(record) << ": the server sent " << toHex(conn.buffered())
+    ADD_FAILURE() << where(record) << ": the server sent " << test_support::toHex(conn.buffered())
                   << " before closing; the capture has no such bytes";
     return false;
   }
@@ -159,7 +161,7 @@ bool FixtureReplayer::expectNoStrayBytes() {
   for (auto& [id, conn] : conns_) {
     if (conn.bytesAvailableWithin(kQuietWindow)) {
       ADD_FAILURE() << log_.name() << " conn" << id
-                    << ": stray bytes after the replay: " << toHex(conn.buffered());
+                    << ": stray bytes after the replay: " << test_support::toHex(conn.buffered());
       ok = false;
     }
   }

@@ -24,8 +24,8 @@
 #include <set>
 #include <vector>
 
+#include "ddprun/test_support/fixture_log.hpp"
 #include "ddprun/test_support/raw_connection.hpp"
-#include "fixture_log.hpp"
 
 namespace ddprun::wire_test {
 
@@ -35,7 +35,7 @@ class FixtureReplayer {
  public:
   using Hook = std::function<void()>;
 
-  FixtureReplayer(const FixtureLog& log, std::uint16_t port);
+  FixtureReplayer(const test_support::FixtureLog& log, std::uint16_t port);
 
   // Runs `hook` right after the record at `line` has been replayed.
   void after(int line, Hook hook);
@@ -63,16 +63,17 @@ class FixtureReplayer {
  private:
   // Index into order_ of the record at `line`; order_.size() if none.
   std::size_t positionOf(int line) const;
-  bool replay(const Record& record);
-  bool sendChunk(const Record& record);
-  bool expectChunk(const Record& record);
-  bool endStream(const Record& record);
-  std::string where(const Record& record) const;
+  bool replay(const test_support::Record& record);
+  bool sendChunk(const test_support::Record& record);
+  bool expectChunk(const test_support::Record& record);
+  bool endStream(const test_support::Record& record);
+  std::string where(const test_support::Record& record) const;
 
-  const FixtureLog& log_;
+  const test_support::FixtureLog& log_;
   std::uint16_t port_;
   std::map<int, RawConnection> conns_;
-  std::map<int, Direction> last_dir_;  // direction of each connection's last replayed record
+  std::map<int, test_support::Direction>
+      last_dir_;  // direction of each connection's last replayed record
   std::set<int> half_closed_;
   std::map<int, std::vector<Hook>> hooks_;
   std::vector<std::size_t> order_;  // indices into log_.records(), in replay order

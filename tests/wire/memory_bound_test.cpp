@@ -10,7 +10,7 @@
 
 #include "ddprun/test_support/daemon_process.hpp"
 #include "ddprun/test_support/eventually.hpp"
-#include "hex.hpp"
+#include "ddprun/test_support/hex.hpp"
 #include "wire_client.hpp"
 
 namespace ddprun::wire_test {

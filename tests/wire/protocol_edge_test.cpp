@@ -7,7 +7,7 @@
 #include <string>
 
 #include "ddprun/test_support/daemon_process.hpp"
-#include "hex.hpp"
+#include "ddprun/test_support/hex.hpp"
 #include "wire_client.hpp"
 
 namespace ddprun::wire_test {
@@ -25,10 +25,11 @@ class ProtocolEdgeTest : public ::testing::Test {
                             const std::string& replies) {
     ASSERT_TRUE(conn.sendAll(requests));
     const auto got = conn.recvExact(replies.size(), kReplyTimeout);
-    ASSERT_TRUE(got.has_value()) << "got only " << toHex(conn.buffered())
+    ASSERT_TRUE(got.has_value()) << "got only " << test_support::toHex(conn.buffered())
                                  << (conn.peerClosed() ? " (closed)" : "");
-    EXPECT_EQ(toHex(*got), toHex(replies));
-    EXPECT_FALSE(conn.bytesAvailableWithin(kQuietWindow)) << "extra: " << toHex(conn.buffered());
+    EXPECT_EQ(test_support::toHex(*got), test_support::toHex(replies));
+    EXPECT_FALSE(conn.bytesAvailableWithin(kQuietWindow))
+        << "extra: " << test_support::toHex(conn.buffered());
   }
 
   DaemonProcess daemon_;
@@ -44,7 +45,7 @@ TEST_P(SplitValidateTest, ValidateSplitAcrossTwoWritesStillWorks) {
   RawConnection conn(port());
   const std::string validate = validateRequest();
   ASSERT_TRUE(conn.sendAll(validate.substr(0, GetParam())));
-  EXPECT_FALSE(conn.bytesAvailableWithin(kQuietWindow)) << toHex(conn.buffered());
+  EXPECT_FALSE(conn.bytesAvailableWithin(kQuietWindow)) << test_support::toHex(conn.buffered());
   ASSERT_TRUE(conn.sendAll(validate.substr(GetParam()) + pingRequest(0x4f6b)));
   EXPECT_EQ(conn.recvExact(4, kReplyTimeout), u32Reply(0x4f6b)) << "PING echo";
   // The connection speaks 2.2+ numbering from here on: 01 is SET, 04 ADD.
@@ -104,7 +105,7 @@ TEST_F(ProtocolEdgeTest, WaitThenCancelWaitGetsExactlyWaitCanceled) {
   setter.set("/never", "late");
   ASSERT_EQ(setter.get("/never"), "late");
   EXPECT_FALSE(waiter.raw().bytesAvailableWithin(kQuietWindow))
-      << "stray STOP_WAITING after CANCEL_WAIT: " << toHex(waiter.raw().buffered());
+      << "stray STOP_WAITING after CANCEL_WAIT: " << test_support::toHex(waiter.raw().buffered());
   EXPECT_TRUE(waiter.roundTrip());
 }
 
@@ -123,8 +124,9 @@ TEST_F(ProtocolEdgeTest, CancelWaitAfterASetWokeTheWaitGetsStopWaitingThenWaitCa
   ASSERT_EQ(setter.get("/racy"), "v");
   ASSERT_TRUE(waiter.raw().sendAll(encode(Dialect::Modern, Command::CancelWait)));
   const auto got = waiter.raw().recvExact(2, kReplyTimeout);
-  EXPECT_EQ(toHex(got.value_or(waiter.raw().buffered())), "0001");
-  EXPECT_FALSE(waiter.raw().bytesAvailableWithin(kQuietWindow)) << toHex(waiter.raw().buffered());
+  EXPECT_EQ(test_support::toHex(got.value_or(waiter.raw().buffered())), "0001");
+  EXPECT_FALSE(waiter.raw().bytesAvailableWithin(kQuietWindow))
+      << test_support::toHex(waiter.raw().buffered());
   EXPECT_TRUE(waiter.roundTrip());
 }
 

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "hex.hpp"
+#include "ddprun/test_support/hex.hpp"
 
 namespace ddprun::wire_test {
 
@@ -101,7 +101,7 @@ std::optional<std::string> WireClient::readBytesReply() {
   return ::testing::AssertionFailure()
          << "SET/GET round trip on " << conn_.localAddress() << " failed: got "
          << (got ? "'" + *got + "'" : std::string("no reply"))
-         << "; unread bytes: " << toHex(conn_.buffered())
+         << "; unread bytes: " << test_support::toHex(conn_.buffered())
          << (conn_.peerClosed() ? " (peer closed)" : "");
 }
 

@@ -1,8 +1,8 @@
-#include "hex.hpp"
+#include "ddprun/test_support/hex.hpp"
 
 #include <stdexcept>
 
-namespace ddprun::wire_test {
+namespace ddprun::test_support {
 
 namespace {
 
@@ -22,13 +22,20 @@ int nibble(char c) {
 }  // namespace
 
 std::string fromHex(std::string_view hex) {
-  if (hex.size() % 2 != 0) {
+  std::string digits;
+  digits.reserve(hex.size());
+  for (char c : hex) {
+    if (c != ' ') {
+      digits.push_back(c);
+    }
+  }
+  if (digits.size() % 2 != 0) {
     throw std::invalid_argument("odd-length hex string");
   }
   std::string out;
-  out.reserve(hex.size() / 2);
-  for (std::size_t i = 0; i < hex.size(); i += 2) {
-    out.push_back(static_cast<char>(nibble(hex[i]) << 4 | nibble(hex[i + 1])));
+  out.reserve(digits.size() / 2);
+  for (std::size_t i = 0; i < digits.size(); i += 2) {
+    out.push_back(static_cast<char>(nibble(digits[i]) << 4 | nibble(digits[i + 1])));
   }
   return out;
 }
@@ -45,4 +52,4 @@ std::string toHex(std::string_view bytes) {
   return out;
 }
 
-}  // namespace ddprun::wire_test
+}  // namespace ddprun::test_support

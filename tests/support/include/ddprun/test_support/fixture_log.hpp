@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace ddprun::wire_test {
+namespace ddprun::test_support {
 
 enum class Direction : std::uint8_t { Open, ClientToServer, ServerToClient };
 
@@ -46,4 +46,4 @@ class FixtureLog {
 // overridable at run time by the environment variable of the same name.
 std::filesystem::path fixturesDir();
 
-}  // namespace ddprun::wire_test
+}  // namespace ddprun::test_support

@@ -1,4 +1,4 @@
-#include "fixture_log.hpp"
+#include "ddprun/test_support/fixture_log.hpp"
 
 #include <cstdlib>
 #include <fstream>
@@ -6,13 +6,13 @@
 #include <set>
 #include <stdexcept>
 
-#include "hex.hpp"
+#include "ddprun/test_support/hex.hpp"
 
 #ifndef DDPRUN_FIXTURES_DIR
 #define DDPRUN_FIXTURES_DIR ""
 #endif
 
-namespace ddprun::wire_test {
+namespace ddprun::test_support {
 
 namespace {
 
@@ -98,4 +98,4 @@ std::filesystem::path fixturesDir() {
   return DDPRUN_FIXTURES_DIR;
 }
 
-}  // namespace ddprun::wire_test
+}  // namespace ddprun::test_support

@@ -6,13 +6,14 @@
 #include <string>
 #include <string_view>
 
-namespace ddprun::wire_test {
+namespace ddprun::test_support {
 
-// "0a0b" -> "\x0a\x0b". Throws std::invalid_argument on odd length or a
+// "0a0b" (spaces allowed between digits, as the protocol doc writes
+// bytes) -> "\x0a\x0b". Throws std::invalid_argument on odd length or a
 // non-hex digit.
 std::string fromHex(std::string_view hex);
 
 // "\x0a\x0b" -> "0a0b".
 std::string toHex(std::string_view bytes);
 
-}  // namespace ddprun::wire_test
+}  // namespace ddprun::test_support
