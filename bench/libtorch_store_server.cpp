@@ -1,0 +1,92 @@
+// Hosts LibTorch's own c10d::TCPStore server so store_bench can load it from a
+// separate process, exactly as it loads ddprund.
+//
+//   libtorch_store_server [--host ADDR] [--port N; 0 = free port] [--port-file PATH]
+//
+// Prints "libtorch_store_server listening on <host>:<port>", writes the port to
+// --port-file atomically (write, then rename) and runs until SIGTERM or SIGINT.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+namespace {
+
+struct Options {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;
+  std::string port_file;
+};
+
+Options parseOptions(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string_view flag = argv[i];
+    if (i + 1 == argc) {
+      throw std::invalid_argument("missing value for " + std::string(flag));
+    }
+    if (flag == "--host") {
+      options.host = argv[i + 1];
+    } else if (flag == "--port") {
+      options.port = static_cast<std::uint16_t>(std::stoul(argv[i + 1]));
+    } else if (flag == "--port-file") {
+      options.port_file = argv[i + 1];
+    } else {
+      throw std::invalid_argument("unknown option " + std::string(flag));
+    }
+  }
+  return options;
+}
+
+void writePortFile(const std::string& path, std::uint16_t port) {
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp);
+    out << port << '\n';
+  }
+  std::filesystem::rename(temp, path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options options = parseOptions(argc, argv);
+
+  // Block the stop signals before TCPStore starts its threads, so they inherit
+  // the mask and sigwait below is the only receiver.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  c10d::TCPStoreOptions store_options;
+  store_options.port = options.port;
+  store_options.isServer = true;
+  store_options.waitWorkers = false;  // no numWorkers: nobody to wait for
+  store_options.timeout = std::chrono::seconds(60);
+  c10d::TCPStore store(options.host, store_options);
+
+  // 1.13's TCPStore reports the port it actually bound, so port 0 works.
+  const std::uint16_t port = store.getPort();
+  std::cout << "libtorch_store_server listening on " << options.host << ':' << port << std::endl;
+  if (!options.port_file.empty()) {
+    writePortFile(options.port_file, port);
+  }
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  return 0;
+} catch (const std::exception& error) {
+  std::cerr << "libtorch_store_server: " << error.what() << '\n';
+  return 1;
+}

@@ -1,0 +1,134 @@
+#include "report.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace ddprun::bench {
+namespace {
+
+std::string format(const char* pattern, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), pattern, value);
+  return buffer;
+}
+
+std::string opsCell(const LoadResult& result) {
+  return result.ok() ? format("%.0f", result.ops_per_second) : "failed";
+}
+
+std::string usCell(const LoadResult& result, double value) {
+  return result.ok() ? format("%.0f", value) : "–";
+}
+
+// ddprund relative to libtorch; "–" when either side has no figure.
+std::string ratioCell(const LoadResult& ddprund, const LoadResult& libtorch, double numerator,
+                      double denominator) {
+  if (!ddprund.ok() || !libtorch.ok() || denominator <= 0) {
+    return "–";
+  }
+  return format("%.2f×", numerator / denominator);
+}
+
+std::string cpuCell(double ddprund, double libtorch) {
+  return format("%.2f", ddprund) + " / " + format("%.2f", libtorch);
+}
+
+std::string barrierCell(const BarrierResult& result, bool connect) {
+  if (connect) {
+    return result.connected ? format("%.3f", result.connect_seconds) : "failed: " + result.error;
+  }
+  if (result.finished) {
+    return format("%.3f", result.barrier_seconds);
+  }
+  return result.connected ? result.error : "–";
+}
+
+}  // namespace
+
+void printLoadTable(std::ostream& out, const std::vector<LoadComparison>& rows) {
+  out << "| Clients | ddprund ops/s | libtorch ops/s | Throughput ddprund/libtorch "
+         "| ddprund p50 µs | libtorch p50 µs | ddprund p99 µs | libtorch p99 µs "
+         "| p99 ddprund/libtorch | Server CPU, cores (ddprund / libtorch) "
+         "| Client CPU, cores (ddprund / libtorch) | Other processes' CPU, cores (ddprund / "
+         "libtorch) |\n";
+  out << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& row : rows) {
+    const auto& d = row.ddprund;
+    const auto& l = row.libtorch;
+    out << "| " << d.clients << " | " << opsCell(d) << " | " << opsCell(l) << " | "
+        << ratioCell(d, l, d.ops_per_second, l.ops_per_second) << " | " << usCell(d, d.p50_us)
+        << " | " << usCell(l, l.p50_us) << " | " << usCell(d, d.p99_us) << " | "
+        << usCell(l, l.p99_us) << " | " << ratioCell(d, l, d.p99_us, l.p99_us) << " | "
+        << cpuCell(d.server_cpu, l.server_cpu) << " | " << cpuCell(d.bench_cpu, l.bench_cpu)
+        << " | " << cpuCell(d.other_cpu, l.other_cpu) << " |\n";
+  }
+}
+
+void printLoadDetail(std::ostream& out, const std::vector<LoadComparison>& rows) {
+  out << "| Clients | Server | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs "
+         "| ops per client, min – max | Setup s (all connected + 1 round trip each) |\n";
+  out << "|---:|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  auto line = [&](const char* name, const LoadResult& r) {
+    out << "| " << r.clients << " | " << name << " | " << usCell(r, r.p50_us) << " | "
+        << usCell(r, r.p90_us) << " | " << usCell(r, r.p99_us) << " | " << usCell(r, r.p999_us)
+        << " | " << usCell(r, r.max_us) << " | " << r.min_client_ops << " – " << r.max_client_ops
+        << " | " << format("%.2f", r.setup_seconds) << " |\n";
+  };
+  for (const auto& row : rows) {
+    line("ddprund", row.ddprund);
+    line("libtorch", row.libtorch);
+  }
+}
+
+void printRawTable(std::ostream& out, const std::vector<RawComparison>& rows) {
+  out << "| Connections | ddprund ops/s | libtorch ops/s | Throughput ddprund/libtorch "
+         "| ddprund p99 µs | libtorch p99 µs | p99 ddprund/libtorch "
+         "| Server CPU, cores (ddprund / libtorch) | Client CPU, cores (ddprund / libtorch) "
+         "| Other processes' CPU, cores (ddprund / libtorch) |\n";
+  out << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& row : rows) {
+    const auto& d = row.ddprund;
+    const auto& l = row.libtorch;
+    const bool both = d.ok() && l.ok();
+    auto cell = [](bool ok, const char* pattern, double value) {
+      return ok ? format(pattern, value) : std::string("failed");
+    };
+    out << "| " << d.connections << " | " << cell(d.ok(), "%.0f", d.ops_per_second) << " | "
+        << cell(l.ok(), "%.0f", l.ops_per_second) << " | "
+        << (both ? format("%.2f×", d.ops_per_second / l.ops_per_second) : "–") << " | "
+        << cell(d.ok(), "%.0f", d.p99_us) << " | " << cell(l.ok(), "%.0f", l.p99_us) << " | "
+        << (both && l.p99_us > 0 ? format("%.2f×", d.p99_us / l.p99_us) : "–") << " | "
+        << cpuCell(d.server_cpu, l.server_cpu) << " | " << cpuCell(d.client_cpu, l.client_cpu)
+        << " | " << cpuCell(d.other_cpu, l.other_cpu) << " |\n";
+  }
+}
+
+void printBarrierTable(std::ostream& out, const BarrierComparison& barrier) {
+  out << "| Server | Connections | Connect, s (connect + 1 probe round trip each) "
+         "| Barrier, s (first ADD sent → last STOP_WAITING) | Other processes' CPU, cores |\n";
+  out << "|---|---:|---:|---:|---:|\n";
+  auto row = [&](const char* name, const BarrierResult& result) {
+    out << "| " << name << " | " << result.connections << " | " << barrierCell(result, true)
+        << " | " << barrierCell(result, false) << " | " << format("%.2f", result.other_cpu)
+        << " |\n";
+  };
+  row("ddprund", barrier.ddprund);
+  row("libtorch 1.13", barrier.libtorch);
+}
+
+void printNotes(std::ostream& out, const ReportContext& context) {
+  if (context.notes.empty()) {
+    return;
+  }
+  out << "\nNotes:\n";
+  for (const auto& note : context.notes) {
+    out << "- " << note << '\n';
+  }
+}
+
+double loadAverage() {
+  double load[1] = {0.0};
+  return ::getloadavg(load, 1) == 1 ? load[0] : 0.0;
+}
+
+}  // namespace ddprun::bench
