@@ -62,12 +62,14 @@ struct Server::Impl {
     for (int i = 0; i < count; ++i) {
       contexts.push_back(std::make_unique<net::asio::io_context>(1));
     }
+    loads = std::vector<ThreadLoad>(static_cast<std::size_t>(count));
     acceptor.emplace(*contexts.front());
     listen();
   }
 
   void listen();
   bool tryListen(const net::tcp::endpoint& endpoint, bool dual_stack, std::string& errors);
+  std::size_t leastLoadedThread() const;
   void startAccept();
   void onAccept(const net::error_code& error, net::tcp::socket socket);
 
@@ -82,7 +84,8 @@ struct Server::Impl {
   std::vector<std::thread> threads;
   std::vector<net::asio::executor_work_guard<net::asio::io_context::executor_type>> guards;
   std::atomic<ClientId> next_client{1};
-  std::size_t next_context = 0;
+  std::vector<ThreadLoad> loads;  // one per context
+  std::size_t accepting_for = 0;  // the context the pending accept is for
   bool started = false;
   bool stopped = false;
 };
@@ -132,9 +135,24 @@ void Server::Impl::listen() {
   throw NetworkError("ddprund: cannot listen (" + errors + ")");
 }
 
+// Round-robin would put every 1.13 client's busy main connection on one
+// thread and its idle callback connection on the next, so connections go to
+// the thread with the fewest that have sent a request, then the fewest overall.
+std::size_t Server::Impl::leastLoadedThread() const {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < loads.size(); ++i) {
+    const int active = loads[i].active.load(), best_active = loads[best].active.load();
+    if (active < best_active ||
+        (active == best_active && loads[i].connections.load() < loads[best].connections.load())) {
+      best = i;
+    }
+  }
+  return best;
+}
+
 void Server::Impl::startAccept() {
-  auto& target = *contexts[next_context];
-  next_context = (next_context + 1) % contexts.size();
+  accepting_for = leastLoadedThread();
+  auto& target = *contexts[accepting_for];
   acceptor->async_accept(target.get_executor(),
                          [this](const net::error_code& error, net::tcp::socket socket) {
                            onAccept(error, std::move(socket));
@@ -162,8 +180,10 @@ void Server::Impl::onAccept(const net::error_code& error, net::tcp::socket socke
   const auto remote = socket.remote_endpoint(ignored);
   // The session belongs to the io_context its socket was accepted onto.
   auto executor = socket.get_executor();
-  auto session =
-      std::make_shared<Session>(std::move(socket), next_client++, formatEndpoint(remote), context);
+  ThreadLoad& load = loads[accepting_for];
+  ++load.connections;
+  auto session = std::make_shared<Session>(std::move(socket), next_client++, formatEndpoint(remote),
+                                           context, load);
   net::asio::post(executor, [session] { session->start(); });
   startAccept();
 }
@@ -229,7 +249,11 @@ void Server::stop() {
 ServerStats Server::stats() const {
   std::lock_guard lock(impl_->store_mutex);
   KeySpace& space = impl_->state.keySpace("");
-  return {impl_->registry.size(), space.numKeys(), space.waitingClients()};
+  std::vector<int> active;
+  for (const ThreadLoad& load : impl_->loads) {
+    active.push_back(load.active.load());
+  }
+  return {impl_->registry.size(), space.numKeys(), space.waitingClients(), std::move(active)};
 }
 
 }  // namespace ddprun::rdzv

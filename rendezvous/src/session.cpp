@@ -30,11 +30,12 @@ constexpr std::size_t kMaxOutputBacklog = 16 * 1024 * 1024;
 }  // namespace
 
 Session::Session(net::tcp::socket socket, ClientId id, std::string peer,
-                 const SessionContext& context)
+                 const SessionContext& context, ThreadLoad& load)
     : socket_(std::move(socket)),
       id_(id),
       peer_(std::move(peer)),
       context_(context),
+      load_(load),
       key_space_(context.state.keySpace("")),
       decoder_(context.limits, context.legacy_dialect),
       in_(kInitialReadBuffer, '\0') {}
@@ -85,6 +86,10 @@ void Session::processInput() {
     return;
   }
   completed_ += completed;
+  if (completed > 0 && !counted_active_) {
+    counted_active_ = true;
+    ++load_.active;
+  }
   if (in_begin_ == in_end_) {
     in_begin_ = in_end_ = 0;
     if (in_.size() > kShrinkReadBufferAbove) {
@@ -289,6 +294,10 @@ void Session::close(std::string_view reason, bool warn) {
     return;
   }
   closed_ = true;
+  --load_.connections;
+  if (counted_active_) {
+    --load_.active;
+  }
   if (warn) {
     rdzvLog().warn("store client {} ({}) {}; closing it", peer_,
                    proto::dialectName(decoder_.dialect()), reason);

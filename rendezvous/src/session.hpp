@@ -11,6 +11,7 @@
 // close(); each pending handler holds another.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -36,9 +37,16 @@ struct SessionContext {
   std::chrono::milliseconds request_timeout;
 };
 
+// Per-thread connection counts, which the server balances new connections by.
+struct ThreadLoad {
+  std::atomic<int> connections{0};
+  std::atomic<int> active{0};  // connections that have sent at least one request
+};
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(net::tcp::socket socket, ClientId id, std::string peer, const SessionContext& context);
+  Session(net::tcp::socket socket, ClientId id, std::string peer, const SessionContext& context,
+          ThreadLoad& load);
 
   ClientId id() const { return id_; }
   const std::string& peer() const { return peer_; }
@@ -70,6 +78,8 @@ class Session : public std::enable_shared_from_this<Session> {
   const ClientId id_;
   const std::string peer_;
   const SessionContext& context_;
+  ThreadLoad& load_;
+  bool counted_active_ = false;
   KeySpace& key_space_;
   proto::RequestDecoder decoder_;
   proto::Request request_;

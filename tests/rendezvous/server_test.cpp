@@ -10,6 +10,8 @@
 
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/client.hpp"
+#include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/raw_connection.hpp"
 
 namespace ddprun::rdzv {
 namespace {
@@ -133,6 +135,27 @@ TEST_P(ServerTest, StopReleasesWaitingClientsPromptly) {
     ASSERT_EQ(outcome.wait_for(10s), std::future_status::ready);
     EXPECT_TRUE(outcome.get());
   }
+}
+
+// A 1.13 client opens a busy main connection, then an idle callback one.
+// Alternating them across two threads must not leave one thread all busy.
+TEST(ServerBalanceTest, BusyConnectionsOfLegacyClientsSpreadOverThreads) {
+  Server server(loopbackOptions(/*threads=*/2));
+  server.start();
+  constexpr int kClients = 8;
+  std::vector<std::unique_ptr<StoreClient>> busy;
+  std::vector<test_support::RawConnection> idle;  // connected, never sends
+  for (int i = 0; i < kClients; ++i) {
+    busy.push_back(std::make_unique<StoreClient>("127.0.0.1", server.port(), 10s));
+    busy.back()->add("init/", 1);
+    idle.emplace_back(server.port());
+  }
+  ASSERT_TRUE(test_support::eventually([&] { return server.stats().connections == 2 * kClients; },
+                                       10s));
+  const auto active = server.stats().active_per_thread;
+  ASSERT_EQ(active.size(), 2u);
+  EXPECT_EQ(active[0] + active[1], kClients);
+  EXPECT_LE(std::abs(active[0] - active[1]), 1) << active[0] << " vs " << active[1];
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, ServerTest, ::testing::Values(1, 4));

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ddprun/proto/tcpstore_wire.hpp"
 
@@ -30,6 +31,7 @@ struct ServerStats {
   std::size_t connections = 0;
   std::size_t keys = 0;  // in the default key space
   std::size_t waiting_clients = 0;
+  std::vector<int> active_per_thread;  // connections that have sent a request
 };
 
 class Server {
