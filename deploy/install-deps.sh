@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs ddprun's build and test dependencies from Debian 12's archive.
+# Everything is a Debian package; nothing is fetched from anywhere else.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libboost-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libgtest-dev
+  libtorch-dev libgloo-dev python3-torch
+  dataset-fashion-mnist
+  iproute2 procps
+)
+# The libFuzzer target (-DDDPRUN_FUZZ=ON) needs clang; install on request.
+if [[ "${DDPRUN_WITH_CLANG:-0}" == 1 ]]; then
+  packages+=(clang libclang-rt-14-dev)
+fi
+
+sudo_cmd=()
+if [[ "$(id -u)" != 0 ]]; then
+  sudo_cmd=(sudo)
+fi
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+"${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+"${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
