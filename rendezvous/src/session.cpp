@@ -96,8 +96,12 @@ void Session::processInput() {
       in_.assign(kInitialReadBuffer, '\0');
       in_.shrink_to_fit();
     }
-  } else if (!read_paused_) {
-    prepareBufferForMore(needed_);
+  } else {
+    if (!read_paused_) {
+      prepareBufferForMore(needed_);
+    }
+    // Bytes are waiting: an incomplete request, or requests held back while
+    // the client does not read its replies. Either must progress in time.
     if (!timer_armed_) {
       armRequestTimer();  // at most one timer in flight; it re-arms itself on progress
     }

@@ -87,5 +87,33 @@ TEST(MemoryBoundTest, ValueJustBelowTheLimitRoundTrips) {
   EXPECT_TRUE(writer.roundTrip());
 }
 
+// A client that keeps asking for large values and never reads the replies:
+// ddprund stops reading it once 16 MiB of replies are queued (so memory stays
+// bounded), and closes it when it still has not read them after
+// --request-timeout. Everyone else is served meanwhile.
+TEST(MemoryBoundTest, ClientThatNeverReadsItsRepliesIsClosed) {
+  DaemonProcess daemon({"--request-timeout", "2"});
+  WireClient control(daemon.port(), Dialect::Legacy113);
+  const std::string value(1024 * 1024, 'v');
+  control.set("/big", value);
+  ASSERT_TRUE(control.roundTrip());
+
+  // 64 GETs ask for 64 MiB of replies: more than the kernel's socket buffers
+  // on both sides plus ddprund's 16 MiB backlog.
+  RawConnection hoarder(daemon.port());
+  std::string requests;
+  for (int i = 0; i < 64; ++i) {
+    requests += encode(Dialect::Legacy113, Command::Get, {"/big"}, {});
+  }
+  ASSERT_TRUE(hoarder.sendAll(requests));
+
+  EXPECT_TRUE(test_support::eventually(
+      [&] { return daemon.stderrText().find("has not read its replies") != std::string::npos; },
+      15s))
+      << daemon.stderrText();
+  EXPECT_LT(daemon.residentKiB().value_or(0), 128u * 1024) << "KiB resident after the backlog";
+  ASSERT_TRUE(control.roundTrip());
+}
+
 }  // namespace
 }  // namespace ddprun::wire_test
