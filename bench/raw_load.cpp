@@ -25,14 +25,9 @@ namespace proto = ddprun::proto;
 
 std::string encode(proto::Command command, std::vector<std::string_view> keys,
                    std::vector<std::string_view> values = {}, std::int64_t number = 0) {
-  proto::Request request;
-  request.command = command;
-  request.keys = std::move(keys);
-  request.values = std::move(values);
-  request.number = number;
-  std::string out;
-  proto::encodeRequest(proto::Dialect::Legacy113, request, out);
-  return out;
+  return proto::encodeRequest(
+      proto::Dialect::Legacy113,
+      proto::makeRequest(command, std::move(keys), std::move(values), number));
 }
 
 // One round trip: what is sent and how many reply bytes come back.

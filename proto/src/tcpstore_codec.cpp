@@ -302,6 +302,23 @@ void WireWriter::keyList(std::span<const std::string_view> keys) {
   }
 }
 
+Request makeRequest(Command command, std::vector<std::string_view> keys,
+                    std::vector<std::string_view> values, std::int64_t number, std::uint32_t word) {
+  Request request;
+  request.command = command;
+  request.keys = std::move(keys);
+  request.values = std::move(values);
+  request.number = number;
+  request.word = word;
+  return request;
+}
+
+std::string encodeRequest(Dialect dialect, const Request& request) {
+  std::string out;
+  encodeRequest(dialect, request, out);
+  return out;
+}
+
 void encodeRequest(Dialect dialect, const Request& request, std::string& out) {
   const auto byte = wireByte(dialect, request.command);
   if (!byte) {

@@ -22,6 +22,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using proto::Command;
+using proto::makeRequest;
 
 int remainingMs(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -55,15 +56,6 @@ int tryConnect(const std::string& host, std::uint16_t port, std::string& error) 
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   }
   return fd;
-}
-
-proto::Request makeRequest(Command command, std::vector<std::string_view> keys = {},
-                           std::vector<std::string_view> values = {}) {
-  proto::Request request;
-  request.command = command;
-  request.keys = std::move(keys);
-  request.values = std::move(values);
-  return request;
 }
 
 proto::Request pingRequest() {

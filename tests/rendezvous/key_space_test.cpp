@@ -41,11 +41,8 @@ class KeySpaceTest : public ::testing::Test {
   std::string run(ClientId client, Command command, std::vector<std::string_view> keys = {},
                   std::vector<std::string_view> values = {}, std::int64_t number = 0,
                   Dialect dialect = Dialect::Modern) {
-    proto::Request request;
-    request.command = command;
-    request.keys = std::move(keys);
-    request.values = std::move(values);
-    request.number = number;
+    const proto::Request request =
+        proto::makeRequest(command, std::move(keys), std::move(values), number);
     std::string reply;
     auto error = space.execute(client, dialect, request, reply);
     EXPECT_FALSE(error.has_value()) << *error;
@@ -54,10 +51,7 @@ class KeySpaceTest : public ::testing::Test {
 
   std::optional<std::string> runExpectingError(Command command, std::string_view key,
                                                std::int64_t number) {
-    proto::Request request;
-    request.command = command;
-    request.keys = {key};
-    request.number = number;
+    const proto::Request request = proto::makeRequest(command, {key}, {}, number);
     std::string reply;
     auto error = space.execute(1, Dialect::Modern, request, reply);
     EXPECT_TRUE(reply.empty());
@@ -225,10 +219,7 @@ TEST(StoreStateTest, KeySpacesAreIsolatedAndDroppable) {
   FakeSink sink;
   StoreState state(sink);
   std::string reply;
-  proto::Request set;
-  set.command = Command::Set;
-  set.keys = {"/k"};
-  set.values = {"job-a"};
+  const proto::Request set = proto::makeRequest(Command::Set, {"/k"}, {"job-a"});
   ASSERT_FALSE(state.keySpace("job-a").execute(1, Dialect::Modern, set, reply));
   EXPECT_EQ(state.keySpace("job-a").numKeys(), 1u);
   EXPECT_EQ(state.keySpace("job-b").numKeys(), 0u);

@@ -150,8 +150,8 @@ TEST(ServerBalanceTest, BusyConnectionsOfLegacyClientsSpreadOverThreads) {
     busy.back()->add("init/", 1);
     idle.emplace_back(server.port());
   }
-  ASSERT_TRUE(test_support::eventually([&] { return server.stats().connections == 2 * kClients; },
-                                       10s));
+  ASSERT_TRUE(
+      test_support::eventually([&] { return server.stats().connections == 2 * kClients; }, 10s));
   const auto active = server.stats().active_per_thread;
   ASSERT_EQ(active.size(), 2u);
   EXPECT_EQ(active[0] + active[1], kClients);

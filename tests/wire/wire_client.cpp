@@ -8,15 +8,8 @@ namespace ddprun::wire_test {
 
 std::string encode(Dialect dialect, Command command, std::vector<std::string_view> keys,
                    std::vector<std::string_view> values, std::int64_t number, std::uint32_t word) {
-  proto::Request request;
-  request.command = command;
-  request.keys = std::move(keys);
-  request.values = std::move(values);
-  request.number = number;
-  request.word = word;
-  std::string out;
-  proto::encodeRequest(dialect, request, out);
-  return out;
+  return proto::encodeRequest(
+      dialect, proto::makeRequest(command, std::move(keys), std::move(values), number, word));
 }
 
 std::string validateRequest() {

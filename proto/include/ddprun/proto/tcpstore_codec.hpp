@@ -75,8 +75,14 @@ class WireWriter {
   std::string& out_;
 };
 
+// A request from its parts; the views must outlive it.
+Request makeRequest(Command command, std::vector<std::string_view> keys = {},
+                    std::vector<std::string_view> values = {}, std::int64_t number = 0,
+                    std::uint32_t word = 0);
+
 // Appends `request` as `dialect` sends it. Throws std::invalid_argument when
 // the dialect has no byte for the command (e.g. PING in 1.13).
 void encodeRequest(Dialect dialect, const Request& request, std::string& out);
+std::string encodeRequest(Dialect dialect, const Request& request);
 
 }  // namespace ddprun::proto
