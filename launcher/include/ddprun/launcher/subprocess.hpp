@@ -1,0 +1,92 @@
+// One child process, spawned for supervision: its own process group, killed
+// by the kernel if the agent dies (PR_SET_PDEATHSIG), signal mask and
+// dispositions reset, every other descriptor closed, and a pidfd so an event
+// loop can wait for its exit without polling or SIGCHLD races.
+//
+// Owns the pid (reaped in wait()/tryWait(), or killed and reaped by the
+// destructor: no zombies, no orphans) and the pidfd. Not thread-safe: signal,
+// wait and destroy from one thread, the agent's supervision thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ddprun/proto/errors.hpp"
+
+namespace ddprun::launcher {
+
+// How a child ended: exited with a code, or killed by a signal.
+struct ExitStatus {
+  enum class Kind { Exited, Signaled };
+  Kind kind = Kind::Exited;
+  int code = 0;  // exit code, or signal number
+
+  static ExitStatus fromWaitStatus(int status);
+  bool success() const { return kind == Kind::Exited && code == 0; }
+  // The shell's convention: the exit code, or 128 + signal.
+  int shellCode() const { return kind == Kind::Exited ? code : 128 + code; }
+  // "exited with code 3", "killed by SIGSEGV (signal 11)".
+  std::string describe() const;
+  bool operator==(const ExitStatus&) const = default;
+};
+
+// A child could not be started: carries errno and names the program.
+class SpawnError : public Error {
+ public:
+  SpawnError(const std::string& message, int error_number)
+      : Error(message), error_number_(error_number) {}
+  int errorNumber() const { return error_number_; }
+
+ private:
+  int error_number_;
+};
+
+struct SpawnOptions {
+  std::vector<std::string> argv;  // argv[0] is looked up on PATH if it has no '/'
+  std::vector<std::pair<std::string, std::string>> env;  // the child's whole environment
+  int stdout_fd = -1;    // dup2'ed to 1 when >= 0; otherwise inherited
+  int stderr_fd = -1;    // dup2'ed to 2 when >= 0; otherwise inherited
+  int death_signal = 9;  // sent to the child when the agent's thread that spawned it dies
+};
+
+class Subprocess {
+ public:
+  // Starts the child; throws SpawnError (e.g. "cannot run 'train': No such
+  // file or directory") if fork or exec fails.
+  explicit Subprocess(const SpawnOptions& options);
+  ~Subprocess();
+  Subprocess(Subprocess&& other) noexcept;
+  Subprocess& operator=(Subprocess&&) = delete;
+  Subprocess(const Subprocess&) = delete;
+  Subprocess& operator=(const Subprocess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Readable once the child has exited (for an event loop); -1 if the kernel
+  // has no pidfd_open.
+  int pidfd() const { return pidfd_; }
+
+  // Sends `signal` to the child's whole process group; false if it is gone.
+  bool signalGroup(int signal) const;
+  // Reaps the child if it has exited.
+  std::optional<ExitStatus> tryWait();
+  // Blocks until the child exits and reaps it.
+  ExitStatus wait();
+  std::optional<ExitStatus> exitStatus() const { return status_; }
+
+ private:
+  pid_t pid_ = -1;
+  int pidfd_ = -1;
+  std::optional<ExitStatus> status_;
+};
+
+// The path execve would run for `program`: itself if it contains '/', else
+// the first executable match on `path_variable` (a PATH value). nullopt if
+// there is none.
+std::optional<std::string> findExecutable(const std::string& program,
+                                          const std::string& path_variable);
+
+}  // namespace ddprun::launcher

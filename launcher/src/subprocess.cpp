@@ -1,0 +1,220 @@
+// fork + exec by hand because posix_spawn cannot set PR_SET_PDEATHSIG or
+// start a new session with the parent-death check in between. Between fork
+// and exec the child runs only async-signal-safe calls on memory prepared
+// before the fork (the process may have other threads).
+#include "ddprun/launcher/subprocess.hpp"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace ddprun::launcher {
+namespace {
+
+// argv/envp as the NUL-terminated arrays execve wants, built before fork.
+class ExecArrays {
+ public:
+  explicit ExecArrays(const SpawnOptions& options) {
+    for (const auto& arg : options.argv) {
+      strings_.push_back(arg);
+    }
+    for (const auto& [name, value] : options.env) {
+      strings_.push_back(name + "=" + value);
+    }
+    for (std::size_t i = 0; i < options.argv.size(); ++i) {
+      argv_.push_back(strings_[i].data());
+    }
+    argv_.push_back(nullptr);
+    for (std::size_t i = options.argv.size(); i < strings_.size(); ++i) {
+      envp_.push_back(strings_[i].data());
+    }
+    envp_.push_back(nullptr);
+  }
+  char* const* argv() { return argv_.data(); }
+  char* const* envp() { return envp_.data(); }
+
+ private:
+  std::vector<std::string> strings_;
+  std::vector<char*> argv_;
+  std::vector<char*> envp_;
+};
+
+std::string pathFor(const SpawnOptions& options) {
+  for (const auto& [name, value] : options.env) {
+    if (name == "PATH") {
+      return value;
+    }
+  }
+  const char* inherited = std::getenv("PATH");
+  return inherited != nullptr ? inherited : "/usr/local/bin:/usr/bin:/bin";
+}
+
+// Runs in the child between fork and exec. Never returns.
+[[noreturn]] void execChild(const SpawnOptions& options, pid_t parent, const char* path,
+                            ExecArrays& arrays, int error_pipe) {
+  prctl(PR_SET_PDEATHSIG, options.death_signal);
+  if (getppid() != parent) {
+    _exit(127);  // the agent died before the death signal was armed
+  }
+  setsid();  // own session and process group: signals reach the worker's children too
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  for (int signal = 1; signal < NSIG; ++signal) {
+    if (signal != SIGKILL && signal != SIGSTOP) {
+      sigaction(signal, &default_action, nullptr);  // an ignored SIGPIPE would be inherited
+    }
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (options.stdout_fd >= 0) {
+    dup2(options.stdout_fd, STDOUT_FILENO);
+  }
+  if (options.stderr_fd >= 0) {
+    dup2(options.stderr_fd, STDERR_FILENO);
+  }
+  // Nothing of the agent's leaks into the worker; the error pipe (already
+  // close-on-exec) stays open until exec succeeds.
+  syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+  execve(path, arrays.argv(), arrays.envp());
+  const int error = errno;
+  [[maybe_unused]] ssize_t written = write(error_pipe, &error, sizeof(error));
+  _exit(127);
+}
+
+}  // namespace
+
+ExitStatus ExitStatus::fromWaitStatus(int status) {
+  if (WIFSIGNALED(status)) {
+    return {Kind::Signaled, WTERMSIG(status)};
+  }
+  return {Kind::Exited, WEXITSTATUS(status)};
+}
+
+std::string ExitStatus::describe() const {
+  if (kind == Kind::Exited) {
+    return "exited with code " + std::to_string(code);
+  }
+  const char* name = sigabbrev_np(code);
+  return "killed by " + (name != nullptr ? "SIG" + std::string(name) : std::string("a signal")) +
+         " (signal " + std::to_string(code) + ")";
+}
+
+std::optional<std::string> findExecutable(const std::string& program,
+                                          const std::string& path_variable) {
+  if (program.find('/') != std::string::npos) {
+    return program;
+  }
+  std::istringstream dirs(path_variable);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    struct stat info {};
+    if (stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return std::nullopt;
+}
+
+Subprocess::Subprocess(const SpawnOptions& options) {
+  if (options.argv.empty()) {
+    throw SpawnError("cannot run a worker with an empty command line", EINVAL);
+  }
+  const std::string& program = options.argv.front();
+  const auto path = findExecutable(program, pathFor(options));
+  if (!path) {
+    throw SpawnError("cannot run '" + program + "': not found on PATH", ENOENT);
+  }
+  ExecArrays arrays(options);
+  int error_pipe[2];
+  if (pipe2(error_pipe, O_CLOEXEC) != 0) {
+    throw SpawnError("cannot run '" + program + "': pipe: " + std::strerror(errno), errno);
+  }
+  const pid_t parent = getpid();
+  pid_ = fork();
+  if (pid_ == 0) {
+    close(error_pipe[0]);
+    execChild(options, parent, path->c_str(), arrays, error_pipe[1]);
+  }
+  const int fork_error = errno;
+  close(error_pipe[1]);
+  if (pid_ < 0) {
+    close(error_pipe[0]);
+    throw SpawnError("cannot run '" + program + "': fork: " + std::strerror(fork_error),
+                     fork_error);
+  }
+  int exec_error = 0;
+  ssize_t got = 0;
+  do {
+    got = read(error_pipe[0], &exec_error, sizeof(exec_error));
+  } while (got < 0 && errno == EINTR);
+  close(error_pipe[0]);
+  if (got == static_cast<ssize_t>(sizeof(exec_error))) {
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    throw SpawnError("cannot run '" + *path + "': " + std::strerror(exec_error), exec_error);
+  }
+  pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+}
+
+Subprocess::Subprocess(Subprocess&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)),
+      pidfd_(std::exchange(other.pidfd_, -1)),
+      status_(other.status_) {}
+
+Subprocess::~Subprocess() {
+  if (pid_ > 0 && !status_) {
+    killpg(pid_, SIGKILL);
+    kill(pid_, SIGKILL);  // in case it left its group
+    waitpid(pid_, nullptr, 0);
+  }
+  if (pidfd_ >= 0) {
+    close(pidfd_);
+  }
+}
+
+bool Subprocess::signalGroup(int signal) const {
+  if (pid_ <= 0 || status_) {
+    return false;
+  }
+  return killpg(pid_, signal) == 0 || kill(pid_, signal) == 0;
+}
+
+std::optional<ExitStatus> Subprocess::tryWait() {
+  if (status_ || pid_ <= 0) {
+    return status_;
+  }
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    status_ = ExitStatus::fromWaitStatus(status);
+  }
+  return status_;
+}
+
+ExitStatus Subprocess::wait() {
+  while (!status_) {
+    int status = 0;
+    const pid_t reaped = waitpid(pid_, &status, 0);
+    if (reaped == pid_) {
+      status_ = ExitStatus::fromWaitStatus(status);
+    } else if (reaped < 0 && errno != EINTR) {
+      throw Error("cannot wait for worker pid " + std::to_string(pid_) + ": " +
+                  std::strerror(errno));
+    }
+  }
+  return *status_;
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,163 @@
+// Subprocess with real processes and signals: exit codes, signals, exec
+// failures, the exact environment, own session, reset signal dispositions,
+// no orphan after the agent is SIGKILLed, the pidfd, and no zombie left.
+#include "ddprun/launcher/subprocess.hpp"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+
+namespace ddprun::launcher {
+namespace {
+
+SpawnOptions shell(const std::string& script) {
+  SpawnOptions options;
+  options.argv = {"/bin/sh", "-c", script};
+  options.env = {{"PATH", "/usr/bin:/bin"}};
+  return options;
+}
+
+TEST(SubprocessTest, ReportsExitCodes) {
+  EXPECT_EQ(Subprocess(shell("exit 0")).wait(), (ExitStatus{ExitStatus::Kind::Exited, 0}));
+  Subprocess three(shell("exit 3"));
+  const ExitStatus status = three.wait();
+  EXPECT_EQ(status.code, 3);
+  EXPECT_EQ(status.shellCode(), 3);
+  EXPECT_EQ(status.describe(), "exited with code 3");
+}
+
+TEST(SubprocessTest, ReportsTheKillingSignalByName) {
+  const ExitStatus status = Subprocess(shell("kill -SEGV $$")).wait();
+  EXPECT_EQ(status.kind, ExitStatus::Kind::Signaled);
+  EXPECT_EQ(status.code, SIGSEGV);
+  EXPECT_EQ(status.shellCode(), 128 + SIGSEGV);
+  EXPECT_EQ(status.describe(), "killed by SIGSEGV (signal 11)");
+}
+
+TEST(SubprocessTest, MissingOrUnrunnableProgramIsASpawnErrorNamingIt) {
+  SpawnOptions missing;
+  missing.argv = {"ddprun-no-such-program"};
+  try {
+    Subprocess child(missing);
+    FAIL() << "spawned a program that does not exist";
+  } catch (const SpawnError& error) {
+    EXPECT_EQ(error.errorNumber(), ENOENT);
+    EXPECT_NE(std::string(error.what()).find("ddprun-no-such-program"), std::string::npos);
+  }
+  SpawnOptions directory;
+  directory.argv = {"/tmp"};  // exists, but execve refuses it
+  EXPECT_THROW(Subprocess child(directory), SpawnError);
+}
+
+TEST(SubprocessTest, ChildSeesExactlyTheGivenEnvironment) {
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  SpawnOptions options;
+  options.argv = {"/usr/bin/env"};
+  options.env = {{"RANK", "3"}, {"EMPTY", ""}};
+  options.stdout_fd = out[1];
+  Subprocess child(options);
+  close(out[1]);
+  std::string text;
+  char buffer[256];
+  for (ssize_t got; (got = read(out[0], buffer, sizeof(buffer))) > 0;) {
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+  close(out[0]);
+  EXPECT_TRUE(child.wait().success());
+  EXPECT_EQ(text, "RANK=3\nEMPTY=\n");
+}
+
+TEST(SubprocessTest, ChildLeadsItsOwnSessionAndGroupSignalsReachIt) {
+  Subprocess child(shell("sleep 30"));
+  EXPECT_EQ(getpgid(child.pid()), child.pid());
+  EXPECT_EQ(getsid(child.pid()), child.pid());
+  ASSERT_TRUE(child.signalGroup(SIGTERM));
+  EXPECT_EQ(child.wait(), (ExitStatus{ExitStatus::Kind::Signaled, SIGTERM}));
+  EXPECT_FALSE(child.signalGroup(SIGTERM));  // reaped: never signals a recycled pid
+}
+
+TEST(SubprocessTest, AgentsIgnoredAndBlockedSignalsAreResetInTheChild) {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction previous {};
+  sigaction(SIGTERM, &ignore, &previous);
+  sigset_t block;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  sigset_t old_mask;
+  sigprocmask(SIG_BLOCK, &block, &old_mask);
+  Subprocess child(shell("kill -TERM $$; exit 7"));
+  const ExitStatus status = child.wait();
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  sigaction(SIGTERM, &previous, nullptr);
+  EXPECT_EQ(status, (ExitStatus{ExitStatus::Kind::Signaled, SIGTERM}));
+}
+
+// The agent is SIGKILLed: the kernel's parent-death signal kills the worker.
+// This test process becomes a subreaper so the orphan is reparented to it
+// and its fate can be read with waitpid instead of guessed.
+TEST(SubprocessTest, WorkerDiesWhenTheAgentIsKilled) {
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t agent = fork();
+  ASSERT_GE(agent, 0);
+  if (agent == 0) {
+    Subprocess worker(shell("sleep 60"));
+    const pid_t pid = worker.pid();
+    [[maybe_unused]] ssize_t written = write(report[1], &pid, sizeof(pid));
+    pause();
+    _exit(0);
+  }
+  close(report[1]);
+  pid_t worker = -1;
+  ASSERT_EQ(read(report[0], &worker, sizeof(worker)), static_cast<ssize_t>(sizeof(worker)));
+  close(report[0]);
+  ASSERT_EQ(kill(agent, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(agent, &status, 0), agent);
+  ASSERT_EQ(waitpid(worker, &status, 0), worker) << "the worker was not reparented to us";
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+TEST(SubprocessTest, PidfdBecomesReadableExactlyWhenTheChildExits) {
+  Subprocess sleeper(shell("sleep 30"));
+  if (sleeper.pidfd() < 0) {
+    GTEST_SKIP() << "this kernel has no pidfd_open";
+  }
+  pollfd waiting{sleeper.pidfd(), POLLIN, 0};
+  EXPECT_EQ(poll(&waiting, 1, 50), 0);
+  ASSERT_TRUE(sleeper.signalGroup(SIGKILL));
+  EXPECT_EQ(poll(&waiting, 1, 10'000), 1);
+  EXPECT_EQ(sleeper.tryWait(), (ExitStatus{ExitStatus::Kind::Signaled, SIGKILL}));
+}
+
+TEST(SubprocessTest, DestructorKillsAndReapsARunningChild) {
+  pid_t pid = -1;
+  {
+    Subprocess child(shell("sleep 30"));
+    pid = child.pid();
+  }
+  EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);  // already reaped: no zombie
+  EXPECT_EQ(kill(pid, 0), -1);
+}
+
+TEST(SubprocessTest, FindExecutableSearchesPathInOrder) {
+  EXPECT_EQ(findExecutable("sh", "/nonexistent:/bin"), "/bin/sh");
+  EXPECT_EQ(findExecutable("./relative/thing", "/bin"), "./relative/thing");
+  EXPECT_FALSE(findExecutable("ddprun-no-such-program", "/usr/bin:/bin").has_value());
+  EXPECT_FALSE(findExecutable("tmp", "/").has_value());  // a directory is not a program
+}
+
+}  // namespace
+}  // namespace ddprun::launcher
