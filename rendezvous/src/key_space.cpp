@@ -363,6 +363,11 @@ void KeySpace::list(Reply& reply) const {
   }
 }
 
+void KeySpace::clearData() {
+  values_.clear();
+  queues_.clear();
+}
+
 void KeySpace::forgetClient(ClientId client) {
   cancelWait(client);
   auto watched = watched_keys_.find(client);

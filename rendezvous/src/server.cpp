@@ -246,6 +246,11 @@ void Server::stop() {
   }
 }
 
+void Server::clearKeySpace(std::string_view name) {
+  std::lock_guard lock(impl_->store_mutex);
+  impl_->state.keySpace(name).clearData();
+}
+
 ServerStats Server::stats() const {
   std::lock_guard lock(impl_->store_mutex);
   KeySpace& space = impl_->state.keySpace("");

@@ -215,6 +215,18 @@ TEST_F(KeySpaceTest, NumKeysListAndMultiGetSeeEveryKey) {
   EXPECT_NE(listed.find(bytesField("init/")), std::string::npos);
 }
 
+TEST_F(KeySpaceTest, ClearDataEmptiesValuesAndQueuesButKeepsWaiters) {
+  run(1, Command::Set, {"/a"}, {"1"});
+  run(1, Command::QueuePush, {"/q"}, {"x"});
+  run(2, Command::Wait, {"/later"});
+  space.clearData();
+  EXPECT_EQ(space.numKeys(), 0u);
+  EXPECT_EQ(run(1, Command::QueueLen, {"/q"}), i64Bytes(0));
+  EXPECT_EQ(run(1, Command::Check, {"/a"}), std::string(1, '\1'));
+  run(1, Command::Set, {"/later"}, {"now"});
+  EXPECT_EQ(sink.delivered[2], std::string(1, '\0'));
+}
+
 TEST(StoreStateTest, KeySpacesAreIsolatedAndDroppable) {
   FakeSink sink;
   StoreState state(sink);

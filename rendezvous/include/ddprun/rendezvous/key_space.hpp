@@ -53,6 +53,10 @@ class KeySpace {
   // Drops every wait and watch registration of a client that went away.
   void forgetClient(ClientId client);
 
+  // Forgets every value and queue (a new attempt starts on an empty store);
+  // live clients' waits and watches stay registered.
+  void clearData();
+
   bool hasPendingWait(ClientId client) const { return pending_.contains(client); }
   std::size_t numKeys() const { return values_.size(); }
   std::size_t waitingClients() const { return pending_.size(); }

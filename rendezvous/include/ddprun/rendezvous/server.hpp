@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ddprun/proto/tcpstore_wire.hpp"
@@ -51,6 +52,10 @@ class Server {
   void stop();
 
   ServerStats stats() const;
+
+  // Empties the key space clients are served from ("" by default), e.g.
+  // between two attempts of a job whose workers do not prefix their keys.
+  void clearKeySpace(std::string_view name = "");
 
  private:
   struct Impl;

@@ -1,0 +1,78 @@
+// The per-node agent's supervision: runs the local worker group to the end.
+//
+// Spawns one worker per local rank with the environment contract, waits for
+// exits on pidfds and for the agent's signals on one Asio io_context (the
+// calling thread; no polling), and on a worker failure stops the group
+// (SIGTERM to every worker's process group, the shutdown timeout, SIGKILL)
+// and restarts it with TORCHELASTIC_RESTART_COUNT + 1 until max_restarts is
+// spent. A handled signal is forwarded to the workers, then the group is
+// stopped the same way. Owns the workers; run() is called once.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/proto/env_contract.hpp"
+
+namespace ddprun::launcher {
+
+struct AgentConfig {
+  int nproc_per_node = 1;
+  int max_restarts = 0;
+  std::chrono::milliseconds shutdown_timeout{30'000};
+  std::vector<int> signals_to_handle;
+  // The rendezvous result for this node; rank, local rank and restart count
+  // are filled in per worker and attempt.
+  proto::WorkerEnv group;
+  // The worker's argv for a local rank (e.g. python -u train.py ...).
+  std::function<std::vector<std::string>(int local_rank)> command;
+  // The agent's own environment, which every worker inherits.
+  std::vector<std::pair<std::string, std::string>> base_env;
+  // Called before each attempt starts its workers (e.g. to empty the store).
+  std::function<void(int attempt)> before_attempt;
+  std::string hostname;
+};
+
+// One worker's failure, for the report.
+struct WorkerFailure {
+  int attempt = 0;
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  ExitStatus status;
+  std::chrono::system_clock::time_point time;
+  std::chrono::steady_clock::time_point monotonic;  // orders the root cause
+};
+
+struct RunResult {
+  int exit_code = 0;                    // 0, the root cause's shell code, or 128 + signal
+  std::vector<WorkerFailure> failures;  // every attempt's failures, root cause first
+  int attempts = 0;
+  int signal = 0;  // the handled signal that stopped the run, if any
+};
+
+class Agent {
+ public:
+  explicit Agent(AgentConfig config);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  RunResult run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// torchrun's failure table: time, host, rank, local rank, exit code or
+// signal name, pid, for the root cause and then the other failures.
+std::string formatFailureReport(const RunResult& result, const std::string& hostname,
+                                const std::string& program);
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,133 @@
+// LaunchConfig: everything torchrun 2.14's command line (plus its PET_*
+// fallbacks) says about one launch, parsed and typed, with the pure-config
+// derived rules of torchrun §1.3 already applied (see cli.hpp). A plain value:
+// built once on the main thread by parseCommandLine, then read-only.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace ddprun::launcher {
+
+// --nproc-per-node: a count, or a device kind resolved later by the agent
+// (device counts are not pure configuration). kPrivateUse1 keeps the name of
+// an out-of-tree accelerator backend, which ddprun can only reject later.
+struct NprocPerNode {
+  enum class Kind { kCount, kCpu, kGpu, kXpu, kAuto };
+  Kind kind = Kind::kCount;
+  int count = 1;  // meaningful for kCount only
+  bool operator==(const NprocPerNode&) const = default;
+};
+
+// torchrun's Std: which of a worker's streams go to files (-r) or are tee'd (-t).
+enum class Std { kNone = 0, kOut = 1, kErr = 2, kAll = 3 };
+
+// -r/-t value: one Std for every local rank, or a map for listed local ranks
+// (unlisted ranks get kNone, as torchrun's to_map does).
+struct StdSpec {
+  std::variant<Std, std::map<int, Std>> value = Std::kNone;
+  Std forLocalRank(int local_rank) const;
+  bool operator==(const StdSpec&) const = default;
+};
+
+// host and port of a rendezvous endpoint, after §1.3.7 parsing (IPv6 without brackets).
+struct Endpoint {
+  std::string host;
+  int port = 0;
+  bool operator==(const Endpoint&) const = default;
+};
+
+enum class StartMethod { kSpawn, kFork, kForkserver };
+enum class NumaBinding { kNode, kSocket, kExclusive, kCoreComplex };
+
+struct LaunchConfig {
+  // --nnodes N or MIN:MAX; 0 < min <= max. Default 1:1.
+  int min_nodes = 1;
+  int max_nodes = 1;
+  // --nproc-per-node: int or cpu|gpu|xpu|auto. Default 1.
+  NprocPerNode nproc_per_node;
+  // --rdzv-backend as given (static, c10d, etcd, etcd-v2, or a plug-in name);
+  // after --standalone / auto-port it is "c10d".
+  std::string rdzv_backend = "static";
+  // --rdzv-endpoint as given; for static with an empty endpoint it is built
+  // from master_addr:master_port(29500), as torchrun's get_rdzv_endpoint does.
+  std::string rdzv_endpoint;
+  // rdzv_endpoint parsed with the backend's default port (c10d 29400, etcd
+  // 2379; static has none and needs a port). nullopt for plug-in backends.
+  std::optional<Endpoint> rdzv_address;
+  // --rdzv-id; torchrun's default is the literal string "none".
+  std::string rdzv_id = "none";
+  // --rdzv-conf k=v,... plus the derived keys: "timeout" (900 unless given)
+  // and, for static, "rank" (= node_rank). Values stay strings, as in torchrun.
+  std::map<std::string, std::string> rdzv_conf;
+  // --standalone as given (its effects are already applied above).
+  bool standalone = false;
+  // true when the single-node auto-port rule (§1.3.1) switched to standalone.
+  bool auto_standalone = false;
+  // --max-restarts, >= 0. Default 0.
+  int max_restarts = 0;
+  // --monitor-interval in seconds, > 0. Default 0.1.
+  double monitor_interval_s = 0.1;
+  // --start-method; only matters for --run-path in torchrun.
+  StartMethod start_method = StartMethod::kSpawn;
+  // --role, the ROLE_NAME of the workers. Default "default".
+  std::string role = "default";
+  // -m/--module: run the script as `python -m`.
+  bool module = false;
+  // --no-python: exec the script itself.
+  bool no_python = false;
+  // --run-path: run the script through runpy.run_path (wins over --no-python).
+  bool run_path = false;
+  // --log-dir; nullopt means "create a torchelastic_* temp dir".
+  std::optional<std::string> log_dir;
+  // -r/--redirects and -t/--tee. Default 0 (none).
+  StdSpec redirects;
+  StdSpec tee;
+  // Tee prefix template: --log-line-prefix-template, else PET_..., else
+  // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE; nullopt = "[${role_name}${local_rank}]:".
+  std::optional<std::string> log_line_prefix_template;
+  // --local-ranks-filter; nullopt = every local rank reaches the console.
+  std::optional<std::set<int>> local_ranks_filter;
+  // --duplicate-stdout-filters / --duplicate-stderr-filters substrings (",," is a comma).
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
+  // --node-rank, >= 0; used by the static backend only. Default 0.
+  int node_rank = 0;
+  // --master-addr, static backend only. Default 127.0.0.1; IPv6 as [::1].
+  std::string master_addr = "127.0.0.1";
+  // --master-port; nullopt = not given (static then uses 29500).
+  std::optional<int> master_port;
+  // --local-addr; nullopt = the agent uses the host's FQDN.
+  std::optional<std::string> local_addr;
+  // --logs-specs plug-in name (not env-backed); nullopt = the default layout.
+  std::optional<std::string> logs_specs;
+  // --numa-binding (not env-backed); nullopt = no binding.
+  std::optional<NumaBinding> numa_binding;
+  // --signals-to-handle as signal numbers, in the given order, and the text
+  // as given (exported as TORCHELASTIC_SIGNALS_TO_HANDLE).
+  std::vector<int> signals_to_handle;
+  std::string signals_to_handle_text = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  // --shutdown-timeout as given (>= 0); nullopt when absent.
+  std::optional<int> shutdown_timeout_s;
+  // Effective grace before SIGKILL: the flag, else TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30.
+  int shutdown_grace_s = 30;
+  // --virtual-local-rank: LOCAL_RANK=0 and one GPU per worker.
+  bool virtual_local_rank = false;
+  // --event-log-handler: null, console or dynamic_rendezvous. Default null.
+  std::string event_log_handler = "null";
+  // Positional script (path, module with -m, executable with --no-python) and
+  // everything after it, verbatim.
+  std::string training_script;
+  std::vector<std::string> training_script_args;
+  // -h/--help was given: the caller prints helpText() and exits 0; nothing
+  // else in this struct is meaningful then.
+  bool show_help = false;
+  // Warnings torchrun would log (§1.3.3), for the caller to print.
+  std::vector<std::string> warnings;
+};
+
+}  // namespace ddprun::launcher

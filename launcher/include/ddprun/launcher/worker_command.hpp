@@ -1,0 +1,42 @@
+// Builds each worker's argv the way torchrun 2.14 does (run.py:948-1093 and
+// the ${local_rank} macro of elastic/utils/api.py), plus one ddprun rule: an
+// executable that is not a Python file runs directly. Stateless free
+// functions; isDirectExecutable and pythonInterpreter look at the filesystem.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ddprun/launcher/environment.hpp"
+#include "ddprun/launcher/launch_config.hpp"
+
+namespace ddprun::launcher {
+
+// argv[0] is the program to exec (an absolute interpreter path, or the script
+// as given for direct execution). Every element after argv[0] has had
+// ${local_rank} expanded. Throws ConfigError when a Python interpreter is
+// needed and none can be found.
+//  - default:      <python> -u [-m] script args...
+//  - --no-python:  script args...
+//  - --run-path:   <python> -u -c <runpy.run_path(script) bootstrap> script args...
+//  - a script that isDirectExecutable(): script args... (ddprun's extra rule)
+std::vector<std::string> workerCommand(const LaunchConfig& config, int local_rank,
+                                       const Environment& env);
+
+// string.Template(arg).safe_substitute(local_rank=N): "$local_rank" and
+// "${local_rank}" become N, "$$" becomes "$", anything else stays as written.
+std::string expandLocalRank(std::string_view arg, int local_rank);
+
+// ddprun's rule for running a script without Python: a regular file with an
+// execute bit, no .py/.pyw/.pyc/.pyz suffix, and either an ELF header or a
+// "#!" line that does not mention python. Text without "#!" stays with
+// Python, as torchrun would run it. Relative paths are taken from the cwd.
+bool isDirectExecutable(const std::string& path);
+
+// $PYTHON_EXEC when set and non-empty (torchrun's override); otherwise the
+// first executable "python3" on $PATH (ddprun has no sys.executable to fall
+// back on). Throws ConfigError naming both when neither gives one.
+std::string pythonInterpreter(const Environment& env);
+
+}  // namespace ddprun::launcher

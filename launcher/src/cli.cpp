@@ -1,0 +1,346 @@
+// CLI11 does the tokenising (both spellings, --flag=value, short options,
+// repeated options) and stops at the script: prefix_command() hands the first
+// positional and everything after it back untouched through remaining(), which
+// is argparse.REMAINDER. Two things are done by hand, each for a reason noted
+// where it happens: the PET_* fallback and the typed conversions.
+#include "ddprun/launcher/cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <random>
+
+#include "ddprun/launcher/option_values.hpp"
+#include "ddprun/proto/errors.hpp"
+#include "derived_rules.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+constexpr int kIntMax = std::numeric_limits<int>::max();
+
+struct OptionSpec {
+  const char* names;  // CLI11 name list; the first long name is the canonical one
+  const char* dest;   // argparse dest, which also names PET_<DEST_UPPER>
+  bool is_flag;
+  bool env_backed;
+  const char* value_name;
+  const char* help;
+};
+
+// torchrun 2.14.1's options (run.py:483-851), in its order.
+constexpr OptionSpec kOptions[] = {
+    {"--nnodes", "nnodes", false, true, "NNODES", "Nodes: N or MIN:MAX (default 1:1)"},
+    {"--nproc-per-node,--nproc_per_node", "nproc_per_node", false, true, "NPROC",
+     "Workers per node: int, cpu, gpu, xpu or auto (default 1)"},
+    {"--rdzv-backend,--rdzv_backend", "rdzv_backend", false, true, "BACKEND",
+     "Rendezvous backend (default static)"},
+    {"--rdzv-endpoint,--rdzv_endpoint", "rdzv_endpoint", false, true, "HOST[:PORT]",
+     "Rendezvous endpoint; IPv6 as [addr]:port"},
+    {"--rdzv-id,--rdzv_id", "rdzv_id", false, true, "ID", "Job id shared by all nodes"},
+    {"--rdzv-conf,--rdzv_conf", "rdzv_conf", false, true, "K=V,...", "Rendezvous settings"},
+    {"--standalone", "standalone", true, true, "",
+     "Single node: c10d rendezvous on a free local port"},
+    {"--max-restarts,--max_restarts", "max_restarts", false, true, "N",
+     "Worker-group restarts before failing (default 0)"},
+    {"--monitor-interval,--monitor_interval", "monitor_interval", false, true, "SECONDS",
+     "Worker poll period (default 0.1)"},
+    {"--start-method,--start_method", "start_method", false, true, "METHOD",
+     "spawn, fork or forkserver (--run-path only)"},
+    {"--event-log-handler,--event_log_handler", "event_log_handler", false, true, "HANDLER",
+     "null, console or dynamic_rendezvous (default null)"},
+    {"--role", "role", false, true, "ROLE", "Worker role name (default 'default')"},
+    {"-m,--module", "module", true, true, "", "Run the script as `python -m`"},
+    {"--no-python,--no_python", "no_python", true, true, "", "Exec the script directly"},
+    {"--run-path,--run_path", "run_path", true, true, "", "Run the script with runpy.run_path"},
+    {"--log-dir,--log_dir", "log_dir", false, true, "DIR", "Base directory for logs"},
+    {"-r,--redirects", "redirects", false, true, "STD", "0-3 or LOCAL_RANK:0-3,... to files"},
+    {"-t,--tee", "tee", false, true, "STD", "0-3 or LOCAL_RANK:0-3,... to files and console"},
+    {"--log-line-prefix-template,--log_line_prefix_template", "log_line_prefix_template", false,
+     true, "TEMPLATE", "Tee prefix with ${role_name} ${local_rank} ${rank} ${hostname}"},
+    {"--local-ranks-filter,--local_ranks_filter", "local_ranks_filter", false, true, "RANKS",
+     "Local ranks whose output reaches the console"},
+    {"--duplicate-stdout-filters,--duplicate_stdout_filters", "duplicate_stdout_filters", false,
+     true, "SUBSTRINGS", "Copy matching stdout lines to filtered_stdout.log"},
+    {"--duplicate-stderr-filters,--duplicate_stderr_filters", "duplicate_stderr_filters", false,
+     true, "SUBSTRINGS", "Copy matching stderr lines to filtered_stderr.log"},
+    {"--node-rank,--node_rank", "node_rank", false, true, "RANK", "Node rank (static only)"},
+    {"--master-addr,--master_addr", "master_addr", false, true, "ADDR",
+     "Static rendezvous host (default 127.0.0.1)"},
+    {"--master-port,--master_port", "master_port", false, true, "PORT",
+     "Static rendezvous port (default 29500)"},
+    {"--local-addr,--local_addr", "local_addr", false, true, "ADDR",
+     "Address this node advertises"},
+    {"--logs-specs,--logs_specs", "logs_specs", false, false, "NAME", "Log layout plug-in"},
+    {"--numa-binding,--numa_binding", "numa_binding", false, false, "MODE",
+     "node, socket, exclusive or core-complex"},
+    {"--signals-to-handle,--signals_to_handle", "signals_to_handle", false, true, "SIGNALS",
+     "Signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)"},
+    {"--shutdown-timeout,--shutdown_timeout", "shutdown_timeout", false, true, "SECONDS",
+     "Grace before SIGKILL on shutdown (default 30)"},
+    {"--virtual-local-rank,--virtual_local_rank", "virtual_local_rank", true, true, "",
+     "LOCAL_RANK=0 and one visible GPU per worker"},
+    {"--print-completion,--print_completion", "print_completion", false, false, "SHELL",
+     "Not supported by ddprun"},
+};
+
+// The first long name ("-m,--module" gives "--module"): how errors name the flag.
+std::string canonicalFlag(const OptionSpec& spec) {
+  const std::string names = spec.names;
+  const auto start = names.find("--");
+  return names.substr(start, names.find(',', start) - start);
+}
+
+std::string petName(const OptionSpec& spec) {
+  std::string name = "PET_";
+  for (const char c : std::string(spec.dest)) {
+    name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return name;
+}
+
+// One option's text as the user supplied it, and how to name it in an error.
+struct Supplied {
+  std::string text;
+  std::string what;
+};
+
+// Parsed command line before conversion: CLI11 fills these by dest.
+class RawCommandLine {
+ public:
+  explicit RawCommandLine(CLI::App& app) {
+    app.prefix_command();
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    for (const auto& spec : kOptions) {
+      auto& slot = slots_[spec.dest];
+      slot.spec = &spec;
+      slot.option =
+          spec.is_flag
+              ? app.add_flag(spec.names, spec.help)
+              : app.add_option(spec.names, slot.text, spec.help)->type_name(spec.value_name);
+    }
+  }
+
+  // CLI wins; else PET_<DEST> for env-backed options. CLI11's envname() would
+  // read getenv() directly, but the Environment is injected, so done here.
+  std::optional<Supplied> value(const std::string& dest, const Environment& env) const {
+    const Slot& slot = slots_.at(dest);
+    const std::string flag = canonicalFlag(*slot.spec);
+    if (slot.option->count() > 0) {
+      return Supplied{slot.spec->is_flag ? "1" : slot.text, flag};
+    }
+    if (slot.spec->env_backed) {
+      const std::string pet = petName(*slot.spec);
+      if (auto text = env(pet)) {
+        return Supplied{*text, pet + " (" + flag + ")"};
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  struct Slot {
+    const OptionSpec* spec = nullptr;
+    CLI::Option* option = nullptr;
+    std::string text;
+  };
+  std::map<std::string, Slot> slots_;
+};
+
+// Pulls typed values out of a RawCommandLine, one accessor per value kind.
+class Reader {
+ public:
+  Reader(const RawCommandLine& raw, const Environment& env) : raw_(raw), env_(env) {}
+
+  std::optional<Supplied> get(const std::string& dest) const { return raw_.value(dest, env_); }
+
+  bool flag(const std::string& dest) const {
+    const auto supplied = get(dest);
+    return supplied && parseEnvBool(supplied->what, supplied->text);
+  }
+  std::string text(const std::string& dest, std::string fallback) const {
+    const auto supplied = get(dest);
+    return supplied ? supplied->text : fallback;
+  }
+  // Empty counts as absent, as torchrun's `if args.x:` tests do.
+  std::optional<std::string> nonEmpty(const std::string& dest) const {
+    const auto supplied = get(dest);
+    if (!supplied || supplied->text.empty()) {
+      return std::nullopt;
+    }
+    return supplied->text;
+  }
+  template <typename Parse>
+  auto parsed(const std::string& dest, Parse parse) const
+      -> std::optional<decltype(parse(std::string_view{}, std::string_view{}))> {
+    const auto supplied = get(dest);
+    if (!supplied) {
+      return std::nullopt;
+    }
+    return parse(supplied->what, supplied->text);
+  }
+
+ private:
+  const RawCommandLine& raw_;
+  const Environment& env_;
+};
+
+void readLaunchShape(const Reader& in, LaunchConfig& config) {
+  if (auto nodes = in.parsed("nnodes", parseNnodes)) {
+    std::tie(config.min_nodes, config.max_nodes) = *nodes;
+  }
+  config.nproc_per_node = in.parsed("nproc_per_node", parseNprocPerNode).value_or(NprocPerNode{});
+  config.rdzv_backend = in.text("rdzv_backend", "static");
+  config.rdzv_endpoint = in.text("rdzv_endpoint", "");
+  config.rdzv_id = in.text("rdzv_id", "none");
+  config.rdzv_conf = in.parsed("rdzv_conf", parseRdzvConf).value_or(config.rdzv_conf);
+  config.standalone = in.flag("standalone");
+  const auto nonNegative = [](std::string_view what, std::string_view text) {
+    return parseInt(what, text, 0, kIntMax);
+  };
+  config.max_restarts = in.parsed("max_restarts", nonNegative).value_or(0);
+  config.monitor_interval_s = in.parsed("monitor_interval", parsePositiveDouble).value_or(0.1);
+  config.start_method = in.parsed("start_method", parseStartMethod).value_or(StartMethod::kSpawn);
+  config.node_rank = in.parsed("node_rank", nonNegative).value_or(0);
+  config.master_addr = in.text("master_addr", "127.0.0.1");
+  config.master_port = in.parsed("master_port", [](std::string_view what, std::string_view text) {
+    return parseInt(what, text, 0, 65535);
+  });
+  config.local_addr = in.nonEmpty("local_addr");
+}
+
+void readWorkerOptions(const Reader& in, LaunchConfig& config) {
+  config.role = in.text("role", "default");
+  config.module = in.flag("module");
+  config.no_python = in.flag("no_python");
+  config.run_path = in.flag("run_path");
+  config.virtual_local_rank = in.flag("virtual_local_rank");
+  config.numa_binding = in.parsed("numa_binding", parseNumaBinding);
+  if (const auto supplied = in.get("event_log_handler")) {
+    const auto& name = supplied->text;
+    if (name != "null" && name != "console" && name != "dynamic_rendezvous") {
+      failValue(supplied->what, name, "expected null, console or dynamic_rendezvous");
+    }
+    config.event_log_handler = name;
+  }
+  const auto signals = in.get("signals_to_handle");
+  if (signals) {
+    config.signals_to_handle_text = signals->text;
+  }
+  config.signals_to_handle =
+      parseSignals(signals ? signals->what : "--signals-to-handle", config.signals_to_handle_text);
+  config.shutdown_timeout_s =
+      in.parsed("shutdown_timeout", [](std::string_view what, std::string_view text) {
+        return parseInt(what, text, 0, kIntMax);
+      });
+  if (const auto supplied = in.get("print_completion")) {
+    failValue(supplied->what, supplied->text, "shell completion is not supported by ddprun");
+  }
+}
+
+void readLogOptions(const Reader& in, LaunchConfig& config) {
+  config.log_dir = in.nonEmpty("log_dir");
+  config.redirects = in.parsed("redirects", parseStdSpec).value_or(StdSpec{});
+  config.tee = in.parsed("tee", parseStdSpec).value_or(StdSpec{});
+  config.log_line_prefix_template = in.nonEmpty("log_line_prefix_template");
+  if (const auto supplied = in.get("local_ranks_filter"); supplied && !supplied->text.empty()) {
+    config.local_ranks_filter = parseRankList(supplied->what, supplied->text);
+  }
+  config.duplicate_stdout_filters = parseFilterList(in.text("duplicate_stdout_filters", ""));
+  config.duplicate_stderr_filters = parseFilterList(in.text("duplicate_stderr_filters", ""));
+  config.logs_specs = in.nonEmpty("logs_specs");
+}
+
+// remaining() is [script, args...] unless the user wrote an option CLI11 does
+// not know (it lands in front of the script) or a leading "--".
+void takeScript(std::vector<std::string> remaining, LaunchConfig& config) {
+  if (!remaining.empty() && remaining.front() == "--") {
+    remaining.erase(remaining.begin());
+  }
+  if (remaining.empty()) {
+    throw ConfigError("the training script is missing (the first positional argument)");
+  }
+  const std::string& first = remaining.front();
+  if (first.size() > 1 && first[0] == '-') {
+    throw ConfigError("unrecognized option '" + first + "'");
+  }
+  config.training_script = first;
+  config.training_script_args.assign(remaining.begin() + 1, remaining.end());
+}
+
+}  // namespace
+
+std::string randomUuid() {
+  std::random_device device;
+  std::uniform_int_distribution<int> byte(0, 255);
+  unsigned char bytes[16];
+  for (auto& b : bytes) {
+    b = static_cast<unsigned char>(byte(device));
+  }
+  bytes[6] = static_cast<unsigned char>((bytes[6] & 0x0f) | 0x40);  // version 4
+  bytes[8] = static_cast<unsigned char>((bytes[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  std::string text;
+  char hex[3];
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) {
+      text += '-';
+    }
+    std::snprintf(hex, sizeof hex, "%02x", bytes[i]);
+    text += hex;
+  }
+  return text;
+}
+
+LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& env,
+                              const RunIdGenerator& make_run_id) {
+  CLI::App app("ddprun");
+  RawCommandLine raw(app);
+  LaunchConfig config;
+  std::reverse(args.begin(), args.end());  // CLI11's vector overload expects reversed order
+  try {
+    app.parse(args);
+  } catch (const CLI::CallForHelp&) {
+    config.show_help = true;
+    return config;
+  } catch (const CLI::ParseError& error) {
+    throw ConfigError(error.what());
+  }
+  const Reader reader(raw, env);
+  readLaunchShape(reader, config);
+  readWorkerOptions(reader, config);
+  readLogOptions(reader, config);
+  takeScript(app.remaining(), config);
+  applyDerivedRules(config, env, make_run_id);
+  return config;
+}
+
+std::string usage() {
+  std::string text = "usage: ddprun [-h]";
+  std::string line = text;
+  for (const auto& spec : kOptions) {
+    std::string item =
+        " [" + canonicalFlag(spec) + (spec.is_flag ? "" : std::string(" ") + spec.value_name) + "]";
+    if (line.size() + item.size() > 80) {
+      text += "\n             ";
+      line = "             ";
+    }
+    text += item;
+    line += item;
+  }
+  text += "\n              training_script ...\n";
+  return text;
+}
+
+std::string helpText() {
+  CLI::App app("ddprun: a drop-in for torchrun; options also read PET_<OPTION> variables");
+  RawCommandLine raw(app);
+  app.positionals_at_end();
+  return app.help() +
+         "  training_script ...  the script (or module, or executable) and its\n"
+         "                       arguments, passed through verbatim\n";
+}
+
+}  // namespace ddprun::launcher

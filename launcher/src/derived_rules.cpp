@@ -1,0 +1,114 @@
+#include "derived_rules.hpp"
+
+#include <limits>
+
+#include "ddprun/launcher/option_values.hpp"
+#include "ddprun/proto/errors.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+constexpr int kStaticDefaultPort = 29500;
+constexpr int kC10dDefaultPort = 29400;
+constexpr int kEtcdDefaultPort = 2379;
+constexpr const char* kDefaultRdzvTimeout = "900";
+constexpr int kDefaultShutdownGrace = 30;
+
+void checkConflicts(const LaunchConfig& config) {
+  // torchrun only checks this on the non-run-path branch (run.py get_entrypoint).
+  if (!config.run_path && config.no_python && config.module) {
+    throw ConfigError("--no-python and --module cannot be used together");
+  }
+}
+
+// --standalone, or the single-node auto-port rule (pytorch/pytorch#175699):
+// the backend is static (by value: argparse cannot tell an explicit
+// "--rdzv-backend static" from the default), no endpoint, no master port
+// from flag or PET_MASTER_PORT, and at most one node.
+void applyStandalone(LaunchConfig& config, const RunIdGenerator& make_run_id) {
+  const bool auto_port = !config.standalone && config.rdzv_backend == "static" &&
+                         config.rdzv_endpoint.empty() && !config.master_port &&
+                         config.max_nodes == 1;
+  if (!config.standalone && !auto_port) {
+    return;
+  }
+  config.auto_standalone = auto_port;
+  config.rdzv_backend = "c10d";
+  config.rdzv_endpoint = "localhost:0";
+  config.rdzv_id = make_run_id();
+}
+
+void applyEndpoint(LaunchConfig& config) {
+  const auto& backend = config.rdzv_backend;
+  if (backend == "static") {
+    const bool derived = config.rdzv_endpoint.empty();
+    if (derived) {
+      config.rdzv_endpoint = config.master_addr + ":" +
+                             std::to_string(config.master_port.value_or(kStaticDefaultPort));
+    }
+    const char* what = derived ? "--master-addr:--master-port" : "--rdzv-endpoint";
+    config.rdzv_address = parseEndpoint(what, config.rdzv_endpoint, -1);
+    if (config.rdzv_address->port < 0) {
+      failValue(what, config.rdzv_endpoint, "the static backend needs a port (try --master-port)");
+    }
+  } else if (backend == "c10d") {
+    config.rdzv_address = parseEndpoint("--rdzv-endpoint", config.rdzv_endpoint, kC10dDefaultPort);
+  } else if (backend == "etcd" || backend == "etcd-v2") {
+    config.rdzv_address = parseEndpoint("--rdzv-endpoint", config.rdzv_endpoint, kEtcdDefaultPort);
+  }
+}
+
+void applyRdzvConf(LaunchConfig& config) {
+  if (config.rdzv_backend == "static") {
+    config.rdzv_conf["rank"] = std::to_string(config.node_rank);
+  }
+  // LaunchConfig.__post_init__: only static and legacy etcd read it.
+  config.rdzv_conf.try_emplace("timeout", kDefaultRdzvTimeout);
+}
+
+void applyEnvOnlyKnobs(LaunchConfig& config, const Environment& env) {
+  if (!config.log_line_prefix_template) {
+    const auto from_env = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+    if (from_env && !from_env->empty()) {
+      config.log_line_prefix_template = *from_env;
+    }
+  }
+  config.shutdown_grace_s = kDefaultShutdownGrace;
+  if (config.shutdown_timeout_s) {
+    config.shutdown_grace_s = *config.shutdown_timeout_s;
+  } else if (const auto from_env = env("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")) {
+    config.shutdown_grace_s =
+        parseInt("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", *from_env, 0, std::numeric_limits<int>::max());
+  }
+}
+
+void collectWarnings(LaunchConfig& config, bool endpoint_given) {
+  if (config.rdzv_backend == "static") {
+    return;
+  }
+  if (!endpoint_given) {
+    config.warnings.push_back(
+        "master_addr is only used for static rdzv_backend and when rdzv_endpoint is not "
+        "specified.");
+  }
+  if (config.node_rank != 0) {
+    config.warnings.push_back(
+        "node_rank is only used for static rdzv_backend; it is ignored with rdzv_backend " +
+        config.rdzv_backend + ".");
+  }
+}
+
+}  // namespace
+
+void applyDerivedRules(LaunchConfig& config, const Environment& env,
+                       const RunIdGenerator& make_run_id) {
+  checkConflicts(config);
+  applyStandalone(config, make_run_id);
+  const bool endpoint_given = !config.rdzv_endpoint.empty();
+  applyEndpoint(config);
+  applyRdzvConf(config);
+  applyEnvOnlyKnobs(config, env);
+  collectWarnings(config, endpoint_given);
+}
+
+}  // namespace ddprun::launcher

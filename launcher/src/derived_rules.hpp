@@ -1,0 +1,14 @@
+// The pure-configuration rules of torchrun §1.3, applied once after parsing.
+#pragma once
+
+#include "ddprun/launcher/cli.hpp"
+
+namespace ddprun::launcher {
+
+// In torchrun's order: option conflicts, --standalone, the single-node
+// auto-port rule, the static endpoint and rendezvous config, endpoint
+// parsing, the env-only fallbacks, then the warnings. Throws ConfigError.
+void applyDerivedRules(LaunchConfig& config, const Environment& env,
+                       const RunIdGenerator& make_run_id);
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,151 @@
+#include "ddprun/launcher/worker_command.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cctype>
+#include <fstream>
+
+#include "ddprun/proto/errors.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+// What `torchrun --run-path` does in its spawned interpreter: argv becomes
+// [script, args...] and the script runs as __main__.
+constexpr const char* kRunPathBootstrap =
+    "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')";
+
+constexpr std::string_view kMacro = "local_rank";
+
+bool isIdentifierStart(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) != 0 || c == '_';
+}
+
+bool isIdentifierChar(char c) {
+  return isIdentifierStart(c) || std::isdigit(static_cast<unsigned char>(c)) != 0;
+}
+
+std::size_t identifierEnd(std::string_view text, std::size_t start) {
+  if (start >= text.size() || !isIdentifierStart(text[start])) {
+    return start;
+  }
+  auto end = start + 1;
+  while (end < text.size() && isIdentifierChar(text[end])) {
+    ++end;
+  }
+  return end;
+}
+
+bool hasPythonSuffix(const std::string& path) {
+  for (const std::string_view suffix : {".py", ".pyw", ".pyc", ".pyz"}) {
+    if (path.size() >= suffix.size() &&
+        path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> interpreterPrefix(const Environment& env) {
+  return {pythonInterpreter(env), "-u"};
+}
+
+}  // namespace
+
+std::string expandLocalRank(std::string_view arg, int local_rank) {
+  const std::string rank = std::to_string(local_rank);
+  std::string out;
+  std::size_t i = 0;
+  while (i < arg.size()) {
+    if (arg[i] != '$' || i + 1 >= arg.size()) {
+      out += arg[i++];
+      continue;
+    }
+    if (arg[i + 1] == '$') {
+      out += '$';
+      i += 2;
+      continue;
+    }
+    const bool braced = arg[i + 1] == '{';
+    const auto name_start = i + (braced ? 2 : 1);
+    const auto name_end = identifierEnd(arg, name_start);
+    const bool closed = !braced || (name_end < arg.size() && arg[name_end] == '}');
+    if (name_end == name_start || !closed) {
+      out += '$';  // not a placeholder: safe_substitute leaves it alone
+      ++i;
+      continue;
+    }
+    const auto end = name_end + (braced ? 1 : 0);
+    out += arg.substr(name_start, name_end - name_start) == kMacro
+               ? rank
+               : std::string(arg.substr(i, end - i));
+    i = end;
+  }
+  return out;
+}
+
+bool isDirectExecutable(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode) ||
+      ::access(path.c_str(), X_OK) != 0 || hasPythonSuffix(path)) {
+    return false;
+  }
+  std::ifstream file(path, std::ios::binary);
+  std::string first_line;
+  std::getline(file, first_line);
+  if (first_line.rfind("\x7f"
+                       "ELF",
+                       0) == 0) {
+    return true;
+  }
+  return first_line.rfind("#!", 0) == 0 && first_line.find("python") == std::string::npos;
+}
+
+std::string pythonInterpreter(const Environment& env) {
+  if (const auto exec = env("PYTHON_EXEC"); exec && !exec->empty()) {
+    return *exec;
+  }
+  const std::string path = env("PATH").value_or("");
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    auto end = path.find(':', start);
+    end = end == std::string::npos ? path.size() : end;
+    const std::string dir = end == start ? "." : path.substr(start, end - start);
+    const std::string candidate = dir + "/python3";
+    struct stat info {};
+    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    start = end + 1;
+  }
+  throw ConfigError("no Python interpreter: PYTHON_EXEC is unset and there is no python3 on PATH");
+}
+
+std::vector<std::string> workerCommand(const LaunchConfig& config, int local_rank,
+                                       const Environment& env) {
+  std::vector<std::string> argv;
+  if (config.run_path) {
+    argv = interpreterPrefix(env);
+    argv.insert(argv.end(), {"-c", kRunPathBootstrap});
+    argv.push_back(config.training_script);
+  } else if (config.no_python || (!config.module && isDirectExecutable(config.training_script))) {
+    argv.push_back(config.training_script);
+  } else {
+    argv = interpreterPrefix(env);
+    if (config.module) {
+      argv.push_back("-m");
+    }
+    argv.push_back(config.training_script);
+  }
+  argv.insert(argv.end(), config.training_script_args.begin(), config.training_script_args.end());
+  // torchrun substitutes every argument but not the entrypoint itself.
+  for (std::size_t i = 1; i < argv.size(); ++i) {
+    argv[i] = expandLocalRank(argv[i], local_rank);
+  }
+  return argv;
+}
+
+}  // namespace ddprun::launcher

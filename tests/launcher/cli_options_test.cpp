@@ -1,0 +1,279 @@
+// Every torchrun option in both spellings, its default, its PET_ fallback and
+// the precedence of the command line over the environment.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <functional>
+
+#include "launcher_test_util.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+using testing::EnvMap;
+using testing::parse;
+using testing::parseError;
+
+// One value option: its two spellings, its PET_ name, a non-default value
+// and how to read the parsed field back as text.
+struct ValueCase {
+  std::string dashed;
+  std::string underscored;  // empty when the option has one spelling
+  std::string pet;          // empty when not env-backed
+  std::string value;
+  std::function<std::string(const LaunchConfig&)> read;
+  std::string expected;
+};
+
+std::string join(const std::set<int>& values) {
+  std::string out;
+  for (const int v : values) {
+    out += (out.empty() ? "" : ",") + std::to_string(v);
+  }
+  return out;
+}
+
+// --nnodes 2 keeps the static backend (no auto-port), so static-only fields are visible.
+std::vector<ValueCase> valueCases() {
+  return {
+      {"--nnodes", "", "PET_NNODES", "2:4",
+       [](auto& c) { return std::to_string(c.min_nodes) + ":" + std::to_string(c.max_nodes); },
+       "2:4"},
+      {"--nproc-per-node", "--nproc_per_node", "PET_NPROC_PER_NODE", "8",
+       [](auto& c) { return std::to_string(c.nproc_per_node.count); }, "8"},
+      {"--rdzv-backend", "--rdzv_backend", "PET_RDZV_BACKEND", "c10d",
+       [](auto& c) { return c.rdzv_backend; }, "c10d"},
+      {"--rdzv-endpoint", "--rdzv_endpoint", "PET_RDZV_ENDPOINT", "node0:1234",
+       [](auto& c) { return c.rdzv_endpoint; }, "node0:1234"},
+      {"--rdzv-id", "--rdzv_id", "PET_RDZV_ID", "job7", [](auto& c) { return c.rdzv_id; }, "job7"},
+      {"--rdzv-conf", "--rdzv_conf", "PET_RDZV_CONF", "join_timeout=5",
+       [](auto& c) { return c.rdzv_conf.at("join_timeout"); }, "5"},
+      {"--max-restarts", "--max_restarts", "PET_MAX_RESTARTS", "3",
+       [](auto& c) { return std::to_string(c.max_restarts); }, "3"},
+      {"--monitor-interval", "--monitor_interval", "PET_MONITOR_INTERVAL", "2.5",
+       [](auto& c) { return std::to_string(c.monitor_interval_s); }, "2.500000"},
+      {"--start-method", "--start_method", "PET_START_METHOD", "fork",
+       [](auto& c) { return std::to_string(static_cast<int>(c.start_method)); }, "1"},
+      {"--event-log-handler", "--event_log_handler", "PET_EVENT_LOG_HANDLER", "console",
+       [](auto& c) { return c.event_log_handler; }, "console"},
+      {"--role", "", "PET_ROLE", "trainer", [](auto& c) { return c.role; }, "trainer"},
+      {"--log-dir", "--log_dir", "PET_LOG_DIR", "/tmp/logs",
+       [](auto& c) { return c.log_dir.value_or("<none>"); }, "/tmp/logs"},
+      {"--redirects", "-r", "PET_REDIRECTS", "3",
+       [](auto& c) { return std::to_string(static_cast<int>(c.redirects.forLocalRank(5))); }, "3"},
+      {"--tee", "-t", "PET_TEE", "0:2",
+       [](auto& c) { return std::to_string(static_cast<int>(c.tee.forLocalRank(0))); }, "2"},
+      {"--log-line-prefix-template", "--log_line_prefix_template", "PET_LOG_LINE_PREFIX_TEMPLATE",
+       "<${rank}>", [](auto& c) { return c.log_line_prefix_template.value_or("<none>"); },
+       "<${rank}>"},
+      {"--local-ranks-filter", "--local_ranks_filter", "PET_LOCAL_RANKS_FILTER", "2,0",
+       [](auto& c) { return join(c.local_ranks_filter.value_or(std::set<int>{})); }, "0,2"},
+      {"--duplicate-stdout-filters", "--duplicate_stdout_filters", "PET_DUPLICATE_STDOUT_FILTERS",
+       "loss,,x", [](auto& c) { return c.duplicate_stdout_filters.at(0); }, "loss,x"},
+      {"--duplicate-stderr-filters", "--duplicate_stderr_filters", "PET_DUPLICATE_STDERR_FILTERS",
+       "a,b", [](auto& c) { return c.duplicate_stderr_filters.at(1); }, "b"},
+      {"--node-rank", "--node_rank", "PET_NODE_RANK", "1",
+       [](auto& c) { return std::to_string(c.node_rank); }, "1"},
+      {"--master-addr", "--master_addr", "PET_MASTER_ADDR", "10.0.0.1",
+       [](auto& c) { return c.master_addr; }, "10.0.0.1"},
+      {"--master-port", "--master_port", "PET_MASTER_PORT", "1234",
+       [](auto& c) { return std::to_string(c.master_port.value_or(-1)); }, "1234"},
+      {"--local-addr", "--local_addr", "PET_LOCAL_ADDR", "10.0.0.9",
+       [](auto& c) { return c.local_addr.value_or("<none>"); }, "10.0.0.9"},
+      {"--logs-specs", "--logs_specs", "", "mine",
+       [](auto& c) { return c.logs_specs.value_or("<none>"); }, "mine"},
+      {"--numa-binding", "--numa_binding", "", "socket",
+       [](auto& c) { return std::to_string(static_cast<int>(c.numa_binding.value())); }, "1"},
+      {"--signals-to-handle", "--signals_to_handle", "PET_SIGNALS_TO_HANDLE", "SIGUSR1",
+       [](auto& c) { return std::to_string(c.signals_to_handle.at(0)); }, std::to_string(SIGUSR1)},
+      {"--shutdown-timeout", "--shutdown_timeout", "PET_SHUTDOWN_TIMEOUT", "7",
+       [](auto& c) { return std::to_string(c.shutdown_timeout_s.value_or(-1)); }, "7"},
+  };
+}
+
+std::vector<std::string> withScript(std::vector<std::string> args) {
+  // --nnodes 2 (unless the case sets it) keeps the static backend.
+  if (args.empty() || args[0] != "--nnodes") {
+    args.insert(args.begin(), {"--nnodes", "2"});
+  }
+  args.push_back("train.py");
+  return args;
+}
+
+TEST(CliOptions, EveryValueOptionInEverySpelling) {
+  for (const auto& c : valueCases()) {
+    for (const auto& name : {c.dashed, c.underscored}) {
+      if (name.empty()) {
+        continue;
+      }
+      SCOPED_TRACE(name);
+      EXPECT_EQ(c.read(parse(withScript({name, c.value}))), c.expected);
+      if (name.rfind("--", 0) == 0) {
+        EXPECT_EQ(c.read(parse(withScript({name + "=" + c.value}))), c.expected);
+      }
+    }
+  }
+}
+
+TEST(CliOptions, EveryEnvBackedOptionFallsBackToPet) {
+  for (const auto& c : valueCases()) {
+    if (c.pet.empty()) {
+      continue;
+    }
+    SCOPED_TRACE(c.pet);
+    EnvMap env{{c.pet, c.value}};
+    if (c.pet != "PET_NNODES") {
+      env["PET_NNODES"] = "2";
+    }
+    EXPECT_EQ(c.read(parse({"train.py"}, env)), c.expected);
+  }
+}
+
+TEST(CliOptions, NonEnvBackedOptionsIgnorePet) {
+  const auto config =
+      parse({"--nnodes", "2", "train.py"}, {{"PET_LOGS_SPECS", "x"}, {"PET_NUMA_BINDING", "node"}});
+  EXPECT_FALSE(config.logs_specs);
+  EXPECT_FALSE(config.numa_binding);
+}
+
+TEST(CliOptions, CommandLineWinsOverPet) {
+  const auto config = parse({"--nnodes", "2", "--nproc-per-node", "4", "--role", "a", "train.py"},
+                            {{"PET_NPROC_PER_NODE", "16"}, {"PET_ROLE", "b"}, {"PET_NNODES", "9"}});
+  EXPECT_EQ(config.nproc_per_node.count, 4);
+  EXPECT_EQ(config.role, "a");
+  EXPECT_EQ(config.max_nodes, 2);
+}
+
+TEST(CliOptions, LastRepeatWins) {
+  EXPECT_EQ(parse({"--nnodes", "2", "--role", "a", "--role=b", "train.py"}).role, "b");
+}
+
+TEST(CliOptions, Defaults) {
+  const auto config = parse({"--nnodes", "2", "train.py"});
+  EXPECT_EQ(config.min_nodes, 2);
+  EXPECT_EQ(config.nproc_per_node, NprocPerNode{});
+  EXPECT_EQ(config.nproc_per_node.count, 1);
+  EXPECT_EQ(config.rdzv_backend, "static");
+  EXPECT_EQ(config.rdzv_endpoint, "127.0.0.1:29500");
+  EXPECT_EQ(config.rdzv_id, "none");
+  EXPECT_FALSE(config.standalone);
+  EXPECT_EQ(config.max_restarts, 0);
+  EXPECT_DOUBLE_EQ(config.monitor_interval_s, 0.1);
+  EXPECT_EQ(config.start_method, StartMethod::kSpawn);
+  EXPECT_EQ(config.event_log_handler, "null");
+  EXPECT_EQ(config.role, "default");
+  EXPECT_FALSE(config.module || config.no_python || config.run_path || config.virtual_local_rank);
+  EXPECT_FALSE(config.log_dir);
+  EXPECT_EQ(config.redirects, StdSpec{});
+  EXPECT_EQ(config.tee.forLocalRank(0), Std::kNone);
+  EXPECT_FALSE(config.log_line_prefix_template);
+  EXPECT_FALSE(config.local_ranks_filter);
+  EXPECT_TRUE(config.duplicate_stdout_filters.empty());
+  EXPECT_TRUE(config.duplicate_stderr_filters.empty());
+  EXPECT_EQ(config.node_rank, 0);
+  EXPECT_EQ(config.master_addr, "127.0.0.1");
+  EXPECT_FALSE(config.master_port);
+  EXPECT_FALSE(config.local_addr);
+  EXPECT_FALSE(config.logs_specs);
+  EXPECT_FALSE(config.numa_binding);
+  EXPECT_EQ(config.signals_to_handle, (std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT}));
+  EXPECT_EQ(config.signals_to_handle_text, "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  EXPECT_FALSE(config.shutdown_timeout_s);
+  EXPECT_EQ(config.shutdown_grace_s, 30);
+  EXPECT_TRUE(config.warnings.empty());
+  EXPECT_FALSE(config.show_help);
+}
+
+struct FlagCase {
+  std::vector<std::string> spellings;
+  std::string pet;
+  std::function<bool(const LaunchConfig&)> read;
+};
+
+std::vector<FlagCase> flagCases() {
+  return {
+      {{"--standalone"}, "PET_STANDALONE", [](auto& c) { return c.standalone; }},
+      {{"-m", "--module"}, "PET_MODULE", [](auto& c) { return c.module; }},
+      {{"--no-python", "--no_python"}, "PET_NO_PYTHON", [](auto& c) { return c.no_python; }},
+      {{"--run-path", "--run_path"}, "PET_RUN_PATH", [](auto& c) { return c.run_path; }},
+      {{"--virtual-local-rank", "--virtual_local_rank"},
+       "PET_VIRTUAL_LOCAL_RANK",
+       [](auto& c) { return c.virtual_local_rank; }},
+  };
+}
+
+TEST(CliOptions, EveryFlagInEverySpellingAndItsPet) {
+  for (const auto& c : flagCases()) {
+    SCOPED_TRACE(c.pet);
+    EXPECT_FALSE(c.read(parse({"train.py"})));
+    for (const auto& name : c.spellings) {
+      EXPECT_TRUE(c.read(parse({name, "train.py"}))) << name;
+    }
+    EXPECT_TRUE(c.read(parse({"train.py"}, {{c.pet, "1"}})));
+    EXPECT_TRUE(c.read(parse({"train.py"}, {{c.pet, "-2"}})));
+    EXPECT_TRUE(c.read(parse({"train.py"}, {{c.pet, " 7 "}})));
+    EXPECT_FALSE(c.read(parse({"train.py"}, {{c.pet, "0"}})));
+    // The flag on the command line wins over PET_X=0.
+    EXPECT_TRUE(c.read(parse({c.spellings.back(), "train.py"}, {{c.pet, "0"}})));
+    // Errors name the first long spelling.
+    const auto canonical = c.spellings.front() == "-m" ? c.spellings[1] : c.spellings.front();
+    EXPECT_EQ(parseError({"train.py"}, {{c.pet, "yes"}}),
+              c.pet + " (" + canonical + ") 'yes': must be an integer (0 = off, non-zero = on)");
+  }
+}
+
+TEST(CliOptions, ShortOptionsTakeAttachedValues) {
+  const auto config = parse({"-r3", "-t", "1:1", "-m", "pkg.train"});
+  EXPECT_EQ(config.redirects.forLocalRank(0), Std::kAll);
+  EXPECT_EQ(config.tee.forLocalRank(1), Std::kOut);
+  EXPECT_EQ(config.tee.forLocalRank(0), Std::kNone);
+  EXPECT_TRUE(config.module);
+  EXPECT_EQ(config.training_script, "pkg.train");
+}
+
+TEST(CliOptions, NprocKinds) {
+  using Kind = NprocPerNode::Kind;
+  EXPECT_EQ(parse({"--nproc-per-node", "gpu", "t.py"}).nproc_per_node.kind, Kind::kGpu);
+  EXPECT_EQ(parse({"--nproc-per-node", "cpu", "t.py"}).nproc_per_node.kind, Kind::kCpu);
+  EXPECT_EQ(parse({"--nproc-per-node", "xpu", "t.py"}).nproc_per_node.kind, Kind::kXpu);
+  EXPECT_EQ(parse({"--nproc-per-node", "auto", "t.py"}).nproc_per_node.kind, Kind::kAuto);
+}
+
+TEST(CliOptions, LogLinePrefixFallsBackToTorchelasticVariable) {
+  const EnvMap env{{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${rank}]"}};
+  EXPECT_EQ(parse({"t.py"}, env).log_line_prefix_template, "[${rank}]");
+  EXPECT_EQ(parse({"--log-line-prefix-template", "X", "t.py"}, env).log_line_prefix_template, "X");
+  EXPECT_EQ(parse({"t.py"}, {{"PET_LOG_LINE_PREFIX_TEMPLATE", "P"},
+                             {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "T"}})
+                .log_line_prefix_template,
+            "P");
+}
+
+TEST(CliOptions, ShutdownGraceFromFlagThenTorchVariableThenThirty) {
+  const EnvMap env{{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "12"}};
+  EXPECT_EQ(parse({"t.py"}, env).shutdown_grace_s, 12);
+  EXPECT_EQ(parse({"--shutdown-timeout", "0", "t.py"}, env).shutdown_grace_s, 0);
+  EXPECT_EQ(parse({"t.py"}).shutdown_grace_s, 30);
+  EXPECT_EQ(parseError({"t.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}}),
+            "TORCH_ELASTIC_SHUTDOWN_TIMEOUT 'soon': not an integer");
+}
+
+TEST(CliOptions, EmptyLocalRanksFilterMeansAll) {
+  EXPECT_FALSE(parse({"--local-ranks-filter", "", "t.py"}).local_ranks_filter);
+}
+
+TEST(CliOptions, HelpBeforeTheScriptAsksForHelp) {
+  EXPECT_TRUE(parse({"--help"}).show_help);
+  EXPECT_TRUE(parse({"-h", "t.py"}).show_help);
+  EXPECT_FALSE(parse({"t.py", "--help"}).show_help);
+}
+
+TEST(CliOptions, UsageAndHelpNameTheOptions) {
+  EXPECT_NE(usage().find("--nproc-per-node NPROC"), std::string::npos);
+  EXPECT_NE(usage().find("training_script"), std::string::npos);
+  EXPECT_NE(helpText().find("--nproc_per_node"), std::string::npos);
+  EXPECT_NE(helpText().find("--signals-to-handle"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ddprun::launcher

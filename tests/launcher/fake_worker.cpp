@@ -1,0 +1,95 @@
+// A stand-in worker for the launcher tests. Behaviour from its arguments:
+//   --env-to DIR        write this worker's environment contract to DIR/<LOCAL_RANK>.env
+//   --ready-to DIR      create DIR/<LOCAL_RANK>.ready once running
+//   --exit N            exit with N (default 0)
+//   --signal N          kill itself with signal N
+//   --hang              sleep until killed
+//   --ignore-term       ignore SIGTERM (then hang: only SIGKILL ends it)
+//   --only-rank R       apply --exit/--signal/--hang only on global RANK R (others exit 0)
+//   --only-attempt A    ... and only when TORCHELASTIC_RESTART_COUNT is A
+//   --after FILE        first wait (up to 30 s) until FILE exists
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "ddprun/proto/env_contract.hpp"
+
+namespace {
+
+std::string envOr(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : fallback;
+}
+
+void writeEnv(const std::string& dir) {
+  const std::string local_rank = envOr("LOCAL_RANK", "x");
+  std::ofstream out(dir + "/" + local_rank + ".env");
+  for (const auto& [name, value] :
+       ddprun::proto::toEnvironment(ddprun::proto::fromProcessEnvironment())) {
+    out << name << "=" << value << "\n";
+  }
+  out << "OMP_NUM_THREADS=" << envOr("OMP_NUM_THREADS", "") << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int exit_code = 0;
+  int signal_number = 0;
+  bool hang = false;
+  int only_rank = -1;
+  int only_attempt = -1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const char* next = i + 1 < argc ? argv[i + 1] : "";
+    if (arg == "--env-to") {
+      writeEnv(next);
+      ++i;
+    } else if (arg == "--ready-to") {
+      std::ofstream(std::string(next) + "/" + envOr("LOCAL_RANK", "x") + ".ready") << getpid();
+      ++i;
+    } else if (arg == "--exit") {
+      exit_code = std::atoi(next);
+      ++i;
+    } else if (arg == "--signal") {
+      signal_number = std::atoi(next);
+      ++i;
+    } else if (arg == "--hang") {
+      hang = true;
+    } else if (arg == "--ignore-term") {
+      signal(SIGTERM, SIG_IGN);
+      hang = true;
+    } else if (arg == "--only-rank") {
+      only_rank = std::atoi(next);
+      ++i;
+    } else if (arg == "--after") {
+      // Polls: a test helper that must not depend on anything but the file.
+      for (int waited_ms = 0; access(next, F_OK) != 0 && waited_ms < 30'000; ++waited_ms) {
+        usleep(1000);
+      }
+      ++i;
+    } else if (arg == "--only-attempt") {
+      only_attempt = std::atoi(next);
+      ++i;
+    }
+  }
+  const bool chosen =
+      (only_rank < 0 || std::atoi(envOr("RANK", "-1").c_str()) == only_rank) &&
+      (only_attempt < 0 ||
+       std::atoi(envOr("TORCHELASTIC_RESTART_COUNT", "-1").c_str()) == only_attempt);
+  if (!chosen) {
+    return 0;
+  }
+  if (signal_number != 0) {
+    signal(signal_number, SIG_DFL);
+    raise(signal_number);
+  }
+  while (hang) {
+    pause();
+  }
+  return exit_code;
+}

@@ -1,0 +1,140 @@
+// Worker argv building (§1.2): interpreter choice, -u, -m, --no-python,
+// --run-path, ${local_rank} expansion and ddprun's direct-executable rule.
+#include "ddprun/launcher/worker_command.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "launcher_test_util.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+using Args = std::vector<std::string>;
+using testing::parse;
+
+// A fresh temporary directory, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "ddprun-wc-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string write(const std::string& name, const std::string& content, bool executable) {
+    const auto file = path_ / name;
+    std::ofstream(file, std::ios::binary) << content;
+    fs::permissions(
+        file, executable ? fs::perms::owner_all : fs::perms::owner_read | fs::perms::owner_write);
+    return file.string();
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+const Environment kEnv = mapEnvironment({{"PYTHON_EXEC", "/opt/py/bin/python"}});
+
+TEST(LocalRankMacro, SafeSubstituteSemantics) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"${local_rank}", "3"},
+      {"$local_rank", "3"},
+      {"--dev=cuda:${local_rank}", "--dev=cuda:3"},
+      {"$local_rank.log", "3.log"},
+      {"$$local_rank", "$local_rank"},
+      {"$${local_rank}", "${local_rank}"},
+      {"$$$local_rank", "$3"},
+      {"$local_ranks", "$local_ranks"},
+      {"$LOCAL_RANK", "$LOCAL_RANK"},
+      {"${rank}", "${rank}"},
+      {"${local_rank", "${local_rank"},
+      {"${ local_rank}", "${ local_rank}"},
+      {"$", "$"},
+      {"a$", "a$"},
+      {"$1", "$1"},
+      {"${}", "${}"},
+      {"cost: $5 ${local_rank}$local_rank", "cost: $5 33"},
+  };
+  for (const auto& [in, out] : cases) {
+    EXPECT_EQ(expandLocalRank(in, 3), out) << in;
+  }
+}
+
+TEST(WorkerCommand, DefaultRunsPythonUnbuffered) {
+  const auto config = parse({"train.py", "--rank", "${local_rank}", "$HOME"});
+  EXPECT_EQ(workerCommand(config, 2, kEnv),
+            (Args{"/opt/py/bin/python", "-u", "train.py", "--rank", "2", "$HOME"}));
+}
+
+TEST(WorkerCommand, ModuleAddsDashM) {
+  const auto config = parse({"-m", "pkg.train", "x"});
+  EXPECT_EQ(workerCommand(config, 0, kEnv),
+            (Args{"/opt/py/bin/python", "-u", "-m", "pkg.train", "x"}));
+}
+
+TEST(WorkerCommand, NoPythonExecsTheScriptAndExpandsOnlyItsArguments) {
+  const auto config = parse({"--no-python", "/bin/${local_rank}", "${local_rank}"});
+  EXPECT_EQ(workerCommand(config, 5, kEnv), (Args{"/bin/${local_rank}", "5"}));
+}
+
+TEST(WorkerCommand, RunPathUsesARunpyBootstrap) {
+  const auto config = parse({"--run-path", "--no-python", "/abs/t.py", "a"});
+  const auto argv = workerCommand(config, 0, kEnv);
+  ASSERT_EQ(argv.size(), 6u);
+  EXPECT_EQ(argv[0], "/opt/py/bin/python");
+  EXPECT_EQ(argv[2], "-c");
+  EXPECT_NE(argv[3].find("runpy.run_path(sys.argv[0], run_name='__main__')"), std::string::npos);
+  EXPECT_EQ(argv[4], "/abs/t.py");
+  EXPECT_EQ(argv[5], "a");
+}
+
+TEST(WorkerCommand, PythonFromPathWhenPythonExecIsUnsetOrEmpty) {
+  TempDir dir;
+  const auto python = dir.write("python3", "#!/bin/sh\n", true);
+  const auto config = parse({"t.py"});
+  const auto env = mapEnvironment({{"PATH", "/nonexistent:" + dir.path()}, {"PYTHON_EXEC", ""}});
+  EXPECT_EQ(workerCommand(config, 0, env)[0], python);
+  EXPECT_EQ(pythonInterpreter(env), python);
+}
+
+TEST(WorkerCommand, NoPythonAnywhereIsAConfigError) {
+  TempDir dir;
+  dir.write("python3", "not executable", false);
+  EXPECT_THROW(pythonInterpreter(mapEnvironment({{"PATH", dir.path()}})), ConfigError);
+  EXPECT_THROW(workerCommand(parse({"t.py"}), 0, mapEnvironment({})), ConfigError);
+}
+
+TEST(DirectExecutable, Rule) {
+  TempDir dir;
+  EXPECT_TRUE(isDirectExecutable(dir.write("run.sh", "#!/bin/bash\necho hi\n", true)));
+  EXPECT_TRUE(isDirectExecutable(dir.write("bin",
+                                           std::string("\x7f"
+                                                       "ELF\x02\x01",
+                                                       6),
+                                           true)));
+  EXPECT_FALSE(isDirectExecutable(dir.write("py", "#!/usr/bin/env python3\n", true)));
+  EXPECT_FALSE(isDirectExecutable(dir.write("t.py", "#!/bin/sh\n", true)));
+  EXPECT_FALSE(isDirectExecutable(dir.write("plain", "print(1)\n", true)));
+  EXPECT_FALSE(isDirectExecutable(dir.write("noexec.sh", "#!/bin/sh\n", false)));
+  EXPECT_FALSE(isDirectExecutable(dir.path()));
+  EXPECT_FALSE(isDirectExecutable(dir.path() + "/missing"));
+}
+
+TEST(DirectExecutable, ShellScriptRunsWithoutPython) {
+  TempDir dir;
+  const auto script = dir.write("job.sh", "#!/bin/sh\nexit 0\n", true);
+  const auto config = parse({script, "${local_rank}"});
+  EXPECT_EQ(workerCommand(config, 1, kEnv), (Args{script, "1"}));
+  // With -m the name is a module, never a file to exec.
+  const auto module = parse({"-m", script});
+  EXPECT_EQ(workerCommand(module, 1, kEnv)[0], "/opt/py/bin/python");
+}
+
+}  // namespace
+}  // namespace ddprun::launcher
