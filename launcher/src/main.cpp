@@ -1,0 +1,187 @@
+// ddprun: the per-node agent, a drop-in for torchrun. Parses torchrun's
+// flags, hosts the workers' store, and supervises the local worker group.
+// Exit status: 0 on success; the root-cause worker's exit code, or 128 +
+// signal for a worker killed by a signal (as srun does); 128 + signal when
+// ddprun itself was stopped by a handled signal; 2 for bad flags; 1 when it
+// cannot start.
+//
+// So far single-node only: --standalone, torchrun's single-node default,
+// and static --nnodes=1. Multi-node rendezvous is not implemented yet and is
+// refused with a clear message.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ddprun/launcher/agent.hpp"
+#include "ddprun/launcher/cli.hpp"
+#include "ddprun/launcher/worker_command.hpp"
+#include "ddprun/proto/errors.hpp"
+#include "ddprun/rendezvous/server.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace ddprun;
+using launcher::LaunchConfig;
+
+spdlog::logger& log() {
+  static auto logger = spdlog::stderr_color_mt("ddprun");
+  return *logger;
+}
+
+int resolveNproc(const launcher::NprocPerNode& nproc) {
+  using Kind = launcher::NprocPerNode::Kind;
+  switch (nproc.kind) {
+    case Kind::kCount:
+      return nproc.count;
+    case Kind::kCpu:
+    case Kind::kAuto:  // no accelerator support yet: auto means CPU slots
+      return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    case Kind::kGpu:
+    case Kind::kXpu:
+      break;
+  }
+  throw ConfigError(
+      "--nproc-per-node: counting GPUs is not implemented in ddprun yet; give a number");
+}
+
+std::vector<std::pair<std::string, std::string>> agentEnvironment() {
+  std::vector<std::pair<std::string, std::string>> vars;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string text = *entry;
+    const auto eq = text.find('=');
+    if (eq != std::string::npos) {
+      vars.emplace_back(text.substr(0, eq), text.substr(eq + 1));
+    }
+  }
+  return vars;
+}
+
+void setIfUnset(std::vector<std::pair<std::string, std::string>>& vars, std::string_view name,
+                const std::string& value) {
+  for (const auto& entry : vars) {
+    if (entry.first == name) {
+      return;
+    }
+  }
+  vars.emplace_back(std::string(name), value);
+}
+
+std::string hostName() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// The rendezvous result for a single node, with the store this agent hosts.
+proto::WorkerEnv singleNodeGroup(const LaunchConfig& config, int nproc,
+                                 const std::string& master_addr, std::uint16_t master_port) {
+  proto::WorkerEnv group;
+  group.world_size = nproc;
+  group.local_world_size = nproc;
+  group.role_world_size = nproc;
+  group.group_world_size = 1;
+  group.role_name = config.role;
+  group.master_addr = master_addr;
+  group.master_port = master_port;
+  group.run_id = config.rdzv_id;
+  group.max_restarts = config.max_restarts;
+  group.use_agent_store = true;  // workers are clients of the store this agent hosts
+  return group;
+}
+
+int runAgent(const LaunchConfig& config) {
+  if (config.max_nodes > 1) {
+    throw ConfigError("--nnodes " + std::to_string(config.min_nodes) + ":" +
+                      std::to_string(config.max_nodes) +
+                      ": multi-node rendezvous is not implemented in ddprun yet");
+  }
+  const int nproc = resolveNproc(config.nproc_per_node);
+  const bool standalone = config.standalone || config.auto_standalone;
+  // Standalone: a free port on loopback, so there is no port race; static:
+  // the --master-port every worker was told about.
+  rdzv::ServerOptions store_options;
+  store_options.host = standalone ? "127.0.0.1" : "";
+  store_options.port =
+      standalone ? 0 : static_cast<std::uint16_t>(config.master_port.value_or(29500));
+  rdzv::Server store(store_options);
+  store.start();
+  const std::string master_addr = standalone ? "127.0.0.1" : config.master_addr;
+
+  auto env = agentEnvironment();
+  if (nproc > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+    log().warn(
+        "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to "
+        "avoid your system being overloaded, please further tune the variable for optimal "
+        "performance in your application as needed.");
+    env.emplace_back("OMP_NUM_THREADS", "1");
+  }
+  setIfUnset(env, proto::env::kSignalsToHandle, config.signals_to_handle_text);
+  const auto process_env = launcher::processEnvironment();
+
+  launcher::AgentConfig agent_config;
+  agent_config.nproc_per_node = nproc;
+  agent_config.max_restarts = config.max_restarts;
+  agent_config.shutdown_timeout = std::chrono::seconds(config.shutdown_grace_s);
+  agent_config.signals_to_handle = config.signals_to_handle;
+  agent_config.group = singleNodeGroup(config, nproc, master_addr, store.port());
+  if (const char* nccl = std::getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING")) {
+    agent_config.group.nccl_async_error_handling = nccl;
+  }
+  agent_config.command = [&](int local_rank) {
+    return launcher::workerCommand(config, local_rank, process_env);
+  };
+  agent_config.base_env = std::move(env);
+  // 2.5+ workers do not prefix their keys per attempt: start each one empty.
+  agent_config.before_attempt = [&store](int attempt) {
+    store.clearKeySpace();
+    if (attempt > 0) {
+      log().warn("restarting the worker group (attempt {})", attempt);
+    }
+  };
+  agent_config.hostname = hostName();
+  log().info("starting {} worker(s), store at {}:{}, run id {}", nproc, master_addr, store.port(),
+             config.rdzv_id);
+  const launcher::RunResult result = launcher::Agent(std::move(agent_config)).run();
+  store.stop();
+  if (!result.failures.empty()) {
+    std::fputs(launcher::formatFailureReport(result, hostName(), config.training_script).c_str(),
+               stderr);
+  }
+  return result.exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  LaunchConfig config;
+  try {
+    config = launcher::parseCommandLine({argv + 1, argv + argc}, launcher::processEnvironment());
+  } catch (const ConfigError& error) {
+    std::fprintf(stderr, "ddprun: %s\n%s", error.what(), launcher::usage().c_str());
+    return 2;
+  }
+  if (config.show_help) {
+    std::fputs(launcher::helpText().c_str(), stdout);
+    return 0;
+  }
+  for (const std::string& warning : config.warnings) {
+    log().warn("{}", warning);
+  }
+  try {
+    return runAgent(config);
+  } catch (const ConfigError& error) {
+    std::fprintf(stderr, "ddprun: %s\n", error.what());
+    return 2;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ddprun: %s\n", error.what());
+    return 1;
+  }
+}
