@@ -110,7 +110,9 @@ TEST(SubprocessTest, WorkerDiesWhenTheAgentIsKilled) {
   const pid_t agent = fork();
   ASSERT_GE(agent, 0);
   if (agent == 0) {
-    Subprocess worker(shell("sleep 60"));
+    // exec: the death signal is the direct child's; a shell would fork sleep as a
+    // grandchild, which the kernel does not cover.
+    Subprocess worker(shell("exec sleep 60"));
     const pid_t pid = worker.pid();
     [[maybe_unused]] ssize_t written = write(report[1], &pid, sizeof(pid));
     pause();
