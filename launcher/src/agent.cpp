@@ -12,16 +12,21 @@
 // that cannot be started, which ends the run.
 #include "ddprun/launcher/agent.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "ddprun/net/asio.hpp"
+#include "line_relay.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -38,14 +43,6 @@ std::vector<std::pair<std::string, std::string>> workerEnvironment(
   return {merged.begin(), merged.end()};
 }
 
-std::string formatTime(std::chrono::system_clock::time_point time) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(time);
-  std::tm local{};
-  localtime_r(&seconds, &local);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%d_%H:%M:%S", &local);
-  return text;
-}
 
 }  // namespace
 
@@ -56,12 +53,13 @@ struct Agent::Impl {
     int local_rank = 0;
     int rank = 0;
     bool exited = false;
+    std::string error_file;
   };
 
   enum class Phase { Running, Stopping, Done };
 
   explicit Impl(AgentConfig agent_config)
-      : config(std::move(agent_config)), signals(io), grace(io) {}
+      : config(std::move(agent_config)), signals(io), grace(io), drain(io) {}
 
   void startAttempt();
   void spawnWorker(int local_rank);
@@ -71,12 +69,18 @@ struct Agent::Impl {
   void afterStop();
   void finish(int exit_code);
   void waitForSignal();
+  void startRelay(int pipe_fd, bool to_console, int console_fd, const std::string& prefix,
+                  const std::string& file);
+  void drainRelaysThenStop();
 
   AgentConfig config;
   asio::io_context io{1};
   asio::signal_set signals;
   asio::steady_timer grace;
+  asio::steady_timer drain;
   std::vector<Worker> workers;
+  std::vector<std::shared_ptr<LineRelay>> relays;
+  int open_relays = 0;  // relays not yet at end of stream
   int attempt = 0;
   int running = 0;
   Phase phase = Phase::Running;
@@ -105,10 +109,26 @@ void Agent::Impl::spawnWorker(int local_rank) {
   env.role_rank = env.rank;
   env.restart_count = attempt;
   env.max_restarts = config.max_restarts;
+  const WorkerOutput output =
+      config.output ? config.output(local_rank, env.rank, attempt) : WorkerOutput{};
+  env.error_file = output.error_file;
+  int out_pipe[2];
+  int err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+    throw SpawnError("cannot create pipes for a worker's output", errno);
+  }
   SpawnOptions options;
   options.argv = config.command(local_rank);
   options.env = workerEnvironment(config.base_env, env);
-  Worker worker{Subprocess(options), nullptr, local_rank, env.rank, false};
+  options.stdout_fd = out_pipe[1];
+  options.stderr_fd = err_pipe[1];
+  Worker worker{Subprocess(options), nullptr, local_rank, env.rank, false, output.error_file};
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  startRelay(out_pipe[0], output.stdout_to_console, STDOUT_FILENO, output.stdout_prefix,
+             output.stdout_file);
+  startRelay(err_pipe[0], output.stderr_to_console, STDERR_FILENO, output.stderr_prefix,
+             output.stderr_file);
   if (worker.process.pidfd() < 0) {
     throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);
   }
@@ -151,7 +171,7 @@ void Agent::Impl::onExit(std::size_t index) {
 
 void Agent::Impl::recordFailure(const Worker& worker, const ExitStatus& status) {
   result.failures.push_back({attempt, worker.rank, worker.local_rank, worker.process.pid(), status,
-                             std::chrono::system_clock::now(), Clock::now()});
+                             worker.error_file, std::chrono::system_clock::now(), Clock::now()});
 }
 
 void Agent::Impl::stopGroup(int signal) {
@@ -205,6 +225,42 @@ void Agent::Impl::finish(int exit_code) {
   net::error_code ignored;
   signals.cancel(ignored);
   grace.cancel();
+  drainRelaysThenStop();
+}
+
+void Agent::Impl::startRelay(int pipe_fd, bool to_console, int console_fd,
+                             const std::string& prefix, const std::string& file) {
+  int file_fd = -1;
+  if (!file.empty()) {
+    std::error_code ignored;
+    std::filesystem::create_directories(std::filesystem::path(file).parent_path(), ignored);
+    file_fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  }
+  ++open_relays;
+  auto relay = std::make_shared<LineRelay>(io, pipe_fd, to_console ? console_fd : -1, prefix,
+                                           file_fd, [this] {
+                                             if (--open_relays == 0 && phase == Phase::Done) {
+                                               drain.cancel();
+                                             }
+                                           });
+  relay->start();
+  relays.push_back(std::move(relay));
+}
+
+// The workers have exited; their pipes reach end of stream at once unless a
+// process they started still holds them open. Give those half a second.
+void Agent::Impl::drainRelaysThenStop() {
+  if (open_relays == 0) {
+    return;
+  }
+  drain.expires_after(std::chrono::milliseconds(500));
+  drain.async_wait([this](const net::error_code& error) {
+    if (!error) {
+      for (auto& relay : relays) {
+        relay->stop();
+      }
+    }
+  });
 }
 
 void Agent::Impl::waitForSignal() {
@@ -240,37 +296,6 @@ RunResult Agent::run() {
   impl_->startAttempt();
   impl_->io.run();
   return impl_->result;
-}
-
-std::string formatFailureReport(const RunResult& result, const std::string& hostname,
-                                const std::string& program) {
-  std::ostringstream out;
-  const std::string rule(60, '=');
-  auto describe = [&](const WorkerFailure& failure) {
-    const int code = failure.status.kind == ExitStatus::Kind::Exited ? failure.status.code
-                                                                     : -failure.status.code;
-    out << "  time      : " << formatTime(failure.time) << "\n"
-        << "  host      : " << hostname << "\n"
-        << "  rank      : " << failure.rank << " (local_rank: " << failure.local_rank << ")\n"
-        << "  exitcode  : " << code << " (pid: " << failure.pid << ")\n"
-        << "  attempt   : " << failure.attempt << "\n"
-        << "  reason    : " << failure.status.describe() << "\n";
-  };
-  out << rule << "\n" << program << " FAILED\n" << std::string(60, '-') << "\n";
-  out << "Failures:\n";
-  if (result.failures.size() <= 1) {
-    out << "  <NO_OTHER_FAILURES>\n";
-  }
-  for (std::size_t i = 1; i < result.failures.size(); ++i) {
-    out << "[" << i << "]:\n";
-    describe(result.failures[i]);
-  }
-  out << std::string(60, '-') << "\nRoot Cause (first observed failure):\n[0]:\n";
-  if (!result.failures.empty()) {
-    describe(result.failures.front());
-  }
-  out << rule << "\n";
-  return out.str();
 }
 
 }  // namespace ddprun::launcher

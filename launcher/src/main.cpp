@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,6 +79,89 @@ std::string hostName() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   return name;
+}
+
+namespace fs = std::filesystem;
+
+// <log_dir>/<run_id>, or a fresh temporary directory's, as torchrun does.
+fs::path runLogDir(const LaunchConfig& config) {
+  fs::path base;
+  if (config.log_dir) {
+    base = *config.log_dir;
+  } else {
+    std::string pattern = (fs::temp_directory_path() / "ddprun_XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      throw Error("cannot create a temporary log directory in " +
+                  fs::temp_directory_path().string());
+    }
+    base = pattern;
+  }
+  fs::create_directories(base / config.rdzv_id);
+  return base / config.rdzv_id;
+}
+
+// --log-line-prefix-template's placeholders, as torchrun expands them.
+std::string expandPrefix(std::string text, const LaunchConfig& config, int local_rank, int rank,
+                         const std::string& hostname) {
+  const std::pair<std::string, std::string> values[] = {
+      {"${role_name}", config.role},
+      {"${local_rank}", std::to_string(local_rank)},
+      {"${rank}", std::to_string(rank)},
+      {"${hostname}", hostname}};
+  for (const auto& [placeholder, value] : values) {
+    for (auto at = text.find(placeholder); at != std::string::npos;
+         at = text.find(placeholder, at + value.size())) {
+      text.replace(at, placeholder.size(), value);
+    }
+  }
+  return text;
+}
+
+// -r sends a stream to its file only, -t to its file and the console with
+// a prefix, neither to the console only; --local-ranks-filter limits the
+// console, never the files. Layout: <run>/attempt_N/<local_rank>/.
+launcher::WorkerOutput workerOutput(const LaunchConfig& config, const fs::path& run_dir,
+                                    const std::string& hostname, int local_rank, int rank,
+                                    int attempt) {
+  const fs::path dir =
+      run_dir / ("attempt_" + std::to_string(attempt)) / std::to_string(local_rank);
+  fs::create_directories(dir);
+  const auto redirect = static_cast<int>(config.redirects.forLocalRank(local_rank));
+  const auto tee = static_cast<int>(config.tee.forLocalRank(local_rank));
+  const bool shown = !config.local_ranks_filter || config.local_ranks_filter->contains(local_rank);
+  const std::string prefix =
+      expandPrefix(config.log_line_prefix_template.value_or("[${role_name}${local_rank}]:"), config,
+                   local_rank, rank, hostname);
+  launcher::WorkerOutput output;
+  output.error_file = (dir / "error.json").string();
+  auto route = [&](int stream, const char* file, std::string& path, bool& console,
+                   std::string& line_prefix) {
+    const bool teed = (tee & stream) != 0;
+    const bool redirected = (redirect & stream) != 0;
+    path = teed || redirected ? (dir / file).string() : std::string();
+    console = shown && (teed || !redirected);
+    line_prefix = teed ? prefix : std::string();
+  };
+  route(static_cast<int>(launcher::Std::kOut), "stdout.log", output.stdout_file,
+        output.stdout_to_console, output.stdout_prefix);
+  route(static_cast<int>(launcher::Std::kErr), "stderr.log", output.stderr_file,
+        output.stderr_to_console, output.stderr_prefix);
+  return output;
+}
+
+// A parent that set TORCHELASTIC_ERROR_FILE on ddprun gets the root cause's.
+void copyRootCauseError(const launcher::RunResult& result) {
+  const char* own = std::getenv("TORCHELASTIC_ERROR_FILE");
+  if (own == nullptr || result.failures.empty() ||
+      !fs::exists(result.failures.front().error_file)) {
+    return;
+  }
+  std::error_code error;
+  fs::copy_file(result.failures.front().error_file, own, fs::copy_options::overwrite_existing,
+                error);
+  if (error) {
+    log().warn("cannot copy the root cause's error file to {}: {}", own, error.message());
+  }
 }
 
 // The rendezvous result for a single node, with the store this agent hosts.
@@ -147,13 +231,19 @@ int runAgent(const LaunchConfig& config) {
     }
   };
   agent_config.hostname = hostName();
-  log().info("starting {} worker(s), store at {}:{}, run id {}", nproc, master_addr, store.port(),
-             config.rdzv_id);
+  const fs::path run_dir = runLogDir(config);
+  agent_config.output = [&config, run_dir, host = agent_config.hostname](int local_rank, int rank,
+                                                                         int attempt) {
+    return workerOutput(config, run_dir, host, local_rank, rank, attempt);
+  };
+  log().info("starting {} worker(s), store at {}:{}, run id {}, logs in {}", nproc, master_addr,
+             store.port(), config.rdzv_id, run_dir.string());
   const launcher::RunResult result = launcher::Agent(std::move(agent_config)).run();
   store.stop();
   if (!result.failures.empty()) {
     std::fputs(launcher::formatFailureReport(result, hostName(), config.training_script).c_str(),
                stderr);
+    copyRootCauseError(result);
   }
   return result.exit_code;
 }

@@ -24,6 +24,7 @@ using namespace std::chrono_literals;
 struct Outcome {
   ExitStatus status;
   std::string stderr_text;
+  std::string stdout_text;
 };
 
 std::string readFile(const std::filesystem::path& path) {
@@ -40,17 +41,23 @@ class DdprunBinaryTest : public ::testing::Test {
     options.argv = {DDPRUN_BINARY};
     options.argv.insert(options.argv.end(), args.begin(), args.end());
     options.env = {{"PATH", "/usr/bin:/bin"}};
-    stderr_fd_ = ::open((dir_.path() / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    options.stderr_fd = stderr_fd_;
+    options.env.insert(options.env.end(), extra_env_.begin(), extra_env_.end());
+    const int stderr_fd =
+        ::open((dir_.path() / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int stdout_fd =
+        ::open((dir_.path() / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    options.stderr_fd = stderr_fd;
+    options.stdout_fd = stdout_fd;
     Subprocess child(options);
-    ::close(stderr_fd_);
+    ::close(stderr_fd);
+    ::close(stdout_fd);
     return child;
   }
 
   Outcome run(std::vector<std::string> args) {
     Subprocess child = start(std::move(args));
     const ExitStatus status = child.wait();
-    return {status, readFile(dir_.path() / "stderr")};
+    return {status, readFile(dir_.path() / "stderr"), readFile(dir_.path() / "stdout")};
   }
 
   std::vector<std::string> fakeWorkers(int nproc, std::vector<std::string> worker_args) {
@@ -61,8 +68,21 @@ class DdprunBinaryTest : public ::testing::Test {
   }
 
   test_support::TempDir dir_;
-  int stderr_fd_ = -1;
+  std::vector<std::pair<std::string, std::string>> extra_env_;
 };
+
+// The one directory under <log-dir>: <run id>.
+std::filesystem::path runDir(const std::filesystem::path& log_dir) {
+  return std::filesystem::directory_iterator(log_dir)->path();
+}
+
+int countOf(const std::string& text, const std::string& needle) {
+  int count = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+    ++count;
+  }
+  return count;
+}
 
 TEST_F(DdprunBinaryTest, SucceedsWithZero) {
   const Outcome outcome = run(fakeWorkers(3, {}));
@@ -137,6 +157,57 @@ TEST_F(DdprunBinaryTest, SigtermIsForwardedAndTheExitStatusSaysSo) {
       10s));
   ASSERT_EQ(kill(agent.pid(), SIGTERM), 0);
   EXPECT_EQ(agent.wait(), (ExitStatus{ExitStatus::Kind::Exited, 128 + SIGTERM}));
+}
+
+TEST_F(DdprunBinaryTest, ConsoleGetsWholeLinesFromEveryWorker) {
+  const Outcome outcome = run(fakeWorkers(4, {"--chatter", "200"}));
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  std::istringstream lines(outcome.stdout_text);
+  int count = 0;
+  for (std::string line; std::getline(lines, line); ++count) {
+    ASSERT_EQ(line.rfind("rank ", 0), 0u) << "torn line: " << line;
+    ASSERT_EQ(line.substr(line.size() - 4), " end") << "torn line: " << line;
+  }
+  EXPECT_EQ(count, 4 * 200);
+}
+
+TEST_F(DdprunBinaryTest, RedirectsGoToTheLogDirectoryOnly) {
+  const auto log_dir = dir_.path() / "logs";
+  auto args = fakeWorkers(2, {"--chatter", "3"});
+  args.insert(args.begin(), {"--log-dir", log_dir.string(), "-r", "3"});
+  const Outcome outcome = run(args);
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  EXPECT_EQ(outcome.stdout_text, "");
+  EXPECT_EQ(countOf(outcome.stderr_text, "says stderr"), 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto worker_dir = runDir(log_dir) / "attempt_0" / std::to_string(rank);
+    EXPECT_EQ(countOf(readFile(worker_dir / "stdout.log"), " end\n"), 3) << worker_dir;
+    EXPECT_EQ(readFile(worker_dir / "stderr.log"),
+              "rank " + std::to_string(rank) + " says stderr\n");
+  }
+}
+
+TEST_F(DdprunBinaryTest, TeePrefixesConsoleLinesAndTheFilterLimitsTheConsoleOnly) {
+  const auto log_dir = dir_.path() / "logs";
+  auto args = fakeWorkers(2, {"--chatter", "2"});
+  args.insert(args.begin(), {"--log-dir", log_dir.string(), "-t", "1", "--log-line-prefix-template",
+                             "<${role_name}/${rank}>", "--local-ranks-filter", "1"});
+  const Outcome outcome = run(args);
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  EXPECT_EQ(outcome.stdout_text, "<default/1>rank 1 line 0 end\n<default/1>rank 1 line 1 end\n");
+  EXPECT_EQ(countOf(readFile(runDir(log_dir) / "attempt_0" / "0" / "stdout.log"), " end\n"), 2)
+      << "the filter must not limit the files";
+}
+
+TEST_F(DdprunBinaryTest, ReportShowsTheWorkersRecordedErrorAndCopiesItUp) {
+  const auto own_error_file = dir_.path() / "agent-error.json";
+  extra_env_ = {{"TORCHELASTIC_ERROR_FILE", own_error_file.string()}};
+  const Outcome outcome = run(fakeWorkers(
+      2, {"--only-rank", "1", "--error-json", "Traceback: the cause is here", "--exit", "1"}));
+  EXPECT_EQ(outcome.status.code, 1);
+  EXPECT_NE(outcome.stderr_text.find("traceback : Traceback: the cause is here"), std::string::npos)
+      << outcome.stderr_text;
+  EXPECT_NE(readFile(own_error_file).find("the cause is here"), std::string::npos);
 }
 
 }  // namespace

@@ -8,6 +8,10 @@
 //   --only-rank R       apply --exit/--signal/--hang only on global RANK R (others exit 0)
 //   --only-attempt A    ... and only when TORCHELASTIC_RESTART_COUNT is A
 //   --after FILE        first wait (up to 30 s) until FILE exists
+//   --chatter N         write N lines to stdout, each in two write()s, and
+//                       one line to stderr
+//   --error-json TEXT   write a torch @record error file ($TORCHELASTIC_ERROR_FILE)
+//                       whose traceback is TEXT
 #include <signal.h>
 #include <unistd.h>
 
@@ -33,6 +37,27 @@ void writeEnv(const std::string& dir) {
     out << name << "=" << value << "\n";
   }
   out << "OMP_NUM_THREADS=" << envOr("OMP_NUM_THREADS", "") << "\n";
+}
+
+// Each line leaves in two writes, so a relay that is not line-aware would
+// let other workers' bytes in between.
+void chatter(int lines) {
+  const std::string rank = envOr("RANK", "?");
+  for (int i = 0; i < lines; ++i) {
+    const std::string head = "rank " + rank + " line " + std::to_string(i);
+    const std::string tail = " end\n";
+    [[maybe_unused]] ssize_t a = write(STDOUT_FILENO, head.data(), head.size());
+    usleep(100);
+    [[maybe_unused]] ssize_t b = write(STDOUT_FILENO, tail.data(), tail.size());
+  }
+  const std::string err = "rank " + rank + " says stderr\n";
+  [[maybe_unused]] ssize_t c = write(STDERR_FILENO, err.data(), err.size());
+}
+
+void writeErrorJson(const std::string& traceback) {
+  std::ofstream(envOr("TORCHELASTIC_ERROR_FILE", "/dev/null"))
+      << R"({"message": {"message": "RuntimeError: boom", "extraInfo": {"py_callstack": ")"
+      << traceback << R"(", "timestamp": "0"}}})";
 }
 
 }  // namespace
@@ -71,6 +96,12 @@ int main(int argc, char** argv) {
       for (int waited_ms = 0; access(next, F_OK) != 0 && waited_ms < 30'000; ++waited_ms) {
         usleep(1000);
       }
+      ++i;
+    } else if (arg == "--chatter") {
+      chatter(std::atoi(next));
+      ++i;
+    } else if (arg == "--error-json") {
+      writeErrorJson(next);
       ++i;
     } else if (arg == "--only-attempt") {
       only_attempt = std::atoi(next);

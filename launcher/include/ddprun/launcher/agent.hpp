@@ -21,6 +21,18 @@
 
 namespace ddprun::launcher {
 
+// Where one worker's output goes. Output always passes through pipes, so
+// the console only ever receives whole lines.
+struct WorkerOutput {
+  std::string stdout_file;  // empty: no file
+  std::string stderr_file;
+  bool stdout_to_console = true;
+  bool stderr_to_console = true;
+  std::string stdout_prefix;  // e.g. "[default0]:" for tee'd lines
+  std::string stderr_prefix;
+  std::string error_file;  // TORCHELASTIC_ERROR_FILE: where torch's @record writes
+};
+
 struct AgentConfig {
   int nproc_per_node = 1;
   int max_restarts = 0;
@@ -33,6 +45,8 @@ struct AgentConfig {
   std::function<std::vector<std::string>(int local_rank)> command;
   // The agent's own environment, which every worker inherits.
   std::vector<std::pair<std::string, std::string>> base_env;
+  // Where each worker's output goes, per attempt; unset: the console only.
+  std::function<WorkerOutput(int local_rank, int rank, int attempt)> output;
   // Called before each attempt starts its workers (e.g. to empty the store).
   std::function<void(int attempt)> before_attempt;
   std::string hostname;
@@ -45,6 +59,7 @@ struct WorkerFailure {
   int local_rank = 0;
   pid_t pid = -1;
   ExitStatus status;
+  std::string error_file;  // the worker's TORCHELASTIC_ERROR_FILE
   std::chrono::system_clock::time_point time;
   std::chrono::steady_clock::time_point monotonic;  // orders the root cause
 };
@@ -71,7 +86,8 @@ class Agent {
 };
 
 // torchrun's failure table: time, host, rank, local rank, exit code or
-// signal name, pid, for the root cause and then the other failures.
+// signal name, pid, error file and the message/traceback torch's @record
+// wrote there, for the root cause and then the other failures.
 std::string formatFailureReport(const RunResult& result, const std::string& hostname,
                                 const std::string& program);
 

@@ -1,0 +1,86 @@
+// torchrun's failure table, with what torch's @record wrote to each
+// worker's TORCHELASTIC_ERROR_FILE: {"message": {"message": ...,
+// "extraInfo": {"py_callstack": ..., "timestamp": ...}}}.
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "ddprun/launcher/agent.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+std::string formatTime(std::chrono::system_clock::time_point time) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(time);
+  std::tm local{};
+  localtime_r(&seconds, &local);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d_%H:%M:%S", &local);
+  return text;
+}
+
+// The traceback (or message) a worker's @record left, if it left one.
+std::optional<std::string> recordedError(const std::string& error_file) {
+  if (error_file.empty() || !std::filesystem::exists(error_file)) {
+    return std::nullopt;
+  }
+  std::ifstream in(error_file);
+  const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.contains("message")) {
+    return "(unreadable error file)";
+  }
+  const auto& message = json["message"];
+  if (!message.is_object()) {
+    return message.dump();
+  }
+  if (message.contains("extraInfo") && message["extraInfo"].contains("py_callstack")) {
+    return message["extraInfo"]["py_callstack"].get<std::string>();
+  }
+  return message.value("message", message.dump());
+}
+
+void describe(std::ostream& out, const WorkerFailure& failure, const std::string& hostname) {
+  const int code =
+      failure.status.kind == ExitStatus::Kind::Exited ? failure.status.code : -failure.status.code;
+  const auto recorded = recordedError(failure.error_file);
+  out << "  time      : " << formatTime(failure.time) << "\n"
+      << "  host      : " << hostname << "\n"
+      << "  rank      : " << failure.rank << " (local_rank: " << failure.local_rank << ")\n"
+      << "  exitcode  : " << code << " (pid: " << failure.pid << ")\n"
+      << "  attempt   : " << failure.attempt << "\n"
+      << "  reason    : " << failure.status.describe() << "\n"
+      << "  error_file: " << (recorded ? failure.error_file : "<N/A>") << "\n"
+      << "  traceback : "
+      << (recorded ? *recorded
+                   : "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
+      << "\n";
+}
+
+}  // namespace
+
+std::string formatFailureReport(const RunResult& result, const std::string& hostname,
+                                const std::string& program) {
+  std::ostringstream out;
+  const std::string rule(60, '=');
+  const std::string thin(60, '-');
+  out << rule << "\n" << program << " FAILED\n" << thin << "\nFailures:\n";
+  if (result.failures.size() <= 1) {
+    out << "  <NO_OTHER_FAILURES>\n";
+  }
+  for (std::size_t i = 1; i < result.failures.size(); ++i) {
+    out << "[" << i << "]:\n";
+    describe(out, result.failures[i], hostname);
+  }
+  out << thin << "\nRoot Cause (first observed failure):\n[0]:\n";
+  if (!result.failures.empty()) {
+    describe(out, result.failures.front(), hostname);
+  }
+  out << rule << "\n";
+  return out.str();
+}
+
+}  // namespace ddprun::launcher
