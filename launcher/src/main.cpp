@@ -21,6 +21,7 @@
 
 #include "ddprun/launcher/agent.hpp"
 #include "ddprun/launcher/cli.hpp"
+#include "ddprun/launcher/device_count.hpp"
 #include "ddprun/launcher/worker_command.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
@@ -37,20 +38,31 @@ spdlog::logger& log() {
   return *logger;
 }
 
+// torchrun's rules: gpu = the visible CUDA devices (an error if none),
+// cpu = the CPU count, auto = GPUs if there are any, else CPUs.
 int resolveNproc(const launcher::NprocPerNode& nproc) {
   using Kind = launcher::NprocPerNode::Kind;
+  const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   switch (nproc.kind) {
     case Kind::kCount:
       return nproc.count;
     case Kind::kCpu:
-    case Kind::kAuto:  // no accelerator support yet: auto means CPU slots
-      return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    case Kind::kGpu:
+      return cpus;
+    case Kind::kGpu: {
+      const launcher::GpuCount gpus = launcher::countVisibleGpus();
+      if (gpus.count == 0) {
+        throw ConfigError("--nproc-per-node gpu: no CUDA GPU is visible: " + gpus.why_none);
+      }
+      return gpus.count;
+    }
+    case Kind::kAuto: {
+      const int gpus = launcher::countVisibleGpus().count;
+      return gpus > 0 ? gpus : cpus;
+    }
     case Kind::kXpu:
       break;
   }
-  throw ConfigError(
-      "--nproc-per-node: counting GPUs is not implemented in ddprun yet; give a number");
+  throw ConfigError("--nproc-per-node xpu: Intel XPUs are not supported by ddprun");
 }
 
 std::vector<std::pair<std::string, std::string>> agentEnvironment() {

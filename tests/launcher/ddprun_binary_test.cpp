@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "ddprun/launcher/device_count.hpp"
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
@@ -157,6 +158,25 @@ TEST_F(DdprunBinaryTest, SigtermIsForwardedAndTheExitStatusSaysSo) {
       10s));
   ASSERT_EQ(kill(agent.pid(), SIGTERM), 0);
   EXPECT_EQ(agent.wait(), (ExitStatus{ExitStatus::Kind::Exited, 128 + SIGTERM}));
+}
+
+// With no GPU: one clear line and exit 2; with GPUs: one worker per GPU.
+TEST_F(DdprunBinaryTest, NprocGpuCountsVisibleGpusOrSaysWhyNone) {
+  const GpuCount gpus = countVisibleGpus();
+  const auto log_dir = dir_.path() / "logs";
+  const Outcome outcome = run({"--nproc-per-node", "gpu", "--log-dir", log_dir.string(),
+                               "--standalone", "--no-python", DDPRUN_FAKE_WORKER});
+  if (gpus.count == 0) {
+    EXPECT_EQ(outcome.status.code, 2);
+    EXPECT_NE(
+        outcome.stderr_text.find("--nproc-per-node gpu: no CUDA GPU is visible: " + gpus.why_none),
+        std::string::npos)
+        << outcome.stderr_text;
+  } else {
+    EXPECT_TRUE(outcome.status.success()) << outcome.stderr_text;
+    EXPECT_TRUE(
+        std::filesystem::exists(runDir(log_dir) / "attempt_0" / std::to_string(gpus.count - 1)));
+  }
 }
 
 TEST_F(DdprunBinaryTest, ConsoleGetsWholeLinesFromEveryWorker) {
