@@ -5,9 +5,9 @@
 // ddprun itself was stopped by a handled signal; 2 for bad flags; 1 when it
 // cannot start.
 //
-// So far single-node only: --standalone, torchrun's single-node default,
-// and static --nnodes=1. Multi-node rendezvous is not implemented yet and is
-// refused with a clear message.
+// Rendezvous: --standalone (and torchrun's single-node default), and static
+// across nodes. c10d across nodes is not implemented yet and is refused with
+// a clear message.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -22,6 +22,7 @@
 #include "ddprun/launcher/agent.hpp"
 #include "ddprun/launcher/cli.hpp"
 #include "ddprun/launcher/device_count.hpp"
+#include "ddprun/launcher/static_rendezvous.hpp"
 #include "ddprun/launcher/worker_command.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
@@ -193,23 +194,80 @@ proto::WorkerEnv singleNodeGroup(const LaunchConfig& config, int nproc,
   return group;
 }
 
-int runAgent(const LaunchConfig& config) {
-  if (config.max_nodes > 1) {
-    throw ConfigError("--nnodes " + std::to_string(config.min_nodes) + ":" +
-                      std::to_string(config.max_nodes) +
-                      ": multi-node rendezvous is not implemented in ddprun yet");
+// This node's store and place in the job. --standalone (and c10d on one
+// node) hosts a private store on a free loopback port: no port race. static
+// hosts the store on node 0's --master-port, or joins it, and derives ranks
+// from --node-rank.
+class NodeRendezvous {
+ public:
+  NodeRendezvous(const LaunchConfig& config, int nproc) {
+    const bool single_c10d = config.rdzv_backend == "c10d" && config.max_nodes == 1;
+    if (config.standalone || config.auto_standalone || single_c10d) {
+      rdzv::ServerOptions options;
+      options.host = "127.0.0.1";
+      options.port = 0;
+      store_ = std::make_unique<rdzv::Server>(options);
+      store_->start();
+      group_ = singleNodeGroup(config, nproc, "127.0.0.1", store_->port());
+    } else if (config.rdzv_backend == "static") {
+      static_ = std::make_unique<launcher::StaticRendezvous>(staticOptions(config, nproc));
+      group_ = static_->join();
+    } else {
+      throw ConfigError("--rdzv-backend " + config.rdzv_backend + " across " +
+                        std::to_string(config.max_nodes) +
+                        " nodes is not implemented in ddprun yet (static is)");
+    }
+    group_.max_restarts = config.max_restarts;
   }
+
+  const proto::WorkerEnv& group() const { return group_; }
+
+  // 2.5+ workers do not prefix their keys per attempt: every attempt starts
+  // on an empty store (on every node at once, for static).
+  void beforeAttempt(int attempt) {
+    if (store_) {
+      store_->clearKeySpace();
+    } else {
+      static_->beforeAttempt(attempt);
+    }
+  }
+
+  // Keeps node 0's store up until every node's workers are done.
+  void exitBarrier() {
+    if (!static_) {
+      return;
+    }
+    try {
+      static_->exitBarrier(std::chrono::seconds(300));
+    } catch (const TimeoutError& error) {
+      log().warn("exit barrier: {}", error.what());
+    }
+  }
+
+ private:
+  static launcher::StaticRendezvousOptions staticOptions(const LaunchConfig& config, int nproc) {
+    launcher::StaticRendezvousOptions options;
+    options.node_rank = config.node_rank;
+    options.nnodes = config.max_nodes;  // torchrun's static world size
+    options.nproc_per_node = nproc;
+    options.master_addr = config.master_addr;
+    options.master_port = static_cast<std::uint16_t>(config.master_port.value_or(29500));
+    options.run_id = config.rdzv_id;
+    options.role = config.role;
+    if (auto timeout = config.rdzv_conf.find("timeout"); timeout != config.rdzv_conf.end()) {
+      options.join_timeout = std::chrono::seconds(std::stoi(timeout->second));
+    }
+    return options;
+  }
+
+  std::unique_ptr<rdzv::Server> store_;
+  std::unique_ptr<launcher::StaticRendezvous> static_;
+  proto::WorkerEnv group_;
+};
+
+int runAgent(const LaunchConfig& config) {
   const int nproc = resolveNproc(config.nproc_per_node);
-  const bool standalone = config.standalone || config.auto_standalone;
-  // Standalone: a free port on loopback, so there is no port race; static:
-  // the --master-port every worker was told about.
-  rdzv::ServerOptions store_options;
-  store_options.host = standalone ? "127.0.0.1" : "";
-  store_options.port =
-      standalone ? 0 : static_cast<std::uint16_t>(config.master_port.value_or(29500));
-  rdzv::Server store(store_options);
-  store.start();
-  const std::string master_addr = standalone ? "127.0.0.1" : config.master_addr;
+  NodeRendezvous rendezvous(config, nproc);
 
   auto env = agentEnvironment();
   if (nproc > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
@@ -227,7 +285,7 @@ int runAgent(const LaunchConfig& config) {
   agent_config.max_restarts = config.max_restarts;
   agent_config.shutdown_timeout = std::chrono::seconds(config.shutdown_grace_s);
   agent_config.signals_to_handle = config.signals_to_handle;
-  agent_config.group = singleNodeGroup(config, nproc, master_addr, store.port());
+  agent_config.group = rendezvous.group();
   if (const char* nccl = std::getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING")) {
     agent_config.group.nccl_async_error_handling = nccl;
   }
@@ -236,8 +294,8 @@ int runAgent(const LaunchConfig& config) {
   };
   agent_config.base_env = std::move(env);
   // 2.5+ workers do not prefix their keys per attempt: start each one empty.
-  agent_config.before_attempt = [&store](int attempt) {
-    store.clearKeySpace();
+  agent_config.before_attempt = [&rendezvous](int attempt) {
+    rendezvous.beforeAttempt(attempt);
     if (attempt > 0) {
       log().warn("restarting the worker group (attempt {})", attempt);
     }
@@ -248,10 +306,15 @@ int runAgent(const LaunchConfig& config) {
                                                                          int attempt) {
     return workerOutput(config, run_dir, host, local_rank, rank, attempt);
   };
-  log().info("starting {} worker(s), store at {}:{}, run id {}, logs in {}", nproc, master_addr,
-             store.port(), config.rdzv_id, run_dir.string());
+  const proto::WorkerEnv& group = rendezvous.group();
+  log().info(
+      "node {} of {}: starting {} worker(s) (ranks {}..{} of {}), store at {}:{}, run id {}, "
+      "logs in {}",
+      group.group_rank, group.group_world_size, nproc, group.group_rank * nproc,
+      group.group_rank * nproc + nproc - 1, group.world_size, group.master_addr, group.master_port,
+      config.rdzv_id, run_dir.string());
   const launcher::RunResult result = launcher::Agent(std::move(agent_config)).run();
-  store.stop();
+  rendezvous.exitBarrier();
   if (!result.failures.empty()) {
     std::fputs(launcher::formatFailureReport(result, hostName(), config.training_script).c_str(),
                stderr);

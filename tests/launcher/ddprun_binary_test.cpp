@@ -1,10 +1,13 @@
 // The ddprun executable end to end with fake workers (--no-python): exit
 // status, one-line errors, the failure report, no orphan after the agent is
 // SIGKILLed, and a forwarded SIGTERM.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -112,11 +115,70 @@ TEST_F(DdprunBinaryTest, BadFlagIsOneLinePlusUsageAndExitTwo) {
   EXPECT_NE(outcome.stderr_text.find("usage: ddprun"), std::string::npos);
 }
 
-TEST_F(DdprunBinaryTest, MultiNodeIsRefusedClearlyUntilImplemented) {
-  const Outcome outcome = run({"--nnodes", "2", "--no-python", DDPRUN_FAKE_WORKER});
+TEST_F(DdprunBinaryTest, C10dAcrossNodesIsRefusedClearlyUntilImplemented) {
+  const Outcome outcome = run({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                               "127.0.0.1:1", "--no-python", DDPRUN_FAKE_WORKER});
   EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 2}));
-  EXPECT_NE(outcome.stderr_text.find("multi-node rendezvous is not implemented"), std::string::npos)
+  EXPECT_NE(outcome.stderr_text.find("--rdzv-backend c10d across 2 nodes is not implemented"),
+            std::string::npos)
       << outcome.stderr_text;
+}
+
+// A port nobody listens on right now, for the static store on node 0.
+std::uint16_t freePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// Two agents on loopback, node 1 started first: node 0 hosts the store, ranks
+// come from --node-rank, and both finish through the exit barrier.
+TEST_F(DdprunBinaryTest, StaticTwoNodesOnLoopbackAgreeOnRanks) {
+  const std::string port = std::to_string(freePort());
+  std::vector<Subprocess> agents;
+  for (int node : {1, 0}) {
+    const auto env_dir = dir_.path() / ("node" + std::to_string(node));
+    std::filesystem::create_directories(env_dir);
+    SpawnOptions options;
+    options.argv = {DDPRUN_BINARY,
+                    "--nnodes",
+                    "2",
+                    "--node-rank",
+                    std::to_string(node),
+                    "--master-addr",
+                    "127.0.0.1",
+                    "--master-port",
+                    port,
+                    "--nproc-per-node",
+                    "2",
+                    "--no-python",
+                    DDPRUN_FAKE_WORKER,
+                    "--env-to",
+                    env_dir.string()};
+    options.env = {{"PATH", "/usr/bin:/bin"}};
+    agents.emplace_back(options);
+  }
+  for (Subprocess& agent : agents) {
+    EXPECT_TRUE(agent.wait().success());
+  }
+  for (int node : {0, 1}) {
+    for (int local_rank : {0, 1}) {
+      const std::string env = "\n" + readFile(dir_.path() / ("node" + std::to_string(node)) /
+                                       (std::to_string(local_rank) + ".env"));
+      EXPECT_NE(env.find("\nRANK=" + std::to_string(node * 2 + local_rank) + "\n"),
+                std::string::npos)
+          << env;
+      EXPECT_NE(env.find("WORLD_SIZE=4"), std::string::npos) << env;
+      EXPECT_NE(env.find("GROUP_RANK=" + std::to_string(node)), std::string::npos) << env;
+      EXPECT_NE(env.find("MASTER_PORT=" + port), std::string::npos) << env;
+    }
+  }
 }
 
 // This test process is a subreaper, so workers orphaned by the agent's death

@@ -42,6 +42,28 @@ def run_ddprun(ddprun, script, extra_flags, crash_on_attempt=None):
     return proc.returncode, out, err
 
 
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_static_two_nodes(ddprun, script):
+    """Two ddprun agents (--nnodes 2) on loopback, 2 ranks each: one job of 4."""
+    env = dict(os.environ, PYTHON_EXEC=sys.executable, GLOO_SOCKET_IFNAME="lo")
+    env.pop("CRASH_ON_ATTEMPT", None)
+    port = str(free_port())
+    agents = []
+    for node in (1, 0):  # node 1 first: it must wait for node 0's store
+        cmd = [ddprun, "--nnodes=2", f"--node-rank={node}", "--master-addr=127.0.0.1",
+               f"--master-port={port}", "--nproc-per-node=2", script]
+        agents.append(h.spawn(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True))
+    outputs = [agent.communicate(timeout=90) for agent in agents]
+    return [agent.returncode for agent in agents], "".join(out for out, _ in outputs), outputs
+
+
 def results(out):
     # Workers share ddprun's stdout, and ddprun does not yet relay their
     # output in whole lines (python -u writes a line and its newline apart),
@@ -67,6 +89,12 @@ def main(args):
         expect_eq(results(out), [f"rank={r} attempt=1 world=4 sum=10.0" for r in range(4)],
                   "attempt 1 after rank 2 crashed on attempt 0")
         print("rank 2 crashed on attempt 0; attempt 1 succeeded", flush=True)
+
+        codes, out, outputs = run_static_two_nodes(args.ddprun, script)
+        expect_eq(codes, [0, 0], f"both static agents' exit status ({outputs})")
+        expect_eq(results(out), [f"rank={r} attempt=0 world=4 sum=10.0" for r in range(4)],
+                  "4 ranks over 2 static nodes")
+        print("2 static nodes x 2 ranks on loopback: all_reduce = 10 on every rank", flush=True)
 
         code, out, err = run_ddprun(args.ddprun, script, [], crash_on_attempt=0)
         expect_eq(code, 7, "exit status is the root cause's exit code")

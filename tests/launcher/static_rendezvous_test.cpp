@@ -1,0 +1,267 @@
+// Static multi-node rendezvous with "nodes" as threads of one process on
+// 127.0.0.1: group environments, node 0 starting last, a missing node, a
+// duplicated node rank, mismatched --nproc-per-node, the exit barrier keeping
+// node 0's store up, and the per-attempt clear barrier.
+#include "ddprun/launcher/static_rendezvous.hpp"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ddprun/proto/errors.hpp"
+#include "ddprun/rendezvous/client.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+using Node = std::unique_ptr<StaticRendezvous>;
+
+// A port that was free a moment ago: every node must know it before node 0 binds it.
+std::uint16_t freePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t length = sizeof(addr);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length), 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+Node makeNode(int node_rank, int nnodes, int nproc, std::uint16_t port,
+              std::chrono::milliseconds join_timeout = 10s) {
+  StaticRendezvousOptions options;
+  options.node_rank = node_rank;
+  options.nnodes = nnodes;
+  options.nproc_per_node = nproc;
+  options.master_port = port;
+  options.run_id = "test-run";
+  options.role = "trainer";
+  options.join_timeout = join_timeout;
+  options.hostname = "host-" + std::to_string(node_rank);
+  return std::make_unique<StaticRendezvous>(options);
+}
+
+std::future<proto::WorkerEnv> joinAsync(StaticRendezvous& node) {
+  return std::async(std::launch::async, [&node] { return node.join(); });
+}
+
+template <typename F>
+std::future<void> runAsync(F function) {
+  return std::async(std::launch::async, std::move(function));
+}
+
+// The message of the exception the future holds; "<none>" when it holds a value.
+template <typename Error, typename T>
+std::string errorOf(std::future<T>& future) {
+  try {
+    future.get();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "<none>";
+}
+
+bool stillRunning(const std::future<void>& future) {
+  return future.wait_for(100ms) == std::future_status::timeout;
+}
+
+// Joins every node concurrently and returns their groups in node-rank order.
+std::vector<proto::WorkerEnv> joinAll(std::vector<Node>& nodes) {
+  std::vector<std::future<proto::WorkerEnv>> joins;
+  for (Node& node : nodes) {
+    joins.push_back(joinAsync(*node));
+  }
+  std::vector<proto::WorkerEnv> groups;
+  for (auto& join : joins) {
+    groups.push_back(join.get());
+  }
+  return groups;
+}
+
+std::vector<Node> makeNodes(int nnodes, int nproc, std::uint16_t port) {
+  std::vector<Node> nodes;
+  for (int rank = 0; rank < nnodes; ++rank) {
+    nodes.push_back(makeNode(rank, nnodes, nproc, port));
+  }
+  return nodes;
+}
+
+TEST(StaticRendezvousTest, TwoNodesGetTheirGroups) {
+  const std::uint16_t port = freePort();
+  std::vector<Node> nodes = makeNodes(2, 4, port);
+  const std::vector<proto::WorkerEnv> groups = joinAll(nodes);
+  for (int rank = 0; rank < 2; ++rank) {
+    const proto::WorkerEnv& group = groups[rank];
+    EXPECT_EQ(group.group_rank, rank);
+    EXPECT_EQ(group.group_world_size, 2);
+    EXPECT_EQ(group.local_world_size, 4);
+    EXPECT_EQ(group.world_size, 8);
+    EXPECT_EQ(group.role_world_size, 8);
+    EXPECT_EQ(group.rank, rank * 4);
+    EXPECT_EQ(group.role_name, "trainer");
+    EXPECT_EQ(group.master_addr, "127.0.0.1");
+    EXPECT_EQ(group.master_port, port);
+    EXPECT_EQ(group.run_id, "test-run");
+    EXPECT_TRUE(group.use_agent_store);
+  }
+  EXPECT_TRUE(nodes[0]->hostsStore());
+  EXPECT_FALSE(nodes[1]->hostsStore());
+}
+
+TEST(StaticRendezvousTest, NodeZeroStartingLastStillWorks) {
+  const std::uint16_t port = freePort();
+  Node node1 = makeNode(1, 3, 2, port);
+  Node node2 = makeNode(2, 3, 2, port);
+  auto join1 = joinAsync(*node1);
+  auto join2 = joinAsync(*node2);
+  // Nobody listens yet: both keep retrying instead of failing.
+  EXPECT_EQ(join1.wait_for(200ms), std::future_status::timeout);
+  Node node0 = makeNode(0, 3, 2, port);
+  auto join0 = joinAsync(*node0);
+  EXPECT_EQ(join0.get().group_rank, 0);
+  EXPECT_EQ(join1.get().rank, 2);
+  const proto::WorkerEnv group2 = join2.get();
+  EXPECT_EQ(group2.rank, 4);
+  EXPECT_EQ(group2.world_size, 6);
+}
+
+TEST(StaticRendezvousTest, MissingNodeTimesOutNamingIt) {
+  const std::uint16_t port = freePort();
+  Node node0 = makeNode(0, 3, 1, port, 300ms);
+  Node node1 = makeNode(1, 3, 1, port, 300ms);
+  const auto start = std::chrono::steady_clock::now();
+  auto join0 = joinAsync(*node0);
+  auto join1 = joinAsync(*node1);
+  for (auto* join : {&join0, &join1}) {
+    const std::string message = errorOf<TimeoutError>(*join);
+    EXPECT_NE(message.find("node rank(s) 2 of 3 did not join within 300 ms"), std::string::npos)
+        << message;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+TEST(StaticRendezvousTest, DuplicateNodeRankIsAClearError) {
+  const std::uint16_t port = freePort();
+  Node node0 = makeNode(0, 3, 1, port, 1s);
+  Node first = makeNode(1, 3, 1, port, 1s);
+  Node second = makeNode(1, 3, 1, port, 1s);
+  auto join0 = joinAsync(*node0);
+  auto join_first = joinAsync(*first);
+  auto join_second = joinAsync(*second);
+  const std::string first_error = errorOf<Error>(join_first);
+  const std::string second_error = errorOf<Error>(join_second);
+  // Exactly one of the two claimants is refused at once; the other waits
+  // for the rank nobody took and its timeout names the duplicate.
+  const std::string claimed = "--node-rank 1 is claimed by more than one agent";
+  const bool first_refused = first_error.rfind(claimed, 0) == 0;
+  const bool second_refused = second_error.rfind(claimed, 0) == 0;
+  EXPECT_NE(first_refused, second_refused) << first_error << "\n" << second_error;
+  const std::string timeout = errorOf<TimeoutError>(join0);
+  EXPECT_NE(timeout.find("node rank(s) 2 of 3"), std::string::npos) << timeout;
+  EXPECT_NE(timeout.find("claimed by more than one agent"), std::string::npos) << timeout;
+}
+
+TEST(StaticRendezvousTest, MismatchedNprocIsAClearError) {
+  const std::uint16_t port = freePort();
+  Node node0 = makeNode(0, 2, 2, port);
+  Node node1 = makeNode(1, 2, 3, port);
+  auto join0 = joinAsync(*node0);
+  auto join1 = joinAsync(*node1);
+  const std::string error0 = errorOf<ConfigError>(join0);
+  const std::string error1 = errorOf<ConfigError>(join1);
+  EXPECT_NE(error0.find("same --nproc-per-node"), std::string::npos) << error0;
+  EXPECT_NE(error0.find("node rank 1 (host-1) has 3"), std::string::npos) << error0;
+  EXPECT_NE(error1.find("node rank 0 (host-0) has 2"), std::string::npos) << error1;
+}
+
+TEST(StaticRendezvousTest, ExitBarrierKeepsTheStoreUpUntilTheLastNode) {
+  const std::uint16_t port = freePort();
+  std::vector<Node> nodes = makeNodes(3, 1, port);
+  joinAll(nodes);
+  auto done0 = runAsync([&] { nodes[0]->exitBarrier(10s); });
+  auto done1 = runAsync([&] { nodes[1]->exitBarrier(10s); });
+  EXPECT_TRUE(stillRunning(done0));
+  EXPECT_TRUE(stillRunning(done1));
+  // A late worker or agent still reaches the store while node 0 waits.
+  rdzv::StoreClient late("127.0.0.1", port, 2s);
+  late.ping();
+  auto done2 = runAsync([&] { nodes[2]->exitBarrier(10s); });
+  done2.get();
+  done1.get();
+  done0.get();
+  nodes[0].reset();
+  EXPECT_ANY_THROW(rdzv::StoreClient("127.0.0.1", port, 100ms));
+}
+
+TEST(StaticRendezvousTest, ExitBarrierTimesOutNamingTheMissingNode) {
+  const std::uint16_t port = freePort();
+  std::vector<Node> nodes = makeNodes(2, 1, port);
+  joinAll(nodes);
+  try {
+    nodes[0]->exitBarrier(200ms);
+    FAIL() << "no timeout";
+  } catch (const TimeoutError& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("node rank(s) 1 of 2 did not reach the exit barrier within 200 ms"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(StaticRendezvousTest, BeforeAttemptClearsOnlyOnceEveryNodeArrives) {
+  const std::uint16_t port = freePort();
+  std::vector<Node> nodes = makeNodes(2, 1, port);
+  joinAll(nodes);
+  rdzv::StoreClient worker("127.0.0.1", port, 2s);
+  worker.set("worker_key", "attempt 0");
+  nodes[0]->beforeAttempt(0);  // nothing to clear yet
+  EXPECT_TRUE(worker.check({"worker_key"}));
+
+  auto attempt0 = runAsync([&] { nodes[0]->beforeAttempt(1); });
+  EXPECT_TRUE(stillRunning(attempt0));
+  EXPECT_TRUE(worker.check({"worker_key"}));  // node 1's workers may still use it
+  auto attempt1 = runAsync([&] { nodes[1]->beforeAttempt(1); });
+  attempt0.get();
+  attempt1.get();
+  EXPECT_FALSE(worker.check({"worker_key"}));
+
+  // The agents' own protocol survives the clear.
+  auto exit0 = runAsync([&] { nodes[0]->exitBarrier(10s); });
+  nodes[1]->exitBarrier(10s);
+  exit0.get();
+}
+
+TEST(StaticRendezvousTest, SingleNodeNeedsNoBarriers) {
+  Node node = makeNode(0, 1, 2, 0);
+  const proto::WorkerEnv group = node->join();
+  EXPECT_EQ(group.world_size, 2);
+  EXPECT_EQ(group.master_port, node->port());
+  EXPECT_NE(node->port(), 0);
+  rdzv::StoreClient worker("127.0.0.1", node->port(), 2s);
+  worker.set("worker_key", "x");
+  ASSERT_TRUE(worker.check({"worker_key"}));  // SET has no reply: make sure it landed
+  node->beforeAttempt(1);
+  EXPECT_FALSE(worker.check({"worker_key"}));
+  node->exitBarrier(1s);
+}
+
+TEST(StaticRendezvousTest, BadOptionsAreConfigErrors) {
+  EXPECT_THROW(makeNode(2, 2, 1, 29500), ConfigError);
+  EXPECT_THROW(makeNode(0, 0, 1, 29500), ConfigError);
+  EXPECT_THROW(makeNode(1, 2, 1, 0), ConfigError);
+  EXPECT_THROW(makeNode(0, 2, 0, 29500), ConfigError);
+}
+
+}  // namespace
+}  // namespace ddprun::launcher
