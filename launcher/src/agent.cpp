@@ -43,7 +43,6 @@ std::vector<std::pair<std::string, std::string>> workerEnvironment(
   return {merged.begin(), merged.end()};
 }
 
-
 }  // namespace
 
 struct Agent::Impl {

@@ -22,10 +22,11 @@
 #include "ddprun/launcher/agent.hpp"
 #include "ddprun/launcher/cli.hpp"
 #include "ddprun/launcher/device_count.hpp"
-#include "ddprun/launcher/static_rendezvous.hpp"
 #include "ddprun/launcher/worker_command.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
+#include "node_rendezvous.hpp"
+#include "worker_output.hpp"
 
 extern char** environ;
 
@@ -96,72 +97,6 @@ std::string hostName() {
 
 namespace fs = std::filesystem;
 
-// <log_dir>/<run_id>, or a fresh temporary directory's, as torchrun does.
-fs::path runLogDir(const LaunchConfig& config) {
-  fs::path base;
-  if (config.log_dir) {
-    base = *config.log_dir;
-  } else {
-    std::string pattern = (fs::temp_directory_path() / "ddprun_XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) {
-      throw Error("cannot create a temporary log directory in " +
-                  fs::temp_directory_path().string());
-    }
-    base = pattern;
-  }
-  fs::create_directories(base / config.rdzv_id);
-  return base / config.rdzv_id;
-}
-
-// --log-line-prefix-template's placeholders, as torchrun expands them.
-std::string expandPrefix(std::string text, const LaunchConfig& config, int local_rank, int rank,
-                         const std::string& hostname) {
-  const std::pair<std::string, std::string> values[] = {
-      {"${role_name}", config.role},
-      {"${local_rank}", std::to_string(local_rank)},
-      {"${rank}", std::to_string(rank)},
-      {"${hostname}", hostname}};
-  for (const auto& [placeholder, value] : values) {
-    for (auto at = text.find(placeholder); at != std::string::npos;
-         at = text.find(placeholder, at + value.size())) {
-      text.replace(at, placeholder.size(), value);
-    }
-  }
-  return text;
-}
-
-// -r sends a stream to its file only, -t to its file and the console with
-// a prefix, neither to the console only; --local-ranks-filter limits the
-// console, never the files. Layout: <run>/attempt_N/<local_rank>/.
-launcher::WorkerOutput workerOutput(const LaunchConfig& config, const fs::path& run_dir,
-                                    const std::string& hostname, int local_rank, int rank,
-                                    int attempt) {
-  const fs::path dir =
-      run_dir / ("attempt_" + std::to_string(attempt)) / std::to_string(local_rank);
-  fs::create_directories(dir);
-  const auto redirect = static_cast<int>(config.redirects.forLocalRank(local_rank));
-  const auto tee = static_cast<int>(config.tee.forLocalRank(local_rank));
-  const bool shown = !config.local_ranks_filter || config.local_ranks_filter->contains(local_rank);
-  const std::string prefix =
-      expandPrefix(config.log_line_prefix_template.value_or("[${role_name}${local_rank}]:"), config,
-                   local_rank, rank, hostname);
-  launcher::WorkerOutput output;
-  output.error_file = (dir / "error.json").string();
-  auto route = [&](int stream, const char* file, std::string& path, bool& console,
-                   std::string& line_prefix) {
-    const bool teed = (tee & stream) != 0;
-    const bool redirected = (redirect & stream) != 0;
-    path = teed || redirected ? (dir / file).string() : std::string();
-    console = shown && (teed || !redirected);
-    line_prefix = teed ? prefix : std::string();
-  };
-  route(static_cast<int>(launcher::Std::kOut), "stdout.log", output.stdout_file,
-        output.stdout_to_console, output.stdout_prefix);
-  route(static_cast<int>(launcher::Std::kErr), "stderr.log", output.stderr_file,
-        output.stderr_to_console, output.stderr_prefix);
-  return output;
-}
-
 // A parent that set TORCHELASTIC_ERROR_FILE on ddprun gets the root cause's.
 void copyRootCauseError(const launcher::RunResult& result) {
   const char* own = std::getenv("TORCHELASTIC_ERROR_FILE");
@@ -177,97 +112,9 @@ void copyRootCauseError(const launcher::RunResult& result) {
   }
 }
 
-// The rendezvous result for a single node, with the store this agent hosts.
-proto::WorkerEnv singleNodeGroup(const LaunchConfig& config, int nproc,
-                                 const std::string& master_addr, std::uint16_t master_port) {
-  proto::WorkerEnv group;
-  group.world_size = nproc;
-  group.local_world_size = nproc;
-  group.role_world_size = nproc;
-  group.group_world_size = 1;
-  group.role_name = config.role;
-  group.master_addr = master_addr;
-  group.master_port = master_port;
-  group.run_id = config.rdzv_id;
-  group.max_restarts = config.max_restarts;
-  group.use_agent_store = true;  // workers are clients of the store this agent hosts
-  return group;
-}
-
-// This node's store and place in the job. --standalone (and c10d on one
-// node) hosts a private store on a free loopback port: no port race. static
-// hosts the store on node 0's --master-port, or joins it, and derives ranks
-// from --node-rank.
-class NodeRendezvous {
- public:
-  NodeRendezvous(const LaunchConfig& config, int nproc) {
-    const bool single_c10d = config.rdzv_backend == "c10d" && config.max_nodes == 1;
-    if (config.standalone || config.auto_standalone || single_c10d) {
-      rdzv::ServerOptions options;
-      options.host = "127.0.0.1";
-      options.port = 0;
-      store_ = std::make_unique<rdzv::Server>(options);
-      store_->start();
-      group_ = singleNodeGroup(config, nproc, "127.0.0.1", store_->port());
-    } else if (config.rdzv_backend == "static") {
-      static_ = std::make_unique<launcher::StaticRendezvous>(staticOptions(config, nproc));
-      group_ = static_->join();
-    } else {
-      throw ConfigError("--rdzv-backend " + config.rdzv_backend + " across " +
-                        std::to_string(config.max_nodes) +
-                        " nodes is not implemented in ddprun yet (static is)");
-    }
-    group_.max_restarts = config.max_restarts;
-  }
-
-  const proto::WorkerEnv& group() const { return group_; }
-
-  // 2.5+ workers do not prefix their keys per attempt: every attempt starts
-  // on an empty store (on every node at once, for static).
-  void beforeAttempt(int attempt) {
-    if (store_) {
-      store_->clearKeySpace();
-    } else {
-      static_->beforeAttempt(attempt);
-    }
-  }
-
-  // Keeps node 0's store up until every node's workers are done.
-  void exitBarrier() {
-    if (!static_) {
-      return;
-    }
-    try {
-      static_->exitBarrier(std::chrono::seconds(300));
-    } catch (const TimeoutError& error) {
-      log().warn("exit barrier: {}", error.what());
-    }
-  }
-
- private:
-  static launcher::StaticRendezvousOptions staticOptions(const LaunchConfig& config, int nproc) {
-    launcher::StaticRendezvousOptions options;
-    options.node_rank = config.node_rank;
-    options.nnodes = config.max_nodes;  // torchrun's static world size
-    options.nproc_per_node = nproc;
-    options.master_addr = config.master_addr;
-    options.master_port = static_cast<std::uint16_t>(config.master_port.value_or(29500));
-    options.run_id = config.rdzv_id;
-    options.role = config.role;
-    if (auto timeout = config.rdzv_conf.find("timeout"); timeout != config.rdzv_conf.end()) {
-      options.join_timeout = std::chrono::seconds(std::stoi(timeout->second));
-    }
-    return options;
-  }
-
-  std::unique_ptr<rdzv::Server> store_;
-  std::unique_ptr<launcher::StaticRendezvous> static_;
-  proto::WorkerEnv group_;
-};
-
 int runAgent(const LaunchConfig& config) {
   const int nproc = resolveNproc(config.nproc_per_node);
-  NodeRendezvous rendezvous(config, nproc);
+  launcher::NodeRendezvous rendezvous(config, nproc);
 
   auto env = agentEnvironment();
   if (nproc > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
@@ -301,10 +148,10 @@ int runAgent(const LaunchConfig& config) {
     }
   };
   agent_config.hostname = hostName();
-  const fs::path run_dir = runLogDir(config);
+  const std::filesystem::path run_dir = launcher::runLogDir(config);
   agent_config.output = [&config, run_dir, host = agent_config.hostname](int local_rank, int rank,
                                                                          int attempt) {
-    return workerOutput(config, run_dir, host, local_rank, rank, attempt);
+    return launcher::workerOutput(config, run_dir, host, local_rank, rank, attempt);
   };
   const proto::WorkerEnv& group = rendezvous.group();
   log().info(
@@ -314,7 +161,9 @@ int runAgent(const LaunchConfig& config) {
       group.group_rank * nproc + nproc - 1, group.world_size, group.master_addr, group.master_port,
       config.rdzv_id, run_dir.string());
   const launcher::RunResult result = launcher::Agent(std::move(agent_config)).run();
-  rendezvous.exitBarrier();
+  if (auto gave_up = rendezvous.exitBarrier()) {
+    log().warn("exit barrier: {}", *gave_up);
+  }
   if (!result.failures.empty()) {
     std::fputs(launcher::formatFailureReport(result, hostName(), config.training_script).c_str(),
                stderr);
