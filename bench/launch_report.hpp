@@ -1,0 +1,57 @@
+// launch_bench's figures and the Markdown tables they are printed as.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace ddprun::bench {
+
+// Repeated measurements of one figure (milliseconds or KiB).
+class Samples {
+ public:
+  void add(double value) { values_.push_back(value); }
+  void addFailure() { ++failures_; }
+  bool empty() const { return values_.empty(); }
+  int count() const { return static_cast<int>(values_.size()); }
+  int failures() const { return failures_; }
+  double median() const;
+  double p90() const;  // nearest rank
+  double max() const;
+
+ private:
+  std::vector<double> values_;
+  int failures_ = 0;
+};
+
+// One figure for both launchers, under one worker variant.
+struct Comparison {
+  std::string label;
+  Samples ddprun;
+  Samples torchrun;
+  double other_cores = 0.0;  // CPUs kept busy by other processes meanwhile, on average
+};
+
+// The restart figures of one worker variant, each from the crash stamp.
+struct RestartComparison {
+  std::string label;
+  Comparison all_started;     // the last replacement worker entered main
+  Comparison first_started;   // the first replacement worker entered main
+  Comparison survivors_told;  // the first surviving worker got SIGTERM
+};
+
+struct LaunchReport {
+  std::string setup;  // what was run and how, and the machine's load
+  bool torchrun_run = true;
+  std::vector<Comparison> launch;  // ms
+  std::vector<RestartComparison> restart;
+  Comparison peak_rss;  // KiB
+  std::vector<std::string> notes;
+};
+
+void printLaunchReport(std::ostream& out, const LaunchReport& report);
+
+// "load average: 0.42, 0.61, 0.80" (1, 5 and 15 minutes), as uptime prints it.
+std::string loadAverageText();
+
+}  // namespace ddprun::bench
