@@ -14,7 +14,6 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -167,18 +166,14 @@ std::uint16_t waitForPortFile(const std::filesystem::path& path, ChildProcess& c
                            std::to_string(timeout.count()) + " ms");
 }
 
-TempDir::TempDir() {
-  std::random_device random;
-  const auto base = std::filesystem::temp_directory_path();
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    auto candidate = base / ("store_bench." + std::to_string(::getpid()) + "." +
-                             std::to_string(random() % 1000000));
-    if (std::filesystem::create_directory(candidate)) {
-      path_ = candidate;
-      return;
-    }
+TempDir::TempDir(std::string_view prefix) {
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / (std::string(prefix) + ".XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    throw std::runtime_error("cannot create a temporary directory in " +
+                             std::filesystem::temp_directory_path().string());
   }
-  throw std::runtime_error("cannot create a temporary directory");
+  path_ = pattern;
 }
 
 TempDir::~TempDir() {
@@ -226,13 +221,20 @@ double machineBusySeconds() {
   return static_cast<double>(busy) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
-double processCpuSeconds() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
+double processCpuSeconds(bool include_children) {
   auto seconds = [](const timeval& tv) {
     return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
   };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+  double total = 0.0;
+  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+    if (who == RUSAGE_CHILDREN && !include_children) {
+      break;
+    }
+    rusage usage{};
+    ::getrusage(who, &usage);
+    total += seconds(usage.ru_utime) + seconds(usage.ru_stime);
+  }
+  return total;
 }
 
 std::uint64_t raiseFdLimit() {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ddprun::bench {
@@ -46,10 +47,11 @@ class ChildProcess {
 std::uint16_t waitForPortFile(const std::filesystem::path& path, ChildProcess& child,
                               std::chrono::milliseconds timeout);
 
-// A private scratch directory for port files, removed on destruction.
+// A private scratch directory (port files, worker files, launcher logs),
+// removed with everything in it on destruction.
 class TempDir {
  public:
-  TempDir();
+  explicit TempDir(std::string_view prefix = "store_bench");
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
@@ -77,8 +79,9 @@ class Watchdog {
 // to tell how much of a window other people's processes used.
 double machineBusySeconds();
 
-// CPU seconds this process has used (user + system).
-double processCpuSeconds();
+// CPU seconds this process has used (user + system); with include_children,
+// also every descendant it (or a launcher under it) has reaped.
+double processCpuSeconds(bool include_children = false);
 
 // Raises the soft RLIMIT_NOFILE to the hard limit; returns the new soft limit.
 std::uint64_t raiseFdLimit();

@@ -64,7 +64,7 @@ struct Setup {
   std::string torch_version;
   fs::path restart_worker;
   fs::path true_program;
-  bench::ScratchDir scratch;
+  bench::TempDir scratch{"launch_bench"};
   std::vector<std::string> base_env;
   int run_counter = 0;
   bench::LaunchReport report;

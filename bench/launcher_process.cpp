@@ -258,39 +258,16 @@ std::filesystem::path findOnPath(const std::string& name) {
   return {};
 }
 
-double ownCpuSeconds() {
-  auto seconds = [](const timeval& tv) {
-    return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
-  };
-  double total = 0.0;
-  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
-    rusage usage{};
-    ::getrusage(who, &usage);
-    total += seconds(usage.ru_utime) + seconds(usage.ru_stime);
-  }
-  return total;
-}
-
-ScratchDir::ScratchDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "launch_bench.XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    throw std::runtime_error("cannot create a temporary directory");
-  }
-  path_ = pattern;
-}
-
-ScratchDir::~ScratchDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
 OtherCpu::OtherCpu()
-    : wall_(std::chrono::steady_clock::now()), busy_(machineBusySeconds()), own_(ownCpuSeconds()) {}
+    : wall_(std::chrono::steady_clock::now()),
+      busy_(machineBusySeconds()),
+      own_(processCpuSeconds(/*include_children=*/true)) {}
 
 double OtherCpu::cores() const {
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_).count();
-  const double other = (machineBusySeconds() - busy_) - (ownCpuSeconds() - own_);
+  const double other =
+      (machineBusySeconds() - busy_) - (processCpuSeconds(/*include_children=*/true) - own_);
   return wall > 0 ? std::max(0.0, other / wall) : 0.0;
 }
 

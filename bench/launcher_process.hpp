@@ -92,24 +92,6 @@ std::string tailOf(const std::filesystem::path& path, int lines);
 // An executable found on PATH, or empty.
 std::filesystem::path findOnPath(const std::string& name);
 
-// CPU seconds (user + system) used by this process and every descendant it
-// has reaped, directly or through a launcher that reaped them.
-double ownCpuSeconds();
-
-// A private scratch directory (worker files, launcher logs), removed with
-// everything in it on destruction.
-class ScratchDir {
- public:
-  ScratchDir();
-  ~ScratchDir();
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
 // How many CPUs other processes kept busy from construction to cores(), on
 // average: the machine's busy time less ours and our launchers' (with their
 // workers). Says how far a section's figures were disturbed.
