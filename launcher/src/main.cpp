@@ -112,7 +112,27 @@ void copyRootCauseError(const launcher::RunResult& result) {
   }
 }
 
+// Flags torchrun acts on that ddprun does not yet: refused, never ignored.
+void refuseUnsupported(const LaunchConfig& config) {
+  auto refuse = [](const std::string& flag) {
+    throw ConfigError(flag + " is not supported by ddprun yet");
+  };
+  if (config.numa_binding) {
+    refuse("--numa-binding");
+  }
+  if (config.virtual_local_rank) {
+    refuse("--virtual-local-rank");
+  }
+  if (!config.duplicate_stdout_filters.empty() || !config.duplicate_stderr_filters.empty()) {
+    refuse("--duplicate-stdout-filters/--duplicate-stderr-filters");
+  }
+  if (config.logs_specs) {
+    refuse("--logs-specs");
+  }
+}
+
 int runAgent(const LaunchConfig& config) {
+  refuseUnsupported(config);
   const int nproc = resolveNproc(config.nproc_per_node);
   launcher::NodeRendezvous rendezvous(config, nproc);
 

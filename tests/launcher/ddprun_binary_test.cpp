@@ -124,6 +124,19 @@ TEST_F(DdprunBinaryTest, C10dAcrossNodesIsRefusedClearlyUntilImplemented) {
       << outcome.stderr_text;
 }
 
+TEST_F(DdprunBinaryTest, FlagsNotImplementedYetAreRefusedNotIgnored) {
+  for (std::vector<std::string> flag : {std::vector<std::string>{"--numa-binding", "node"},
+                                        std::vector<std::string>{"--virtual-local-rank"},
+                                        std::vector<std::string>{"--logs-specs", "custom"}}) {
+    flag.insert(flag.end(), {"--no-python", DDPRUN_FAKE_WORKER});
+    const Outcome outcome = run(flag);
+    EXPECT_EQ(outcome.status.code, 2) << flag.front();
+    EXPECT_NE(outcome.stderr_text.find(flag.front() + " is not supported by ddprun yet"),
+              std::string::npos)
+        << outcome.stderr_text;
+  }
+}
+
 // A port nobody listens on right now, for the static store on node 0.
 std::uint16_t freePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -170,7 +183,7 @@ TEST_F(DdprunBinaryTest, StaticTwoNodesOnLoopbackAgreeOnRanks) {
   for (int node : {0, 1}) {
     for (int local_rank : {0, 1}) {
       const std::string env = "\n" + readFile(dir_.path() / ("node" + std::to_string(node)) /
-                                       (std::to_string(local_rank) + ".env"));
+                                              (std::to_string(local_rank) + ".env"));
       EXPECT_NE(env.find("\nRANK=" + std::to_string(node * 2 + local_rank) + "\n"),
                 std::string::npos)
           << env;
