@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "ddprun/launcher/executable_path.hpp"
 #include "launch_report.hpp"
 #include "launcher_process.hpp"
 #include "python_workers.hpp"
@@ -34,6 +36,12 @@ using bench::LauncherProcess;
 using Clock = LauncherProcess::Clock;
 
 namespace {
+
+// An executable on this process's PATH, or an empty path.
+std::filesystem::path onPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  return ddprun::launcher::findExecutable(name, path != nullptr ? path : "").value_or("");
+}
 
 struct BenchOptions {
   int runs = 10;
@@ -320,7 +328,7 @@ void addOptions(CLI::App& app, BenchOptions& options) {
 
 void findPrograms(Setup& setup) {
   setup.restart_worker = bench::selfDirectory() / "restart_worker";
-  setup.true_program = bench::findOnPath("true");
+  setup.true_program = onPath("true");
   if (setup.true_program.empty() || !fs::exists(setup.restart_worker)) {
     throw std::runtime_error("needs `true` on PATH and restart_worker next to launch_bench");
   }
@@ -328,7 +336,7 @@ void findPrograms(Setup& setup) {
   setup.python = torch.python;
   setup.torch_version = torch.torch_version;
   if (setup.python.empty()) {
-    setup.python = bench::findOnPath("python3").string();
+    setup.python = onPath("python3").string();
   }
   if (setup.torch_version.empty() && !setup.options.skip_torchrun) {
     setup.report.notes.push_back("no interpreter here can import torch: torchrun not measured");

@@ -245,19 +245,6 @@ std::string tailOf(const std::filesystem::path& path, int lines) {
   return out.str();
 }
 
-std::filesystem::path findOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path != nullptr ? path : "");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    const auto candidate = std::filesystem::path(dir.empty() ? "." : dir) / name;
-    if (::access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-  }
-  return {};
-}
-
 OtherCpu::OtherCpu()
     : wall_(std::chrono::steady_clock::now()),
       busy_(machineBusySeconds()),

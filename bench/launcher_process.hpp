@@ -89,9 +89,6 @@ std::optional<RestartStamps> readRestartStamps(const std::filesystem::path& dir,
 // sit inside a Markdown list item); empty for an empty or missing file.
 std::string tailOf(const std::filesystem::path& path, int lines);
 
-// An executable found on PATH, or empty.
-std::filesystem::path findOnPath(const std::string& name);
-
 // How many CPUs other processes kept busy from construction to cores(), on
 // average: the machine's busy time less ours and our launchers' (with their
 // workers). Says how far a section's figures were disturbed.

@@ -8,7 +8,6 @@
 #include <linux/close_range.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,7 +15,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
+
+#include "ddprun/launcher/executable_path.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -108,24 +108,6 @@ std::string ExitStatus::describe() const {
   const char* name = sigabbrev_np(code);
   return "killed by " + (name != nullptr ? "SIG" + std::string(name) : std::string("a signal")) +
          " (signal " + std::to_string(code) + ")";
-}
-
-std::optional<std::string> findExecutable(const std::string& program,
-                                          const std::string& path_variable) {
-  if (program.find('/') != std::string::npos) {
-    return program;
-  }
-  std::istringstream dirs(path_variable);
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
-    struct stat info {};
-    if (stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
-        access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-  }
-  return std::nullopt;
 }
 
 Subprocess::Subprocess(const SpawnOptions& options) {

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <fstream>
 
+#include "ddprun/launcher/executable_path.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {
@@ -107,19 +108,8 @@ std::string pythonInterpreter(const Environment& env) {
   if (const auto exec = env("PYTHON_EXEC"); exec && !exec->empty()) {
     return *exec;
   }
-  const std::string path = env("PATH").value_or("");
-  std::size_t start = 0;
-  while (start <= path.size()) {
-    auto end = path.find(':', start);
-    end = end == std::string::npos ? path.size() : end;
-    const std::string dir = end == start ? "." : path.substr(start, end - start);
-    const std::string candidate = dir + "/python3";
-    struct stat info {};
-    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
-        ::access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-    start = end + 1;
+  if (auto python = findExecutable("python3", env("PATH").value_or(""))) {
+    return *python;
   }
   throw ConfigError("no Python interpreter: PYTHON_EXEC is unset and there is no python3 on PATH");
 }

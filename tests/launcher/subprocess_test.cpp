@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <chrono>
 
+#include "ddprun/launcher/executable_path.hpp"
+
 namespace ddprun::launcher {
 namespace {
 

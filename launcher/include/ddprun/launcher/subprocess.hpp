@@ -83,10 +83,4 @@ class Subprocess {
   std::optional<ExitStatus> status_;
 };
 
-// The path execve would run for `program`: itself if it contains '/', else
-// the first executable match on `path_variable` (a PATH value). nullopt if
-// there is none.
-std::optional<std::string> findExecutable(const std::string& program,
-                                          const std::string& path_variable);
-
 }  // namespace ddprun::launcher
