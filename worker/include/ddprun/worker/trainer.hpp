@@ -1,0 +1,60 @@
+// The training loop of the tutorials, done properly: resume from the snapshot
+// if there is one, train epochs with DDP over the rank's DistributedSampler
+// shard, log the global loss (and test accuracy) on rank 0, and snapshot on
+// rank 0 every --save-every epochs and at the end. Runs on the main thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+
+#include "ddprun/proto/errors.hpp"
+#include "ddprun/worker/data_parallel.hpp"
+#include "ddprun/worker/datasets.hpp"
+#include "ddprun/worker/distributed_sampler.hpp"
+#include "ddprun/worker/process_group.hpp"
+#include "ddprun/worker/tasks.hpp"
+#include "ddprun/worker/train_options.hpp"
+
+namespace ddprun::worker {
+
+// The failure --fail-at-epoch asks for (mode exit).
+class InjectedFailure : public Error {
+ public:
+  using Error::Error;
+};
+
+class Trainer {
+ public:
+  // `log` receives rank 0's progress lines.
+  Trainer(const TrainOptions& options, DistributedContext& context, std::ostream& log);
+
+  // Trains from the snapshot (or from scratch) to --total-epochs.
+  void run();
+
+ private:
+  struct EpochResult {
+    double mean_loss = 0;  // over every rank's samples
+    int64_t samples = 0;   // global, padding included
+    double seconds = 0;    // wall time of the epoch's steps
+  };
+
+  int64_t resume();
+  EpochResult trainEpoch(int64_t epoch);
+  void injectFaultIfAsked(int64_t epoch);
+  void snapshot(int64_t epochs_run);
+  bool snapshotDue(int64_t epochs_run) const;
+  void logEpoch(int64_t epoch, const EpochResult& result);
+  int64_t broadcastFromRankZero(int64_t value);
+  bool isRankZero() const { return context_.env.rank == 0; }
+
+  const TrainOptions& options_;
+  DistributedContext& context_;
+  std::ostream& log_;
+  TaskData data_;
+  Task task_;
+  DistributedSampler sampler_;
+  std::unique_ptr<DataParallel> parallel_;  // built once the snapshot is loaded
+};
+
+}  // namespace ddprun::worker

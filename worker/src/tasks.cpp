@@ -1,0 +1,65 @@
+#include "ddprun/worker/tasks.hpp"
+
+#include "ddprun/proto/errors.hpp"
+
+namespace ddprun::worker {
+namespace {
+
+namespace nn = torch::nn;
+
+constexpr int64_t kImagePixels = 28 * 28;
+constexpr double kMomentum = 0.9;
+
+torch::Tensor meanSquaredError(const torch::Tensor& output, const torch::Tensor& target) {
+  return torch::mse_loss(output, target);
+}
+
+torch::Tensor crossEntropy(const torch::Tensor& output, const torch::Tensor& target) {
+  return torch::nn::functional::cross_entropy(output, target);
+}
+
+Task mlp(double lr) {
+  nn::Sequential model(nn::Linear(20, 64), nn::ReLU(), nn::Linear(64, 1));
+  auto optimizer = std::make_unique<torch::optim::SGD>(
+      model->parameters(), torch::optim::SGDOptions(lr).momentum(kMomentum));
+  return {"mlp", model, std::move(optimizer), meanSquaredError, false};
+}
+
+Task fmnist(double lr) {
+  nn::Sequential model(nn::Linear(kImagePixels, 128), nn::ReLU(), nn::Linear(128, 10));
+  auto optimizer =
+      std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(lr));
+  return {"fmnist", model, std::move(optimizer), crossEntropy, true};
+}
+
+Task autoencoder(double lr) {
+  nn::Sequential model(nn::Linear(kImagePixels, 128), nn::ReLU(), nn::Linear(128, 128), nn::ReLU(),
+                       nn::Linear(128, 128), nn::ReLU(), nn::Linear(128, kImagePixels));
+  auto optimizer =
+      std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(lr));
+  return {"autoencoder", model, std::move(optimizer), meanSquaredError, false};
+}
+
+}  // namespace
+
+Task makeTask(const std::string& name, std::optional<double> lr, uint64_t seed) {
+  torch::manual_seed(seed);
+  if (name == "mlp") {
+    return mlp(lr.value_or(0.01));
+  }
+  if (name == "fmnist") {
+    return fmnist(lr.value_or(0.001));
+  }
+  if (name == "autoencoder") {
+    return autoencoder(lr.value_or(0.001));
+  }
+  throw ConfigError("unknown task '" + name + "' (mlp, fmnist or autoencoder)");
+}
+
+double accuracy(torch::nn::Sequential& model, const Dataset& data) {
+  torch::NoGradGuard no_grad;
+  const auto predicted = model->forward(data.inputs).argmax(1);
+  return predicted.eq(data.targets).to(torch::kFloat64).mean().item<double>();
+}
+
+}  // namespace ddprun::worker
