@@ -1,0 +1,109 @@
+// train against real PyTorch: our DistributedSampler gives the shards
+// PyTorch's own DistributedSampler gives, and train runs unchanged under
+// Debian's torchrun (its agent store and its environment).
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "ddprun/worker/distributed_sampler.hpp"
+#include "ddprun/worker/snapshot.hpp"
+#include "train_runner.hpp"
+
+namespace ddprun::worker::testing {
+namespace {
+
+class TrainCompatTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(DDPRUN_TORCH_PYTHON).empty()) {
+      GTEST_SKIP() << "no Python interpreter that imports torch (install python3-torch)";
+    }
+  }
+
+  RunOutcome python(const std::string& code) const {
+    return runner_.run({DDPRUN_TORCH_PYTHON, "-c", code});
+  }
+
+  test_support::TempDir dir_{"ddprun-train-compat"};
+  TrainRunner runner_{dir_.path()};
+};
+
+std::vector<int64_t> parseIndices(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<int64_t> indices;
+  for (int64_t value = 0; in >> value;) {
+    indices.push_back(value);
+  }
+  return indices;
+}
+
+// One Python run prints every case's shards, a line per (case, rank).
+TEST_F(TrainCompatTest, SamplerShardsMatchPyTorchsDistributedSampler) {
+  struct Case {
+    int64_t size;
+    int world;
+    uint64_t seed;
+    int64_t epoch;
+  };
+  const std::vector<Case> cases = {Case{2048, 4, 0, 0}, Case{2048, 4, 0, 7}, Case{1000, 3, 42, 2},
+                                   Case{10, 4, 5, 1}, Case{3, 8, 1, 0}};
+  std::ostringstream code;
+  code << "from torch.utils.data.distributed import DistributedSampler\n"
+       << "for n, w, seed, epoch in [";
+  for (const Case& c : cases) {
+    code << "(" << c.size << "," << c.world << "," << c.seed << "," << c.epoch << "),";
+  }
+  code << "]:\n"
+       << "  for rank in range(w):\n"
+       << "    s = DistributedSampler(range(n), num_replicas=w, rank=rank, shuffle=True, "
+          "seed=seed)\n"
+       << "    s.set_epoch(epoch)\n"
+       << "    print(' '.join(map(str, s)))\n";
+  const auto run = python(code.str());
+  ASSERT_TRUE(run.status.success()) << describe(run);
+  std::istringstream lines(run.stdout_text);
+  for (const Case& c : cases) {
+    for (int rank = 0; rank < c.world; ++rank) {
+      std::string line;
+      ASSERT_TRUE(std::getline(lines, line)) << "Python printed too few lines";
+      const auto ours = DistributedSampler(c.size, rank, c.world, c.seed).indices(c.epoch);
+      const std::vector<int64_t> ours_list(ours.data_ptr<int64_t>(),
+                                           ours.data_ptr<int64_t>() + ours.numel());
+      EXPECT_EQ(ours_list, parseIndices(line))
+          << "size " << c.size << " world " << c.world << " rank " << rank << " seed " << c.seed
+          << " epoch " << c.epoch;
+    }
+  }
+}
+
+// Debian's 1.13 torchrun needs -r/-t to start; 9:1 redirects a rank that
+// does not exist, so the workers' output stays on the launcher's.
+TEST_F(TrainCompatTest, TrainRunsUnderTorchrunAndResumesThere) {
+  const std::string path = runner_.snapshot("torchrun.pt");
+  const std::vector<std::string> torchrun = {DDPRUN_TORCH_PYTHON,
+                                             "-m",
+                                             "torch.distributed.run",
+                                             "--standalone",
+                                             "--nproc_per_node",
+                                             "2",
+                                             "--max_restarts",
+                                             "1",
+                                             "-r",
+                                             "9:1",
+                                             "-t",
+                                             "9:1",
+                                             "--no_python",
+                                             TRAIN_BINARY};
+  auto argv = torchrun;
+  argv.insert(argv.end(), {"--total-epochs", "4", "--save-every", "1", "--snapshot-path", path,
+                           "--fail-at-epoch", "2", "--fail-rank", "1"});
+  const auto run = runner_.run(argv);
+  ASSERT_TRUE(run.status.success()) << describe(run);
+  const std::string output = run.stdout_text + run.stderr_text;
+  EXPECT_NE(output.find("world 2 (gloo)"), std::string::npos) << output;
+  EXPECT_NE(output.find("resuming from " + path + " after epoch 2"), std::string::npos) << output;
+  EXPECT_EQ(inspectSnapshot(path).epochs_run, 4);
+}
+
+}  // namespace
+}  // namespace ddprun::worker::testing
