@@ -43,7 +43,7 @@ void addTrainingFlags(CLI::App& app, TrainOptions& options) {
 void addSnapshotFlags(CLI::App& app, TrainOptions& options) {
   app.add_option("--snapshot-path,--snapshot_path", options.snapshot_path, "Snapshot file");
   app.add_flag("--ignore-snapshot,--ignore_snapshot", options.ignore_snapshot,
-               "Start fresh even if the snapshot exists");
+               "Start fresh on attempt 0 even if the snapshot exists (restarts still resume)");
   app.add_option("--inspect-snapshot", options.inspect_snapshot,
                  "Check a snapshot, print its header as JSON, and exit");
 }

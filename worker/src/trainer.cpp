@@ -76,7 +76,9 @@ void Trainer::run() {
 // on would silently mix models.
 int64_t Trainer::resume() {
   int64_t epochs_run = 0;
-  if (!options_.ignore_snapshot) {
+  // --ignore-snapshot discards what an earlier job left; a restart of this
+  // job (attempt > 0) resumes from the snapshot this job wrote.
+  if (!options_.ignore_snapshot || context_.env.restart_count > 0) {
     const auto header =
         readSnapshot(options_.snapshot_path, task_.name, {*task_.model, *task_.optimizer});
     if (header) {

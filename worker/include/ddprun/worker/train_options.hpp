@@ -26,8 +26,8 @@ struct TrainOptions {
   int64_t save_every = 5;   // 0: only at the end
   int64_t batch_size = 32;  // per rank; the global batch is batch_size x WORLD_SIZE
   std::string snapshot_path = "snapshot.pt";
-  bool ignore_snapshot = false;
-  std::optional<double> lr;  // unset: the task's default
+  bool ignore_snapshot = false;  // on attempt 0 only: a restart resumes this job's snapshot
+  std::optional<double> lr;      // unset: the task's default
   uint64_t seed = 0;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int64_t samples = 0;           // 0: the task's default (mlp 2048; fmnist all 60000)
