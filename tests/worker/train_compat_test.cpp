@@ -3,6 +3,7 @@
 // Debian's torchrun (its agent store and its environment).
 #include <gtest/gtest.h>
 
+#include <regex>
 #include <sstream>
 
 #include "ddprun/worker/distributed_sampler.hpp"
@@ -103,6 +104,34 @@ TEST_F(TrainCompatTest, TrainRunsUnderTorchrunAndResumesThere) {
   EXPECT_NE(output.find("world 2 (gloo)"), std::string::npos) << output;
   EXPECT_NE(output.find("resuming from " + path + " after epoch 2"), std::string::npos) << output;
   EXPECT_EQ(inspectSnapshot(path).epochs_run, 4);
+}
+
+std::vector<std::string> epochLosses(const std::string& output) {
+  std::vector<std::string> losses;
+  const std::regex epoch_line(R"(epoch \d+/\d+ \| loss ([0-9.]+))");
+  for (std::sregex_iterator it(output.begin(), output.end(), epoch_line), end; it != end; ++it) {
+    losses.push_back((*it)[1].str());
+  }
+  return losses;
+}
+
+// The benchmark's Python peer (PyTorch's own DDP, DistributedSampler and
+// nn.Linear, under torchrun) and train (c10d's Reducer, our sampler, under
+// ddprun) with the same seed: the same data, initial weights and shards give
+// the same global loss every epoch, to the 6 digits both print.
+TEST_F(TrainCompatTest, TrainAndPythonDdpReportTheSameLosses) {
+  const auto python_run =
+      runner_.run({DDPRUN_TORCH_PYTHON, "-m", "torch.distributed.run", "--standalone",
+                   "--nproc_per_node", "2", "-r", "9:1", "-t", "9:1", DDPRUN_PYTHON_DDP_SCRIPT,
+                   "--task", "mlp", "--total-epochs", "3", "--threads", "1"},
+                  {{"OMP_NUM_THREADS", "1"}});
+  ASSERT_TRUE(python_run.status.success()) << describe(python_run);
+  const auto train_run = runner_.ddprun(2, {"--task", "mlp", "--total-epochs", "3", "--threads",
+                                            "1", "--snapshot-path", runner_.snapshot("m.pt")});
+  ASSERT_TRUE(train_run.status.success()) << describe(train_run);
+  const auto python_losses = epochLosses(python_run.stdout_text + python_run.stderr_text);
+  ASSERT_EQ(python_losses.size(), 3u) << python_run.stdout_text << python_run.stderr_text;
+  EXPECT_EQ(epochLosses(train_run.stdout_text), python_losses) << train_run.stdout_text;
 }
 
 }  // namespace

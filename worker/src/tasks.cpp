@@ -40,18 +40,39 @@ Task autoencoder(double lr) {
   return {"autoencoder", model, std::move(optimizer), meanSquaredError, false};
 }
 
+// LibTorch's C++ Linear draws its initial weights differently from Python's
+// nn.Linear (same distribution, other draws). Redrawing them here from the
+// seed, layer by layer as nn.Linear.reset_parameters() does (kaiming_uniform
+// with a = sqrt(5), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), then the bias),
+// makes train start from the very weights a Python script seeded alike does.
+void initialiseLikePython(nn::Sequential& model, uint64_t seed) {
+  torch::manual_seed(seed);
+  torch::NoGradGuard no_grad;
+  for (const auto& module : model->modules(/*include_self=*/false)) {
+    if (auto* linear = module->as<nn::Linear>()) {
+      const double bound = 1.0 / std::sqrt(static_cast<double>(linear->weight.size(1)));
+      linear->weight.uniform_(-bound, bound);
+      linear->bias.uniform_(-bound, bound);
+    }
+  }
+}
+
+Task withPythonInit(Task task, uint64_t seed) {
+  initialiseLikePython(task.model, seed);
+  return task;
+}
+
 }  // namespace
 
 Task makeTask(const std::string& name, std::optional<double> lr, uint64_t seed) {
-  torch::manual_seed(seed);
   if (name == "mlp") {
-    return mlp(lr.value_or(0.01));
+    return withPythonInit(mlp(lr.value_or(0.01)), seed);
   }
   if (name == "fmnist") {
-    return fmnist(lr.value_or(0.001));
+    return withPythonInit(fmnist(lr.value_or(0.001)), seed);
   }
   if (name == "autoencoder") {
-    return autoencoder(lr.value_or(0.001));
+    return withPythonInit(autoencoder(lr.value_or(0.001)), seed);
   }
   throw ConfigError("unknown task '" + name + "' (mlp, fmnist or autoencoder)");
 }

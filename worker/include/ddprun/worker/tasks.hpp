@@ -23,8 +23,9 @@ struct Task {
 
 // mlp: 20->64->1, MSE, SGD(momentum 0.9). fmnist: 784->128->10, cross entropy,
 // Adam. autoencoder: 784->128->128->128->784, MSE, Adam. The weights are
-// initialised from `seed`, so every rank starts from the same model even
-// before rank 0's broadcast.
+// drawn from `seed` exactly as Python's nn.Linear draws them after
+// torch.manual_seed(seed), so every rank, and a Python script seeded alike,
+// starts from the same model.
 Task makeTask(const std::string& name, std::optional<double> lr, uint64_t seed);
 
 // The fraction of `data` the classifier labels correctly (no gradients).
