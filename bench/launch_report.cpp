@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "format.hpp"
+
 namespace ddprun::bench {
 namespace {
 
@@ -12,18 +14,12 @@ constexpr double kLaunchTargetRatio = 50.0;
 constexpr double kRestartTargetMs = 50.0;
 constexpr double kRssTargetBytes = 10e6;  // 10 MB, decimal: the stricter reading
 
-std::string format(const char* pattern, double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), pattern, value);
-  return buffer;
-}
-
 // A figure, or why there is none.
 std::string cell(const Samples& samples, double value, const char* pattern = "%.1f") {
   if (samples.empty()) {
     return samples.failures() > 0 ? "failed" : "–";
   }
-  return format(pattern, value);
+  return formatNumber(pattern, value);
 }
 
 // How many times ddprun's figure fits in torchrun's: > 1 means ddprun is
@@ -34,7 +30,7 @@ std::string ratioCell(const Samples& ddprun, const Samples& torchrun, double d, 
   if (ddprun.empty() || torchrun.empty() || d <= 0) {
     return "–";
   }
-  return format("%.1f×", ratio(t, d));
+  return formatNumber("%.1f×", ratio(t, d));
 }
 
 void printTimeRow(std::ostream& out, const Comparison& row) {
@@ -43,7 +39,7 @@ void printTimeRow(std::ostream& out, const Comparison& row) {
   out << "| " << row.label << " | " << cell(d, d.median()) << " | " << cell(d, d.p90()) << " | "
       << cell(t, t.median()) << " | " << cell(t, t.p90()) << " | "
       << ratioCell(d, t, d.median(), t.median()) << " | " << ratioCell(d, t, d.p90(), t.p90())
-      << " | " << format("%.2f", row.other_cores) << " |\n";
+      << " | " << formatNumber("%.2f", row.other_cores) << " |\n";
 }
 
 void printTimeHeader(std::ostream& out, const char* first_column) {
@@ -82,7 +78,8 @@ void printRss(std::ostream& out, const Comparison& rss) {
   out << "| torchrun (the Python agent) | " << cell(t, t.max() / 1024.0, "%.2f") << " | "
       << cell(t, t.max(), "%.0f") << " |\n";
   out << "| torchrun / ddprun | " << ratioCell(d, t, d.max(), t.max()) << " | |\n";
-  out << "\nOther processes' CPU meanwhile: " << format("%.2f", rss.other_cores) << " cores.\n";
+  out << "\nOther processes' CPU meanwhile: " << formatNumber("%.2f", rss.other_cores)
+      << " cores.\n";
 }
 
 std::string metCell(bool measured, bool met) {
@@ -97,22 +94,24 @@ void printTargets(std::ostream& out, const LaunchReport& report) {
   for (const auto& row : report.launch) {
     const bool measured = !row.ddprun.empty() && !row.torchrun.empty();
     const double times = measured ? ratio(row.torchrun.median(), row.ddprun.median()) : 0.0;
-    out << "| launch ≥ " << format("%.0f", kLaunchTargetRatio) << "× faster than torchrun, "
-        << row.label << " | " << (measured ? format("%.1f× (median)", times) : "–") << " | "
+    out << "| launch ≥ " << formatNumber("%.0f", kLaunchTargetRatio) << "× faster than torchrun, "
+        << row.label << " | " << (measured ? formatNumber("%.1f× (median)", times) : "–") << " | "
         << metCell(measured, times >= kLaunchTargetRatio) << " |\n";
   }
   for (const auto& row : report.restart) {
     const Samples& d = row.all_started.ddprun;
-    out << "| restart ≤ " << format("%.0f", kRestartTargetMs) << " ms, " << row.label << " | "
+    out << "| restart ≤ " << formatNumber("%.0f", kRestartTargetMs) << " ms, " << row.label << " | "
         << (d.empty() ? "–"
-                      : format("median %.1f ms", d.median()) + format(", p90 %.1f ms", d.p90()))
+                      : formatNumber("median %.1f ms", d.median()) +
+                            formatNumber(", p90 %.1f ms", d.p90()))
         << " | " << metCell(!d.empty(), !d.empty() && d.median() <= kRestartTargetMs) << " |\n";
   }
   const Samples& rss = report.peak_rss.ddprun;
   const double bytes = rss.empty() ? 0.0 : rss.max() * 1024.0;
   out << "| agent peak RSS ≤ 10 MB | "
-      << (rss.empty() ? "–"
-                      : format("%.1f MB", bytes / 1e6) + format(" (%.2f MiB)", bytes / 1048576))
+      << (rss.empty()
+              ? "–"
+              : formatNumber("%.1f MB", bytes / 1e6) + formatNumber(" (%.2f MiB)", bytes / 1048576))
       << " | " << metCell(!rss.empty(), bytes <= kRssTargetBytes) << " |\n";
 }
 

@@ -3,21 +3,17 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "format.hpp"
+
 namespace ddprun::bench {
 namespace {
 
-std::string format(const char* pattern, double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), pattern, value);
-  return buffer;
-}
-
 std::string opsCell(const LoadResult& result) {
-  return result.ok() ? format("%.0f", result.ops_per_second) : "failed";
+  return result.ok() ? formatNumber("%.0f", result.ops_per_second) : "failed";
 }
 
 std::string usCell(const LoadResult& result, double value) {
-  return result.ok() ? format("%.0f", value) : "–";
+  return result.ok() ? formatNumber("%.0f", value) : "–";
 }
 
 // ddprund relative to libtorch; "–" when either side has no figure.
@@ -26,19 +22,20 @@ std::string ratioCell(const LoadResult& ddprund, const LoadResult& libtorch, dou
   if (!ddprund.ok() || !libtorch.ok() || denominator <= 0) {
     return "–";
   }
-  return format("%.2f×", numerator / denominator);
+  return formatNumber("%.2f×", numerator / denominator);
 }
 
 std::string cpuCell(double ddprund, double libtorch) {
-  return format("%.2f", ddprund) + " / " + format("%.2f", libtorch);
+  return formatNumber("%.2f", ddprund) + " / " + formatNumber("%.2f", libtorch);
 }
 
 std::string barrierCell(const BarrierResult& result, bool connect) {
   if (connect) {
-    return result.connected ? format("%.3f", result.connect_seconds) : "failed: " + result.error;
+    return result.connected ? formatNumber("%.3f", result.connect_seconds)
+                            : "failed: " + result.error;
   }
   if (result.finished) {
-    return format("%.3f", result.barrier_seconds);
+    return formatNumber("%.3f", result.barrier_seconds);
   }
   return result.connected ? result.error : "–";
 }
@@ -72,7 +69,7 @@ void printLoadDetail(std::ostream& out, const std::vector<LoadComparison>& rows)
     out << "| " << r.clients << " | " << name << " | " << usCell(r, r.p50_us) << " | "
         << usCell(r, r.p90_us) << " | " << usCell(r, r.p99_us) << " | " << usCell(r, r.p999_us)
         << " | " << usCell(r, r.max_us) << " | " << r.min_client_ops << " – " << r.max_client_ops
-        << " | " << format("%.2f", r.setup_seconds) << " |\n";
+        << " | " << formatNumber("%.2f", r.setup_seconds) << " |\n";
   };
   for (const auto& row : rows) {
     line("ddprund", row.ddprund);
@@ -91,13 +88,13 @@ void printRawTable(std::ostream& out, const std::vector<RawComparison>& rows) {
     const auto& l = row.libtorch;
     const bool both = d.ok() && l.ok();
     auto cell = [](bool ok, const char* pattern, double value) {
-      return ok ? format(pattern, value) : std::string("failed");
+      return ok ? formatNumber(pattern, value) : std::string("failed");
     };
     out << "| " << d.connections << " | " << cell(d.ok(), "%.0f", d.ops_per_second) << " | "
         << cell(l.ok(), "%.0f", l.ops_per_second) << " | "
-        << (both ? format("%.2f×", d.ops_per_second / l.ops_per_second) : "–") << " | "
+        << (both ? formatNumber("%.2f×", d.ops_per_second / l.ops_per_second) : "–") << " | "
         << cell(d.ok(), "%.0f", d.p99_us) << " | " << cell(l.ok(), "%.0f", l.p99_us) << " | "
-        << (both && l.p99_us > 0 ? format("%.2f×", d.p99_us / l.p99_us) : "–") << " | "
+        << (both && l.p99_us > 0 ? formatNumber("%.2f×", d.p99_us / l.p99_us) : "–") << " | "
         << cpuCell(d.server_cpu, l.server_cpu) << " | " << cpuCell(d.client_cpu, l.client_cpu)
         << " | " << cpuCell(d.other_cpu, l.other_cpu) << " |\n";
   }
@@ -109,7 +106,7 @@ void printBarrierTable(std::ostream& out, const BarrierComparison& barrier) {
   out << "|---|---:|---:|---:|---:|\n";
   auto row = [&](const char* name, const BarrierResult& result) {
     out << "| " << name << " | " << result.connections << " | " << barrierCell(result, true)
-        << " | " << barrierCell(result, false) << " | " << format("%.2f", result.other_cpu)
+        << " | " << barrierCell(result, false) << " | " << formatNumber("%.2f", result.other_cpu)
         << " |\n";
   };
   row("ddprund", barrier.ddprund);

@@ -5,17 +5,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "format.hpp"
+
 namespace ddprun::bench {
 namespace {
 
-std::string format(const char* pattern, double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), pattern, value);
-  return buffer;
-}
-
 std::string medianCell(const Samples& samples, const char* pattern) {
-  return samples.empty() ? "–" : format(pattern, samples.median());
+  return samples.empty() ? "–" : formatNumber(pattern, samples.median());
 }
 
 // The text after `key=` up to the next space, if the key is there.
@@ -84,10 +80,11 @@ void printTrainReport(std::ostream& out, const TrainReport& report) {
       met = ratio >= *target ? "yes" : "**no**";
     }
     out << "| " << row.task << " | " << medianCell(row.ddprun_rate, "%.0f") << " | "
-        << medianCell(row.python_rate, "%.0f") << " | " << (measured ? format("%.2f×", ratio) : "–")
-        << " | " << (target ? format("≥ %.1f×", *target) : "–") << " | " << met << " | "
+        << medianCell(row.python_rate, "%.0f") << " | "
+        << (measured ? formatNumber("%.2f×", ratio) : "–") << " | "
+        << (target ? formatNumber("≥ %.1f×", *target) : "–") << " | " << met << " | "
         << medianCell(row.ddprun_wall, "%.2f") << " | " << medianCell(row.python_wall, "%.2f")
-        << " | " << format("%.2f", row.other_cores) << " |\n";
+        << " | " << formatNumber("%.2f", row.other_cores) << " |\n";
   }
   if (!report.notes.empty()) {
     out << "\nNotes:\n";
