@@ -1,0 +1,214 @@
+// The elastic rendezvous state machine with a hand-driven clock: when rounds
+// complete, who is in them and in what order, spares, liveness, close.
+#include "ddprun/rendezvous/elastic_rendezvous.hpp"
+
+#include <gtest/gtest.h>
+
+namespace ddprun::rendezvous {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = ElasticRendezvous::Clock;
+
+const Clock::time_point kStart{};
+
+ElasticSettings settings(int min_nodes, int max_nodes) {
+  ElasticSettings s;
+  s.min_nodes = min_nodes;
+  s.max_nodes = max_nodes;
+  s.last_call_timeout = 30s;
+  s.keep_alive_timeout = 15s;
+  return s;
+}
+
+AgentInfo agent(const std::string& id, int local_world_size = 2,
+                std::optional<int> hint = std::nullopt) {
+  return {id, local_world_size, hint};
+}
+
+// The ids of a completed round's nodes, in group-rank order.
+std::vector<std::string> idsOf(const RoundCompleted& round) {
+  std::vector<std::string> ids;
+  for (const NodeAssignment& node : round.nodes) {
+    ids.push_back(node.id);
+  }
+  return ids;
+}
+
+// The one event of `events`, which must be a completed round.
+RoundCompleted onlyCompleted(const Events& events) {
+  EXPECT_EQ(events.size(), 1u);
+  if (events.size() != 1 || !std::holds_alternative<RoundCompleted>(events[0])) {
+    ADD_FAILURE() << "expected exactly one RoundCompleted";
+    return {};
+  }
+  return std::get<RoundCompleted>(events[0]);
+}
+
+Events joinAll(ElasticRendezvous& rdzv, const std::vector<AgentInfo>& agents,
+               Clock::time_point now = kStart) {
+  Events events;
+  for (const AgentInfo& info : agents) {
+    EXPECT_EQ(rdzv.join(info, now, events), JoinStatus::kMember) << info.id;
+  }
+  return events;
+}
+
+TEST(ElasticRendezvousTest, TheFirstRoundCompletesWhenMaxNodesHaveJoined) {
+  ElasticRendezvous rdzv(settings(2, 3));
+  Events events;
+  rdzv.join(agent("a"), kStart, events);
+  rdzv.join(agent("b"), kStart, events);
+  EXPECT_TRUE(events.empty()) << "completed before max without a last call";
+  rdzv.join(agent("c"), kStart, events);
+  const RoundCompleted round = onlyCompleted(events);
+  EXPECT_EQ(round.round, 0);
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_TRUE(rdzv.complete());
+}
+
+TEST(ElasticRendezvousTest, AtMinNodesTheRoundCompletesAfterTheLastCall) {
+  ElasticRendezvous rdzv(settings(2, 4));
+  EXPECT_TRUE(joinAll(rdzv, {agent("a"), agent("b")}, kStart).empty());
+  ASSERT_TRUE(rdzv.nextDeadline().has_value());
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 15s) << "keep-alive expiry comes first";
+  rdzv.heartbeat("a", kStart + 29s);
+  rdzv.heartbeat("b", kStart + 29s);
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 30s);
+  EXPECT_TRUE(rdzv.tick(kStart + 29s).empty());
+  const RoundCompleted round = onlyCompleted(rdzv.tick(kStart + 30s));
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(ElasticRendezvousTest, RanksAreContiguousBlocksPerNode) {
+  ElasticRendezvous rdzv(settings(3, 3));
+  const RoundCompleted round =
+      onlyCompleted(joinAll(rdzv, {agent("a", 2), agent("b", 4), agent("c", 1)}));
+  EXPECT_EQ(round.world_size, 7);
+  ASSERT_EQ(round.nodes.size(), 3u);
+  EXPECT_EQ(round.nodes[0].base_rank, 0);
+  EXPECT_EQ(round.nodes[1].base_rank, 2);
+  EXPECT_EQ(round.nodes[2].base_rank, 6);
+  EXPECT_EQ(round.nodes[2].group_rank, 2);
+  EXPECT_EQ(round.nodes[1].local_world_size, 4);
+}
+
+TEST(ElasticRendezvousTest, NodeRankHintsOrderTheFirstRound) {
+  ElasticRendezvous rdzv(settings(4, 4));
+  const RoundCompleted round = onlyCompleted(
+      joinAll(rdzv, {agent("c", 2, 2), agent("a", 2, 0), agent("x", 2), agent("b", 2, 1)}));
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"a", "b", "c", "x"}));
+}
+
+TEST(ElasticRendezvousTest, ALostMemberReformsAtOnceAndSurvivorsKeepTheirOrder) {
+  ElasticRendezvous rdzv(settings(2, 3));
+  joinAll(rdzv, {agent("a"), agent("b"), agent("c")});
+  const RoundCompleted round = onlyCompleted(rdzv.lose("b", kStart + 1s));
+  EXPECT_EQ(round.round, 1);
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"a", "c"}));
+  EXPECT_EQ(round.world_size, 4);
+  EXPECT_EQ(round.nodes[1].base_rank, 2);
+}
+
+TEST(ElasticRendezvousTest, BelowMinSurvivorsAreSuspendedUntilAReplacementJoins) {
+  ElasticRendezvous rdzv(settings(2, 2));
+  joinAll(rdzv, {agent("a"), agent("b")});
+  const Events lost = rdzv.lose("a", kStart + 1s);
+  ASSERT_EQ(lost.size(), 1u);
+  ASSERT_TRUE(std::holds_alternative<RoundSuspended>(lost[0]));
+  EXPECT_EQ(std::get<RoundSuspended>(lost[0]).waiting, (std::vector<std::string>{"b"}));
+  EXPECT_FALSE(rdzv.complete());
+
+  Events joined;
+  EXPECT_EQ(rdzv.join(agent("d"), kStart + 2s, joined), JoinStatus::kMember);
+  const RoundCompleted round = onlyCompleted(joined);
+  EXPECT_EQ(round.round, 1);
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"b", "d"}));
+}
+
+TEST(ElasticRendezvousTest, ANewcomerBelowMaxMovesEveryoneToANewRound) {
+  ElasticRendezvous rdzv(settings(1, 3));
+  joinAll(rdzv, {agent("a")});
+  rdzv.heartbeat("a", kStart + 29s);
+  onlyCompleted(rdzv.tick(kStart + 30s));
+  Events events;
+  EXPECT_EQ(rdzv.join(agent("b"), kStart + 31s, events), JoinStatus::kMember);
+  const RoundCompleted round = onlyCompleted(events);
+  EXPECT_EQ(round.round, 1);
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(ElasticRendezvousTest, BeyondMaxAgentsWaitAsSparesAndFillALostPlace) {
+  ElasticRendezvous rdzv(settings(2, 2));
+  joinAll(rdzv, {agent("a"), agent("b")});
+  Events events;
+  EXPECT_EQ(rdzv.join(agent("s"), kStart + 1s, events), JoinStatus::kSpare);
+  EXPECT_TRUE(events.empty()) << "a spare must not restart anyone";
+  EXPECT_EQ(rdzv.spares(), (std::vector<std::string>{"s"}));
+  const RoundCompleted round = onlyCompleted(rdzv.lose("a", kStart + 2s));
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"b", "s"}));
+  EXPECT_TRUE(rdzv.spares().empty());
+}
+
+TEST(ElasticRendezvousTest, ASilentAgentIsLostAfterTheKeepAliveTimeout) {
+  ElasticRendezvous rdzv(settings(1, 2));
+  joinAll(rdzv, {agent("a"), agent("b")});
+  rdzv.heartbeat("a", kStart + 10s);
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 15s);
+  EXPECT_TRUE(rdzv.tick(kStart + 14s).empty());
+  const RoundCompleted round = onlyCompleted(rdzv.tick(kStart + 15s));
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 25s);
+}
+
+TEST(ElasticRendezvousTest, ARestartRequestStartsTheNextRoundInTheSameOrder) {
+  ElasticRendezvous rdzv(settings(3, 3));
+  joinAll(rdzv, {agent("a"), agent("b"), agent("c")});
+  const RoundCompleted round = onlyCompleted(rdzv.restart("b", kStart + 1s));
+  EXPECT_EQ(round.round, 1);
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_TRUE(rdzv.restart("stranger", kStart + 2s).empty());
+}
+
+TEST(ElasticRendezvousTest, LosingAnAgentWhileTheFirstRoundFormsCancelsTheLastCall) {
+  ElasticRendezvous rdzv(settings(2, 3));
+  joinAll(rdzv, {agent("a"), agent("b")});
+  EXPECT_TRUE(rdzv.lose("b", kStart + 1s).empty());
+  rdzv.heartbeat("a", kStart + 29s);
+  EXPECT_TRUE(rdzv.tick(kStart + 30s).empty()) << "completed below min_nodes";
+  Events events;
+  rdzv.join(agent("c"), kStart + 31s, events);
+  EXPECT_TRUE(events.empty()) << "the first round still gets its last call";
+  rdzv.heartbeat("a", kStart + 60s);
+  rdzv.heartbeat("c", kStart + 60s);
+  EXPECT_EQ(idsOf(onlyCompleted(rdzv.tick(kStart + 61s))), (std::vector<std::string>{"a", "c"}));
+}
+
+TEST(ElasticRendezvousTest, AKnownAgentJoiningAgainIsAHeartbeat) {
+  ElasticRendezvous rdzv(settings(2, 2));
+  joinAll(rdzv, {agent("a"), agent("b")});
+  Events events;
+  EXPECT_EQ(rdzv.join(agent("a"), kStart + 10s, events), JoinStatus::kAlreadyKnown);
+  EXPECT_TRUE(events.empty());
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 15s) << "b's expiry";
+  rdzv.heartbeat("b", kStart + 10s);
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 25s);
+}
+
+TEST(ElasticRendezvousTest, CloseTellsEveryAgentOnceAndRefusesJoins) {
+  ElasticRendezvous rdzv(settings(1, 1));
+  joinAll(rdzv, {agent("a")});
+  Events events;
+  rdzv.join(agent("s"), kStart, events);
+  const Events closed = rdzv.close();
+  ASSERT_EQ(closed.size(), 1u);
+  ASSERT_TRUE(std::holds_alternative<RendezvousClosed>(closed[0]));
+  EXPECT_EQ(std::get<RendezvousClosed>(closed[0]).agents, (std::vector<std::string>{"a", "s"}));
+  EXPECT_TRUE(rdzv.close().empty());
+  EXPECT_EQ(rdzv.join(agent("late"), kStart, events), JoinStatus::kClosed);
+  EXPECT_TRUE(rdzv.lose("a", kStart).empty());
+  EXPECT_FALSE(rdzv.nextDeadline().has_value());
+}
+
+}  // namespace
+}  // namespace ddprun::rendezvous
