@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <climits>
 
-namespace ddprun::rendezvous {
+namespace ddprun::rdzv {
 
 ElasticRendezvous::ElasticRendezvous(ElasticSettings settings) : settings_(settings) {}
 
@@ -205,4 +205,4 @@ ElasticRendezvous::Agent* ElasticRendezvous::find(const std::string& id) {
   return findIn(*this, id);
 }
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rdzv

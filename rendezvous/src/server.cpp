@@ -14,6 +14,7 @@
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/store_state.hpp"
 #include "log.hpp"
+#include "rendezvous_timer.hpp"
 #include "session.hpp"
 #include "session_registry.hpp"
 
@@ -52,17 +53,26 @@ std::string formatEndpoint(const net::tcp::endpoint& endpoint) {
 
 struct Server::Impl {
   explicit Impl(ServerOptions opts)
-      : options(std::move(opts)), state(registry), context{store_mutex,
-                                                           state,
-                                                           registry,
-                                                           options.limits,
-                                                           options.legacy_dialect,
-                                                           options.request_timeout} {
+      : options(std::move(opts)),
+        state(registry),
+        context{store_mutex,
+                state,
+                registry,
+                rendezvous,
+                [this] {
+                  if (rendezvous_timer) {
+                    rendezvous_timer->changed();
+                  }
+                },
+                options.limits,
+                options.legacy_dialect,
+                options.request_timeout} {
     const int count = std::max(1, options.threads);
     for (int i = 0; i < count; ++i) {
       contexts.push_back(std::make_unique<net::asio::io_context>(1));
     }
     loads = std::vector<ThreadLoad>(static_cast<std::size_t>(count));
+    rendezvous_timer.emplace(*contexts.front(), store_mutex, rendezvous, state.keySpace(""));
     acceptor.emplace(*contexts.front());
     listen();
   }
@@ -77,8 +87,10 @@ struct Server::Impl {
   std::mutex store_mutex;
   SessionRegistry registry;
   StoreState state;
+  RendezvousService rendezvous;  // guarded by store_mutex
   SessionContext context;
   std::vector<std::unique_ptr<net::asio::io_context>> contexts;
+  std::optional<RendezvousTimer> rendezvous_timer;  // on contexts.front()
   std::optional<net::asio::ip::tcp::acceptor> acceptor;
   std::optional<net::asio::steady_timer> accept_retry;
   std::vector<std::thread> threads;
@@ -225,6 +237,7 @@ void Server::stop() {
     if (impl->accept_retry) {
       impl->accept_retry->cancel();
     }
+    impl->rendezvous_timer->stop();
   });
   // 2. Let every session accepted before that register itself.
   for (auto& context : impl_->contexts) {

@@ -129,7 +129,7 @@ std::optional<std::string> Session::executeBuffered(std::size_t& completed) {
       return "sent " + result.error;
     }
     scratch_.clear();
-    if (auto failure = key_space_.execute(id_, decoder_.dialect(), request_, scratch_)) {
+    if (auto failure = executeRequest()) {
       return "sent " + std::string(proto::commandName(request_.command)) + ": " + *failure;
     }
     in_begin_ += result.size;
@@ -139,6 +139,19 @@ std::optional<std::string> Session::executeBuffered(std::size_t& completed) {
     }
   }
   return std::nullopt;
+}
+
+// A SET of a reserved rendezvous key goes to the rendezvous service, not the
+// store; everything else is a store command. Store lock held.
+std::optional<std::string> Session::executeRequest() {
+  if (request_.command == proto::Command::Set &&
+      RendezvousService::isRendezvousKey(request_.keys.front())) {
+    auto failure = context_.rendezvous.onSet(id_, request_.keys.front(), request_.values.front(),
+                                             RendezvousService::Clock::now(), key_space_);
+    context_.rendezvous_changed();
+    return failure;
+  }
+  return key_space_.execute(id_, decoder_.dialect(), request_, scratch_);
 }
 
 void Session::prepareBufferForMore(std::size_t needed) {
@@ -312,7 +325,10 @@ void Session::close(std::string_view reason, bool warn) {
     std::lock_guard lock(context_.store_mutex);
     key_space_.forgetClient(id_);
     context_.registry.remove(id_);
+    // The connection was the agent's lease: a joined agent is lost at once.
+    context_.rendezvous.onDisconnect(id_, RendezvousService::Clock::now(), key_space_);
   }
+  context_.rendezvous_changed();
   net::error_code ignored;
   socket_.shutdown(net::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);

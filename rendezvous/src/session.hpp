@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "ddprun/net/asio.hpp"
 #include "ddprun/proto/tcpstore_codec.hpp"
 #include "ddprun/rendezvous/key_space.hpp"
+#include "ddprun/rendezvous/rendezvous_service.hpp"
 
 namespace ddprun::rdzv {
 
@@ -29,9 +31,11 @@ class StoreState;
 
 // What every session of one server shares.
 struct SessionContext {
-  std::mutex& store_mutex;  // guards the StoreState and the SessionRegistry
+  std::mutex& store_mutex;  // guards the StoreState, the SessionRegistry and the rendezvous
   StoreState& state;
   SessionRegistry& registry;
+  RendezvousService& rendezvous;
+  std::function<void()> rendezvous_changed;  // after a rendezvous change; never blocks
   proto::Limits limits;
   proto::Dialect legacy_dialect;
   std::chrono::milliseconds request_timeout;
@@ -63,6 +67,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void onRead(const net::error_code& error, std::size_t bytes);
   void processInput();
   std::optional<std::string> executeBuffered(std::size_t& completed);
+  std::optional<std::string> executeRequest();
   void prepareBufferForMore(std::size_t needed);
   void appendOutput(std::string_view bytes);
   bool outputBacklogged();

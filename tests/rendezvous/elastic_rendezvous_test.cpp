@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-namespace ddprun::rendezvous {
+namespace ddprun::rdzv {
 namespace {
 
 using namespace std::chrono_literals;
@@ -211,4 +211,4 @@ TEST(ElasticRendezvousTest, CloseTellsEveryAgentOnceAndRefusesJoins) {
 }
 
 }  // namespace
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rdzv

@@ -28,7 +28,7 @@
 #include <variant>
 #include <vector>
 
-namespace ddprun::rendezvous {
+namespace ddprun::rdzv {
 
 struct ElasticSettings {
   int min_nodes = 1;
@@ -139,4 +139,4 @@ class ElasticRendezvous {
   std::optional<Clock::time_point> last_call_deadline_;
 };
 
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::rdzv

@@ -50,6 +50,10 @@ class KeySpace {
   std::optional<std::string> execute(ClientId client, proto::Dialect dialect,
                                      const proto::Request& request, std::string& reply);
 
+  // Stores a value as a SET would, waking its waiters and watchers; for the
+  // daemon's own writes (rendezvous events).
+  void publish(std::string_view key, std::string value) { storeValue(key, std::move(value)); }
+
   // Drops every wait and watch registration of a client that went away.
   void forgetClient(ClientId client);
 

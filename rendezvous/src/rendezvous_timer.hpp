@@ -1,0 +1,40 @@
+// Runs the RendezvousService's deadlines (heartbeat expiry, last calls) on one
+// io_context: one steady_timer, re-armed at the service's next deadline
+// whenever the rendezvous changes. Timer handlers run on that context's
+// thread and take the store lock.
+#pragma once
+
+#include <mutex>
+#include <optional>
+
+#include "ddprun/net/asio.hpp"
+#include "ddprun/rendezvous/key_space.hpp"
+#include "ddprun/rendezvous/rendezvous_service.hpp"
+
+namespace ddprun::rdzv {
+
+class RendezvousTimer {
+ public:
+  RendezvousTimer(net::asio::io_context& io, std::mutex& store_mutex, RendezvousService& service,
+                  KeySpace& keys);
+
+  // The rendezvous changed: re-read its next deadline. Any thread; never
+  // blocks on the store lock (the re-arm is posted).
+  void changed();
+  // Cancels the timer for good (server shutdown), so the io_context can run
+  // out of work. The io_context's thread.
+  void stop();
+
+ private:
+  void rearm();
+  void onExpiry(const net::error_code& error);
+
+  net::asio::io_context& io_;
+  std::mutex& store_mutex_;
+  RendezvousService& service_;
+  KeySpace& keys_;
+  net::asio::steady_timer timer_;
+  bool stopped_ = false;  // the io_context's thread only
+};
+
+}  // namespace ddprun::rdzv
