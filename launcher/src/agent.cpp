@@ -61,6 +61,8 @@ struct Agent::Impl {
       : config(std::move(agent_config)), signals(io), grace(io), drain(io) {}
 
   void startAttempt();
+  bool joinNextRound();
+  void onRoundOver(std::int64_t newer_round);
   void spawnWorker(int local_rank);
   void onExit(std::size_t index);
   void recordFailure(const Worker& worker, const ExitStatus& status);
@@ -79,15 +81,21 @@ struct Agent::Impl {
   asio::steady_timer drain;
   std::vector<Worker> workers;
   std::vector<std::shared_ptr<LineRelay>> relays;
-  int open_relays = 0;  // relays not yet at end of stream
-  int attempt = 0;
+  int open_relays = 0;    // relays not yet at end of stream
+  int attempt = 0;        // TORCHELASTIC_RESTART_COUNT (elastic: the round number)
+  int restarts_used = 0;  // failures restarted, against max_restarts
+  int base_rank = 0;      // global rank of local rank 0
   int running = 0;
   Phase phase = Phase::Running;
   bool restart_after_stop = false;
+  bool round_over = false;  // elastic: this stop is for a membership change
   RunResult result;
 };
 
 void Agent::Impl::startAttempt() {
+  if (config.elastic.next_round && !joinNextRound()) {
+    return;
+  }
   if (config.before_attempt) {
     config.before_attempt(attempt);
   }
@@ -101,10 +109,36 @@ void Agent::Impl::startAttempt() {
   }
 }
 
+// Elastic: this attempt is the next round. Blocks this thread until the
+// rendezvous forms it. False when the job was closed elsewhere: the run ends.
+bool Agent::Impl::joinNextRound() {
+  const std::optional<AttemptGroup> next = config.elastic.next_round();
+  if (!next) {
+    result.closed_elsewhere = true;
+    finish(result.failures.empty() ? 0 : result.failures.front().status.shellCode());
+    return false;
+  }
+  config.group = next->group;
+  attempt = next->attempt;
+  base_rank = next->base_rank;
+  return true;
+}
+
+// Elastic: the rendezvous moved past the running round (a node was lost or
+// arrived): stop the workers and join the next one; not a failure.
+void Agent::Impl::onRoundOver(std::int64_t newer_round) {
+  if (phase != Phase::Running || newer_round <= attempt) {
+    return;  // already stopping, or the news is of the round running now
+  }
+  restart_after_stop = true;
+  round_over = true;
+  stopGroup(SIGTERM);
+}
+
 void Agent::Impl::spawnWorker(int local_rank) {
   proto::WorkerEnv env = config.group;
   env.local_rank = local_rank;
-  env.rank = config.group.group_rank * config.nproc_per_node + local_rank;
+  env.rank = base_rank + local_rank;
   env.role_rank = env.rank;
   env.restart_count = attempt;
   env.max_restarts = config.max_restarts;
@@ -154,7 +188,10 @@ void Agent::Impl::onExit(std::size_t index) {
     recordFailure(worker, status);
   }
   if (phase == Phase::Running && !status.success()) {
-    restart_after_stop = attempt < config.max_restarts;
+    restart_after_stop = restarts_used < config.max_restarts;
+    if (restart_after_stop && config.elastic.request_restart) {
+      config.elastic.request_restart();  // every node moves to the next round
+    }
     stopGroup(SIGTERM);
     return;
   }
@@ -204,7 +241,13 @@ void Agent::Impl::afterStop() {
   }
   if (restart_after_stop && result.signal == 0) {
     restart_after_stop = false;
-    ++attempt;
+    if (!round_over) {
+      ++restarts_used;  // a membership change is not a failure
+    }
+    round_over = false;
+    if (!config.elastic.next_round) {
+      ++attempt;
+    }
     startAttempt();
     return;
   }
@@ -292,6 +335,12 @@ RunResult Agent::run() {
     impl_->signals.add(signal);
   }
   impl_->waitForSignal();
+  impl_->base_rank = impl_->config.group.group_rank * impl_->config.nproc_per_node;
+  if (impl_->config.elastic.on_round_over) {
+    impl_->config.elastic.on_round_over([impl = impl_.get()](std::int64_t newer_round) {
+      asio::post(impl->io, [impl, newer_round] { impl->onRoundOver(newer_round); });
+    });
+  }
   impl_->startAttempt();
   impl_->io.run();
   return impl_->result;

@@ -25,6 +25,7 @@
 #include "ddprun/launcher/worker_command.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
+#include "elastic_node.hpp"
 #include "node_rendezvous.hpp"
 #include "worker_output.hpp"
 
@@ -131,10 +132,49 @@ void refuseUnsupported(const LaunchConfig& config) {
   }
 }
 
+// The workers' group as this node's rendezvous decides it: fixed for
+// --standalone and static, round by round for c10d across nodes.
+struct NodePlace {
+  std::unique_ptr<launcher::NodeRendezvous> fixed;
+  std::unique_ptr<launcher::ElasticNode> elastic;
+};
+
+NodePlace joinRendezvous(const LaunchConfig& config, int nproc) {
+  NodePlace place;
+  const bool elastic = config.rdzv_backend == "c10d" && config.max_nodes > 1 &&
+                       !config.standalone && !config.auto_standalone;
+  if (elastic) {
+    place.elastic = std::make_unique<launcher::ElasticNode>(config, nproc, hostName());
+    if (place.elastic->hostsRendezvous()) {
+      log().info("hosting the rendezvous at {}", config.rdzv_endpoint);
+    }
+  } else {
+    place.fixed = std::make_unique<launcher::NodeRendezvous>(config, nproc);
+  }
+  return place;
+}
+
+// Logs every round this node joins, and the end of the job elsewhere.
+launcher::ElasticHooks loggedRounds(launcher::ElasticHooks hooks, int nproc) {
+  hooks.next_round = [next = std::move(hooks.next_round), nproc] {
+    auto round = next();
+    if (!round) {
+      log().warn("the job was closed by another agent; stopping");
+      return round;
+    }
+    log().info("round {}: node {} of {}, ranks {}..{} of {}, workers' store at {}:{}",
+               round->attempt, round->group.group_rank, round->group.group_world_size,
+               round->base_rank, round->base_rank + nproc - 1, round->group.world_size,
+               round->group.master_addr, round->group.master_port);
+    return round;
+  };
+  return hooks;
+}
+
 int runAgent(const LaunchConfig& config) {
   refuseUnsupported(config);
   const int nproc = resolveNproc(config.nproc_per_node);
-  launcher::NodeRendezvous rendezvous(config, nproc);
+  NodePlace place = joinRendezvous(config, nproc);
 
   auto env = agentEnvironment();
   if (nproc > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
@@ -152,7 +192,12 @@ int runAgent(const LaunchConfig& config) {
   agent_config.max_restarts = config.max_restarts;
   agent_config.shutdown_timeout = std::chrono::seconds(config.shutdown_grace_s);
   agent_config.signals_to_handle = config.signals_to_handle;
-  agent_config.group = rendezvous.group();
+  agent_config.group =
+      place.fixed ? place.fixed->group() : launcher::singleNodeGroup(config, nproc, "", 0);
+  agent_config.group.max_restarts = config.max_restarts;
+  if (place.elastic) {
+    agent_config.elastic = loggedRounds(place.elastic->hooks(agent_config.group, nproc), nproc);
+  }
   if (const char* nccl = std::getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING")) {
     agent_config.group.nccl_async_error_handling = nccl;
   }
@@ -161,9 +206,11 @@ int runAgent(const LaunchConfig& config) {
   };
   agent_config.base_env = std::move(env);
   // 2.5+ workers do not prefix their keys per attempt: start each one empty.
-  agent_config.before_attempt = [&rendezvous](int attempt) {
-    rendezvous.beforeAttempt(attempt);
-    if (attempt > 0) {
+  agent_config.before_attempt = [&place](int attempt) {
+    if (place.fixed) {
+      place.fixed->beforeAttempt(attempt);
+    }
+    if (attempt > 0 && place.fixed) {
       log().warn("restarting the worker group (attempt {})", attempt);
     }
   };
@@ -173,16 +220,29 @@ int runAgent(const LaunchConfig& config) {
                                                                          int attempt) {
     return launcher::workerOutput(config, run_dir, host, local_rank, rank, attempt);
   };
-  const proto::WorkerEnv& group = rendezvous.group();
-  log().info(
-      "node {} of {}: starting {} worker(s) (ranks {}..{} of {}), store at {}:{}, run id {}, "
-      "logs in {}",
-      group.group_rank, group.group_world_size, nproc, group.group_rank * nproc,
-      group.group_rank * nproc + nproc - 1, group.world_size, group.master_addr, group.master_port,
-      config.rdzv_id, run_dir.string());
+  if (place.fixed) {
+    const proto::WorkerEnv& group = place.fixed->group();
+    log().info(
+        "node {} of {}: starting {} worker(s) (ranks {}..{} of {}), store at {}:{}, run id {}, "
+        "logs in {}",
+        group.group_rank, group.group_world_size, nproc, group.group_rank * nproc,
+        group.group_rank * nproc + nproc - 1, group.world_size, group.master_addr,
+        group.master_port, config.rdzv_id, run_dir.string());
+  } else {
+    log().info("joined rendezvous '{}' at {} ({}:{} nodes), logs in {}", config.rdzv_id,
+               config.rdzv_endpoint, config.min_nodes, config.max_nodes, run_dir.string());
+  }
   const launcher::RunResult result = launcher::Agent(std::move(agent_config)).run();
-  if (auto gave_up = rendezvous.exitBarrier()) {
-    log().warn("exit barrier: {}", *gave_up);
+  if (place.fixed) {
+    if (auto gave_up = place.fixed->exitBarrier()) {
+      log().warn("exit barrier: {}", *gave_up);
+    }
+  } else if (result.signal == 0 && !result.closed_elsewhere) {
+    // Done here (success, or restarts spent): end the job on every node. An
+    // agent stopped by a signal leaves the run open for a replacement.
+    if (auto warning = place.elastic->jobEnded(result.exit_code == 0)) {
+      log().warn("{}", *warning);
+    }
   }
   if (!result.failures.empty()) {
     std::fputs(launcher::formatFailureReport(result, hostName(), config.training_script).c_str(),

@@ -53,7 +53,7 @@ class NodeRendezvous {
     } else {
       throw ConfigError("--rdzv-backend " + config.rdzv_backend + " across " +
                         std::to_string(config.max_nodes) +
-                        " nodes is not implemented in ddprun yet (static is)");
+                        " nodes is not implemented in ddprun (static and c10d are)");
     }
     group_.max_restarts = config.max_restarts;
   }

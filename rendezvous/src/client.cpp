@@ -3,6 +3,7 @@
 // would add nothing.
 #include "ddprun/rendezvous/client.hpp"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -277,6 +278,21 @@ std::vector<std::string> StoreClient::listKeys() {
     keys.push_back(recvBytes());
   }
   return keys;
+}
+
+std::string StoreClient::localAddress() const {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    throw NetworkError("store client " + peer_ + ": getsockname failed: " + std::strerror(errno));
+  }
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* raw =
+      address.ss_family == AF_INET6
+          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&address)->sin6_addr)
+          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&address)->sin_addr);
+  ::inet_ntop(address.ss_family, raw, text, sizeof(text));
+  return text;
 }
 
 }  // namespace ddprun::rdzv

@@ -85,6 +85,7 @@ std::optional<std::string> RendezvousService::onSet(ClientId client, std::string
   } else if (verb == "leave") {
     bindings_.erase(client);
     publish(run_id, run, run.rdzv.lose(agent, now), keys);
+    tell(run_id, run, agent, simpleEvent("left"), keys);  // its event reader can stop
   } else if (verb == "close") {
     publish(run_id, run, run.rdzv.close(), keys);
   } else {

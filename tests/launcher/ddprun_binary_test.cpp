@@ -115,11 +115,11 @@ TEST_F(DdprunBinaryTest, BadFlagIsOneLinePlusUsageAndExitTwo) {
   EXPECT_NE(outcome.stderr_text.find("usage: ddprun"), std::string::npos);
 }
 
-TEST_F(DdprunBinaryTest, C10dAcrossNodesIsRefusedClearlyUntilImplemented) {
-  const Outcome outcome = run({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+TEST_F(DdprunBinaryTest, EtcdAcrossNodesIsRefusedClearly) {
+  const Outcome outcome = run({"--nnodes", "2", "--rdzv-backend", "etcd-v2", "--rdzv-endpoint",
                                "127.0.0.1:1", "--no-python", DDPRUN_FAKE_WORKER});
   EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 2}));
-  EXPECT_NE(outcome.stderr_text.find("--rdzv-backend c10d across 2 nodes is not implemented"),
+  EXPECT_NE(outcome.stderr_text.find("--rdzv-backend etcd-v2 across 2 nodes is not implemented"),
             std::string::npos)
       << outcome.stderr_text;
 }

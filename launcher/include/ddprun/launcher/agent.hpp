@@ -10,8 +10,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +35,26 @@ struct WorkerOutput {
   std::string error_file;  // TORCHELASTIC_ERROR_FILE: where torch's @record writes
 };
 
+// One attempt's place in an elastic job, decided by the rendezvous.
+struct AttemptGroup {
+  proto::WorkerEnv group;  // group rank and sizes, the workers' store
+  int attempt = 0;         // the round number: TORCHELASTIC_RESTART_COUNT on every node
+  int base_rank = 0;       // global rank of local rank 0
+};
+
+// Elastic (c10d) membership: when next_round is set, every attempt runs one
+// rendezvous round, and a membership change restarts the workers without
+// counting against max_restarts.
+struct ElasticHooks {
+  // Blocks until this node's next round; nullopt: the job ended elsewhere.
+  std::function<std::optional<AttemptGroup>()> next_round;
+  // Given, once, a function any thread may call with a newer round's number
+  // when the running round is over.
+  std::function<void(std::function<void(std::int64_t newer_round)> round_over)> on_round_over;
+  // This node's workers failed and restarts remain: move every node on.
+  std::function<void()> request_restart;
+};
+
 struct AgentConfig {
   int nproc_per_node = 1;
   int max_restarts = 0;
@@ -49,6 +71,7 @@ struct AgentConfig {
   std::function<WorkerOutput(int local_rank, int rank, int attempt)> output;
   // Called before each attempt starts its workers (e.g. to empty the store).
   std::function<void(int attempt)> before_attempt;
+  ElasticHooks elastic;  // unset: a fixed group (standalone, static)
   std::string hostname;
 };
 
@@ -68,7 +91,8 @@ struct RunResult {
   int exit_code = 0;                    // 0, the root cause's shell code, or 128 + signal
   std::vector<WorkerFailure> failures;  // every attempt's failures, root cause first
   int attempts = 0;
-  int signal = 0;  // the handled signal that stopped the run, if any
+  int signal = 0;                 // the handled signal that stopped the run, if any
+  bool closed_elsewhere = false;  // elastic: the job ended on another node first
 };
 
 class Agent {

@@ -49,6 +49,9 @@ class StoreClient {
   void multiSet(const std::vector<std::string>& keys, const std::vector<std::string>& values);
   std::vector<std::string> listKeys();
   void ping();
+  // This end's IP address as the server sees it routed (getsockname), e.g.
+  // the address other nodes can reach this host at.
+  std::string localAddress() const;
 
  private:
   void connectWithRetry(const std::string& host, std::uint16_t port, Duration timeout);

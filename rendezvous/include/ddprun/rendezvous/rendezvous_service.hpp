@@ -14,7 +14,8 @@
 // for n = 0, 1, ...: a blocking GET (a WAIT) returns the moment the daemon
 // writes one, so nothing polls. Events are JSON objects with a "type":
 // "round" (group_rank, base_rank, world_size, group_world_size, round),
-// "suspended", "spare", "closed", or "error" (message).
+// "suspended", "spare", "closed", "left" (after its own leave), or "error"
+// (message).
 //
 // The connection that joined is the agent's lease: when it drops, the agent
 // is lost at once. Liveness is judged by this daemon's monotonic clock only.

@@ -1,0 +1,167 @@
+// Elastic c10d jobs of several real ddprun agents on loopback, with fake
+// workers: nodes agree on ranks through ddprund (external, or embedded in the
+// agent at the endpoint), and when one agent is SIGKILLed the survivor's
+// workers restart at once in a smaller world.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/test_support/daemon_process.hpp"
+#include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/temp_dir.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// KEY=value pairs of a fake worker's --env-to file.
+std::map<std::string, std::string> readEnv(const fs::path& path) {
+  std::map<std::string, std::string> env;
+  std::istringstream lines(readFile(path));
+  for (std::string line; std::getline(lines, line);) {
+    const auto equals = line.find('=');
+    if (equals != std::string::npos) {
+      env[line.substr(0, equals)] = line.substr(equals + 1);
+    }
+  }
+  return env;
+}
+
+std::uint16_t freePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+class ElasticTest : public ::testing::Test {
+ protected:
+  // One agent of job `job`: 2 fake workers writing their environment (and a
+  // ready file) to <tmp>/<name>/.
+  Subprocess agent(const std::string& name, const std::string& nnodes, std::uint16_t port,
+                   std::vector<std::string> worker_args = {}) {
+    const fs::path dir = dir_.path() / name;
+    fs::create_directories(dir);
+    SpawnOptions options;
+    options.argv = {DDPRUN_BINARY,
+                    "--nnodes",
+                    nnodes,
+                    "--nproc-per-node",
+                    "2",
+                    "--rdzv-backend",
+                    "c10d",
+                    "--rdzv-endpoint",
+                    "127.0.0.1:" + std::to_string(port),
+                    "--rdzv-id",
+                    "job7",
+                    "--no-python",
+                    DDPRUN_FAKE_WORKER,
+                    "--env-to",
+                    dir.string(),
+                    "--ready-to",
+                    dir.string()};
+    options.argv.insert(options.argv.end(), worker_args.begin(), worker_args.end());
+    options.env = {{"PATH", "/usr/bin:/bin"}};
+    const int log = ::open((dir / "agent.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    options.stdout_fd = log;
+    options.stderr_fd = log;
+    Subprocess child(options);
+    ::close(log);
+    return child;
+  }
+
+  std::map<std::string, std::string> env(const std::string& name, int local_rank) {
+    return readEnv(dir_.path() / name / (std::to_string(local_rank) + ".env"));
+  }
+
+  std::string log(const std::string& name) { return readFile(dir_.path() / name / "agent.log"); }
+
+  bool ready(const std::string& name) {
+    return fs::exists(dir_.path() / name / "0.ready") && fs::exists(dir_.path() / name / "1.ready");
+  }
+
+  test_support::TempDir dir_{"ddprun-elastic-test"};
+};
+
+TEST_F(ElasticTest, TwoNodesAgreeOnRanksThroughAnExternalDaemon) {
+  test_support::DaemonProcess daemon;
+  Subprocess a = agent("a", "2", daemon.port());
+  Subprocess b = agent("b", "2", daemon.port());
+  EXPECT_TRUE(a.wait().success()) << log("a");
+  EXPECT_TRUE(b.wait().success()) << log("b");
+  std::set<std::string> ranks;
+  std::set<std::string> stores;
+  for (const std::string node : {"a", "b"}) {
+    for (int local_rank : {0, 1}) {
+      auto worker = env(node, local_rank);
+      EXPECT_EQ(worker["WORLD_SIZE"], "4");
+      EXPECT_EQ(worker["TORCHELASTIC_RESTART_COUNT"], "0");
+      EXPECT_EQ(worker["GROUP_WORLD_SIZE"], "2");
+      ranks.insert(worker["RANK"]);
+      stores.insert(worker["MASTER_ADDR"] + ":" + worker["MASTER_PORT"]);
+    }
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1", "2", "3"}));
+  EXPECT_EQ(stores.size(), 1u) << "every worker must use one store";
+  EXPECT_EQ(env("a", 1)["RANK"], std::to_string(std::stoi(env("a", 0)["RANK"]) + 1))
+      << "a node's ranks are one contiguous block";
+}
+
+TEST_F(ElasticTest, TheAgentAtTheEndpointHostsTheRendezvous) {
+  const std::uint16_t port = freePort();
+  Subprocess a = agent("a", "2", port);
+  Subprocess b = agent("b", "2", port);
+  EXPECT_TRUE(a.wait().success()) << log("a");
+  EXPECT_TRUE(b.wait().success()) << log("b");
+  EXPECT_NE((log("a") + log("b")).find("hosting the rendezvous at 127.0.0.1:"), std::string::npos)
+      << log("a") << log("b");
+  EXPECT_EQ(env("a", 0)["WORLD_SIZE"], "4");
+  EXPECT_EQ(env("b", 0)["WORLD_SIZE"], "4");
+}
+
+// Attempt 0's workers hang; after b's agent is SIGKILLed, a's workers are
+// restarted in round 1 as a world of 2 (not counted against --max-restarts=0)
+// and, no longer hanging, finish.
+TEST_F(ElasticTest, ASigkilledAgentLeavesTheSurvivorsASmallerWorld) {
+  test_support::DaemonProcess daemon;
+  const std::vector<std::string> hang_first = {"--hang", "--only-attempt", "0"};
+  Subprocess a = agent("a", "1:2", daemon.port(), hang_first);
+  Subprocess b = agent("b", "1:2", daemon.port(), hang_first);
+  ASSERT_TRUE(test_support::eventually([&] { return ready("a") && ready("b"); }, 30s))
+      << log("a") << log("b");
+  EXPECT_EQ(env("a", 0)["WORLD_SIZE"], "4");
+  ::kill(b.pid(), SIGKILL);
+  EXPECT_TRUE(a.wait().success()) << log("a");
+  auto survivor = env("a", 0);
+  EXPECT_EQ(survivor["TORCHELASTIC_RESTART_COUNT"], "1");
+  EXPECT_EQ(survivor["WORLD_SIZE"], "2");
+  EXPECT_EQ(survivor["GROUP_WORLD_SIZE"], "1");
+  EXPECT_EQ(env("a", 1)["RANK"], "1");
+  EXPECT_NE(log("a").find("round 1: node 0 of 1"), std::string::npos) << log("a");
+}
+
+}  // namespace
+}  // namespace ddprun::launcher
