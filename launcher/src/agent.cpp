@@ -8,8 +8,13 @@
 //        |                                 -> SIGKILL survivors on expiry
 //        +---- restarts left (failure) <-- afterStop, once all have exited
 //
+// Elastic (c10d): each attempt first waits for the rendezvous's next round
+// on a helper thread (phase Waiting; signals still handled), and a newer
+// round pushed while workers run stops them (onRoundOver) without counting
+// a restart.
+//
 // Nothing here throws after run() starts except SpawnError from a worker
-// that cannot be started, which ends the run.
+// that cannot be started, or the rendezvous's error, which end the run.
 #include "ddprun/launcher/agent.hpp"
 
 #include <fcntl.h>
@@ -24,6 +29,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "ddprun/net/asio.hpp"
 #include "line_relay.hpp"
@@ -55,13 +61,16 @@ struct Agent::Impl {
     std::string error_file;
   };
 
-  enum class Phase { Running, Stopping, Done };
+  // Waiting: elastic, for the rendezvous to form this node's next round.
+  enum class Phase { Waiting, Running, Stopping, Done };
 
   explicit Impl(AgentConfig agent_config)
       : config(std::move(agent_config)), signals(io), grace(io), drain(io) {}
 
   void startAttempt();
-  bool joinNextRound();
+  void launchAttempt();
+  void waitForRound();
+  void onRound(std::optional<AttemptGroup> next, std::exception_ptr error);
   void onRoundOver(std::int64_t newer_round);
   void spawnWorker(int local_rank);
   void onExit(std::size_t index);
@@ -88,14 +97,21 @@ struct Agent::Impl {
   int running = 0;
   Phase phase = Phase::Running;
   bool restart_after_stop = false;
-  bool round_over = false;  // elastic: this stop is for a membership change
+  bool round_over = false;   // elastic: this stop is for a membership change
+  std::thread round_waiter;  // elastic: blocks in next_round() off this thread
+  std::exception_ptr round_error;
   RunResult result;
 };
 
 void Agent::Impl::startAttempt() {
-  if (config.elastic.next_round && !joinNextRound()) {
-    return;
+  if (config.elastic.next_round) {
+    waitForRound();
+  } else {
+    launchAttempt();
   }
+}
+
+void Agent::Impl::launchAttempt() {
   if (config.before_attempt) {
     config.before_attempt(attempt);
   }
@@ -109,19 +125,44 @@ void Agent::Impl::startAttempt() {
   }
 }
 
-// Elastic: this attempt is the next round. Blocks this thread until the
-// rendezvous forms it. False when the job was closed elsewhere: the run ends.
-bool Agent::Impl::joinNextRound() {
-  const std::optional<AttemptGroup> next = config.elastic.next_round();
+// Elastic: this attempt is the next round. It may take until another node
+// arrives, so the wait runs on its own thread and this loop keeps handling
+// signals; finish() cancels the wait.
+void Agent::Impl::waitForRound() {
+  phase = Phase::Waiting;
+  if (round_waiter.joinable()) {
+    round_waiter.join();  // the previous wait has posted its result already
+  }
+  round_waiter = std::thread([this] {
+    std::optional<AttemptGroup> next;
+    std::exception_ptr error;
+    try {
+      next = config.elastic.next_round();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    asio::post(io, [this, next, error] { onRound(next, error); });
+  });
+}
+
+void Agent::Impl::onRound(std::optional<AttemptGroup> next, std::exception_ptr error) {
+  if (phase != Phase::Waiting) {
+    return;  // a signal ended the run meanwhile
+  }
+  if (error) {
+    round_error = error;  // rethrown by run(): no round, nothing to supervise
+    finish(1);
+    return;
+  }
   if (!next) {
     result.closed_elsewhere = true;
     finish(result.failures.empty() ? 0 : result.failures.front().status.shellCode());
-    return false;
+    return;
   }
   config.group = next->group;
   attempt = next->attempt;
   base_rank = next->base_rank;
-  return true;
+  launchAttempt();
 }
 
 // Elastic: the rendezvous moved past the running round (a node was lost or
@@ -262,6 +303,9 @@ void Agent::Impl::afterStop() {
 }
 
 void Agent::Impl::finish(int exit_code) {
+  if (round_waiter.joinable() && config.elastic.cancel_wait) {
+    config.elastic.cancel_wait();  // a pending next_round() returns; run() joins it
+  }
   phase = Phase::Done;
   result.exit_code = exit_code;
   net::error_code ignored;
@@ -343,6 +387,12 @@ RunResult Agent::run() {
   }
   impl_->startAttempt();
   impl_->io.run();
+  if (impl_->round_waiter.joinable()) {
+    impl_->round_waiter.join();
+  }
+  if (impl_->round_error) {
+    std::rethrow_exception(impl_->round_error);
+  }
   return impl_->result;
 }
 

@@ -85,19 +85,24 @@ void ElasticMembership::readEvents() {
           latest_ = roundFrom(event);
         } else if (type == "closed" || type == "left") {
           closed_ = true;
+          if (event.contains("failed_on")) {
+            failed_on_ = event["failed_on"].get<std::string>();
+          }
+        } else if (type == "finished") {
+          finished_ = event.value("round", std::int64_t{-1}) == returned_;
         } else if (type == "error") {
           error_ = event.value("message", "the rendezvous refused this agent");
         }
         // "suspended" and "spare" only mean: no round to run now. A close
         // does not stop workers that are running: it comes first from the
         // agent that finished first, while the others finish too.
-        if (returned_ >= 0 && (type == "round" || type == "suspended")) {
+        if (returned_ >= 0 && (type == "round" || type == "suspended" || failed_on_)) {
           notify = notify_;
         }
       }
       changed_.notify_all();
       if (notify) {
-        notify(event.value("round", std::int64_t{0}));
+        notify(type == "closed" ? kAborted : event.value("round", std::int64_t{0}));
       }
       if (type == "closed" || type == "left" || type == "error") {
         return;
@@ -131,14 +136,16 @@ void ElasticMembership::sendHeartbeats() {
 std::optional<ElasticRound> ElasticMembership::nextRound() {
   std::unique_lock lock(mutex_);
   const bool arrived = changed_.wait_for(lock, options_.join_timeout, [this] {
-    return closed_ || !error_.empty() || (latest_ && latest_->round > returned_);
+    return closed_ || cancelled_ || !error_.empty() || (latest_ && latest_->round > returned_);
   });
+  if (cancelled_) {
+    return std::nullopt;
+  }
   if (!error_.empty()) {
     throw Error("rendezvous '" + options_.run_id + "': " + error_);
   }
   if (latest_ && latest_->round > returned_) {
     returned_ = latest_->round;
-    last_round_ = latest_;
     return latest_;
   }
   if (closed_) {
@@ -149,6 +156,14 @@ std::optional<ElasticRound> ElasticMembership::nextRound() {
                      std::to_string(options_.join_timeout.count() / 1000) + " s)");
 }
 
+void ElasticMembership::cancelWait() {
+  {
+    std::lock_guard lock(mutex_);
+    cancelled_ = true;
+  }
+  changed_.notify_all();
+}
+
 void ElasticMembership::onChange(std::function<void(std::int64_t)> notify) {
   std::lock_guard lock(mutex_);
   notify_ = std::move(notify);
@@ -156,20 +171,28 @@ void ElasticMembership::onChange(std::function<void(std::int64_t)> notify) {
 
 void ElasticMembership::requestRestart() { lease_->set(key("restart"), options_.agent_id); }
 
-void ElasticMembership::close() { lease_->set(key("close"), options_.agent_id); }
+void ElasticMembership::close(bool failed) {
+  lease_->set(key(failed ? "abort" : "close"), options_.agent_id);
+}
 
-void ElasticMembership::exitBarrier(std::chrono::milliseconds timeout) {
-  if (!last_round_) {
-    return;
+std::optional<std::string> ElasticMembership::failedOn() {
+  std::lock_guard lock(mutex_);
+  return failed_on_;
+}
+
+ElasticMembership::Finish ElasticMembership::finish(std::chrono::milliseconds timeout) {
+  lease_->set(key("done"), options_.agent_id);
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, timeout, [this] {
+    return finished_ || closed_ || !error_.empty() || (latest_ && latest_->round > returned_);
+  });
+  if (finished_) {
+    return Finish::kAllDone;
   }
-  const std::string prefix =
-      "ddprun/exit/" + options_.run_id + "/" + std::to_string(last_round_->round) + "/";
-  lease_->set(prefix + std::to_string(last_round_->group_rank), "done");
-  std::vector<std::string> everyone;
-  for (int node = 0; node < last_round_->group_world_size; ++node) {
-    everyone.push_back(prefix + std::to_string(node));
+  if (latest_ && latest_->round > returned_) {
+    return Finish::kRoundMoved;
   }
-  lease_->wait(everyone, timeout);
+  return closed_ || !error_.empty() ? Finish::kClosed : Finish::kTimedOut;
 }
 
 std::pair<std::string, std::uint16_t> ElasticMembership::workerStore(const ElasticRound& round) {

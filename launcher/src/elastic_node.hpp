@@ -140,25 +140,41 @@ class ElasticNode {
       membership_->onChange(std::move(round_over));
     };
     hooks.request_restart = [this] { membership_->requestRestart(); };
+    hooks.cancel_wait = [this] { membership_->cancelWait(); };
     return hooks;
   }
 
-  // This node is done: close the run so every other agent ends too (torchrun
-  // closes on success and when restarts are spent). After a success, first
-  // wait for the other nodes' workers to finish. Returns a warning, if any.
+  // The agent whose failure ended the job elsewhere, if one did.
+  std::optional<std::string> failedOn() { return membership_->failedOn(); }
+
+  // This node is done. After a success it waits for every node of the round
+  // (the exit barrier), then closes the run; if the job moved to a new round
+  // meanwhile, it leaves it to the others. After a failure (restarts spent)
+  // it aborts the run so every other agent stops too. Returns a warning.
   std::optional<std::string> jobEnded(bool succeeded) {
+    using Finish = ElasticMembership::Finish;
     std::optional<std::string> warning;
     try {
-      if (succeeded) {
-        membership_->exitBarrier(std::chrono::seconds(300));
+      if (!succeeded) {
+        membership_->close(/*failed=*/true);
+        return warning;
+      }
+      switch (membership_->finish(std::chrono::seconds(300))) {
+        case Finish::kAllDone:
+          membership_->close(/*failed=*/false);
+          break;
+        case Finish::kRoundMoved:
+          warning = "the job moved to a new round after this node's workers finished; leaving it";
+          break;
+        case Finish::kClosed:
+          break;
+        case Finish::kTimedOut:
+          warning = "exit barrier: not every node finished within 300 s";
+          membership_->close(/*failed=*/false);
+          break;
       }
     } catch (const std::exception& error) {
-      warning = std::string("exit barrier: ") + error.what();
-    }
-    try {
-      membership_->close();
-    } catch (const std::exception&) {
-      // The daemon is gone; the others learn it from their own connections.
+      warning = std::string("rendezvous at the end of the job: ") + error.what();
     }
     return warning;
   }

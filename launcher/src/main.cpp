@@ -237,7 +237,12 @@ int runAgent(const LaunchConfig& config) {
     if (auto gave_up = place.fixed->exitBarrier()) {
       log().warn("exit barrier: {}", *gave_up);
     }
-  } else if (result.signal == 0 && !result.closed_elsewhere) {
+  } else if (result.closed_elsewhere) {
+    if (auto failed_on = place.elastic->failedOn()) {
+      log().error("the job failed on {} (its restarts are spent); this node stops too", *failed_on);
+      return result.exit_code != 0 ? result.exit_code : 1;
+    }
+  } else if (result.signal == 0) {
     // Done here (success, or restarts spent): end the job on every node. An
     // agent stopped by a signal leaves the run open for a replacement.
     if (auto warning = place.elastic->jobEnded(result.exit_code == 0)) {

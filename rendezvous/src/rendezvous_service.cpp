@@ -1,5 +1,6 @@
 #include "ddprun/rendezvous/rendezvous_service.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace ddprun::rdzv {
@@ -88,6 +89,11 @@ std::optional<std::string> RendezvousService::onSet(ClientId client, std::string
     tell(run_id, run, agent, simpleEvent("left"), keys);  // its event reader can stop
   } else if (verb == "close") {
     publish(run_id, run, run.rdzv.close(), keys);
+  } else if (verb == "done") {
+    finishMember(run_id, run, agent, keys);
+  } else if (verb == "abort") {
+    run.aborted_by = agent;  // the closed events say the job failed, and where
+    publish(run_id, run, run.rdzv.close(), keys);
   } else {
     return "an unknown rendezvous request '" + verb + "'";
   }
@@ -142,6 +148,26 @@ std::optional<std::string> RendezvousService::join(ClientId client, const std::s
   return std::nullopt;
 }
 
+// The exit barrier, pushed: when every member of the running round has
+// reported its workers done, each is told "finished". A newer round resets it.
+void RendezvousService::finishMember(const std::string& run_id, Run& run, const std::string& agent,
+                                     KeySpace& keys) {
+  const auto members = run.rdzv.members();
+  if (!run.rdzv.complete() || std::find(members.begin(), members.end(), agent) == members.end()) {
+    return;
+  }
+  if (run.done_round != run.rdzv.round()) {
+    run.done_round = run.rdzv.round();
+    run.done.clear();
+  }
+  run.done.insert(agent);
+  if (run.done.size() == members.size()) {
+    for (const std::string& member : members) {
+      tell(run_id, run, member, simpleEvent("finished", run.done_round), keys);
+    }
+  }
+}
+
 void RendezvousService::onDisconnect(ClientId client, Clock::time_point now, KeySpace& keys) {
   const auto binding = bindings_.find(client);
   if (binding == bindings_.end()) {
@@ -183,8 +209,12 @@ void RendezvousService::publish(const std::string& run_id, Run& run, const Event
         tell(run_id, run, agent, simpleEvent("suspended", suspended->round), keys);
       }
     } else if (const auto* closed = std::get_if<RendezvousClosed>(&event)) {
+      json notice{{"type", "closed"}};
+      if (!run.aborted_by.empty()) {
+        notice["failed_on"] = run.aborted_by;
+      }
       for (const std::string& agent : closed->agents) {
-        tell(run_id, run, agent, simpleEvent("closed"), keys);
+        tell(run_id, run, agent, notice.dump(), keys);
       }
     }
   }

@@ -62,7 +62,8 @@ class ElasticTest : public ::testing::Test {
   // One agent of job `job`: 2 fake workers writing their environment (and a
   // ready file) to <tmp>/<name>/.
   Subprocess agent(const std::string& name, const std::string& nnodes, std::uint16_t port,
-                   std::vector<std::string> worker_args = {}) {
+                   std::vector<std::string> worker_args = {},
+                   std::vector<std::string> launcher_args = {}) {
     const fs::path dir = dir_.path() / name;
     fs::create_directories(dir);
     SpawnOptions options;
@@ -76,13 +77,10 @@ class ElasticTest : public ::testing::Test {
                     "--rdzv-endpoint",
                     "127.0.0.1:" + std::to_string(port),
                     "--rdzv-id",
-                    "job7",
-                    "--no-python",
-                    DDPRUN_FAKE_WORKER,
-                    "--env-to",
-                    dir.string(),
-                    "--ready-to",
-                    dir.string()};
+                    "job7"};
+    options.argv.insert(options.argv.end(), launcher_args.begin(), launcher_args.end());
+    options.argv.insert(options.argv.end(), {"--no-python", DDPRUN_FAKE_WORKER, "--env-to",
+                                             dir.string(), "--ready-to", dir.string()});
     options.argv.insert(options.argv.end(), worker_args.begin(), worker_args.end());
     options.env = {{"PATH", "/usr/bin:/bin"}};
     const int log = ::open((dir / "agent.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -161,6 +159,44 @@ TEST_F(ElasticTest, ASigkilledAgentLeavesTheSurvivorsASmallerWorld) {
   EXPECT_EQ(survivor["GROUP_WORLD_SIZE"], "1");
   EXPECT_EQ(env("a", 1)["RANK"], "1");
   EXPECT_NE(log("a").find("round 1: node 0 of 1"), std::string::npos) << log("a");
+}
+
+// Node b's workers fail on attempt 0 while node a's block, as peers of a
+// failed rank do: with --max-restarts=1 both nodes move to round 1 together,
+// and the job finishes there.
+TEST_F(ElasticTest, AWorkerFailureRestartsEveryNodeIntoTheNextRound) {
+  test_support::DaemonProcess daemon;
+  const std::vector<std::string> restart = {"--max-restarts", "1"};
+  Subprocess a = agent("a", "2", daemon.port(), {"--hang", "--only-attempt", "0"}, restart);
+  Subprocess b = agent("b", "2", daemon.port(), {"--exit", "3", "--only-attempt", "0"}, restart);
+  EXPECT_TRUE(a.wait().success()) << log("a");
+  EXPECT_TRUE(b.wait().success()) << log("b");
+  for (const std::string node : {"a", "b"}) {
+    EXPECT_EQ(env(node, 0)["TORCHELASTIC_RESTART_COUNT"], "1") << log(node);
+    EXPECT_EQ(env(node, 0)["WORLD_SIZE"], "4");
+  }
+}
+
+// With restarts spent, the failing node aborts the run: the other agent stops
+// its (hanging) workers at once and exits non-zero with a clear message,
+// instead of hanging until a collective times out.
+TEST_F(ElasticTest, SpentRestartsEndTheJobOnEveryNode) {
+  test_support::DaemonProcess daemon;
+  Subprocess a = agent("a", "2", daemon.port(), {"--hang"});
+  Subprocess b = agent("b", "2", daemon.port(), {"--exit", "3"});
+  EXPECT_EQ(b.wait().shellCode(), 3) << log("b");
+  EXPECT_EQ(a.wait().shellCode(), 1) << log("a");
+  EXPECT_NE(log("a").find("the job failed on"), std::string::npos) << log("a");
+}
+
+// An agent waiting for a second node that never comes still obeys SIGTERM.
+TEST_F(ElasticTest, AnAgentWaitingForARoundStopsOnSigterm) {
+  test_support::DaemonProcess daemon;
+  Subprocess lonely = agent("a", "2", daemon.port());
+  ASSERT_TRUE(test_support::eventually(
+      [&] { return log("a").find("joined rendezvous") != std::string::npos; }, 30s));
+  ::kill(lonely.pid(), SIGTERM);
+  EXPECT_EQ(lonely.wait().shellCode(), 128 + SIGTERM) << log("a");
 }
 
 }  // namespace

@@ -53,6 +53,8 @@ struct ElasticHooks {
   std::function<void(std::function<void(std::int64_t newer_round)> round_over)> on_round_over;
   // This node's workers failed and restarts remain: move every node on.
   std::function<void()> request_restart;
+  // Makes a blocked next_round() return nullopt (a signal ends the run). Any thread.
+  std::function<void()> cancel_wait;
 };
 
 struct AgentConfig {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -66,18 +67,28 @@ class ElasticMembership {
   std::optional<ElasticRound> nextRound();
 
   // Called on the reader thread whenever the round returned last is over (a
-  // new round, or a suspension below min_nodes). A close is not a change: the
-  // running workers finish, and the next nextRound() returns nullopt.
+  // new round, a suspension below min_nodes, or an abort: kAborted). A plain
+  // close is not a change: the running workers finish, and the next
+  // nextRound() returns nullopt.
   void onChange(std::function<void(std::int64_t newer_round)> notify);
+  static constexpr std::int64_t kAborted = INT64_MAX;
+  // The agent whose failure ended the job, once the run was aborted.
+  std::optional<std::string> failedOn();
+
+  // Makes a nextRound() blocked in another thread return nullopt. Any thread.
+  void cancelWait();
 
   // This node's workers failed: the whole job moves to a new round.
   void requestRestart();
-  // After this node's workers succeeded: waits until every node of the last
-  // round got there too, so the workers' store and the daemon an agent may
-  // host stay up for them (torchrun's exit barrier). Throws TimeoutError.
-  void exitBarrier(std::chrono::milliseconds timeout);
-  // The job is over (success, or restarts spent): every agent is told.
-  void close();
+  // After this node's workers succeeded: reports it and waits until every
+  // node of the round has (torchrun's exit barrier), so the workers' store
+  // and a daemon this agent hosts stay up for them. The daemon pushes the
+  // outcome; nothing polls.
+  enum class Finish { kAllDone, kRoundMoved, kClosed, kTimedOut };
+  Finish finish(std::chrono::milliseconds timeout);
+  // The job is over: every agent is told. `failed`: restarts are spent
+  // here, and every other agent stops its workers too.
+  void close(bool failed);
 
   // The workers' MASTER_ADDR:MASTER_PORT for `round`: group rank 0 hosts an
   // empty store for each round and publishes it; the others read it.
@@ -92,7 +103,7 @@ class ElasticMembership {
   std::unique_ptr<rdzv::StoreClient> lease_;  // agent thread only
   std::unique_ptr<rdzv::Server> worker_store_;
   std::int64_t hosted_round_ = -1;
-  std::optional<ElasticRound> last_round_;  // the round nextRound() returned last
+  bool finished_ = false;  // the daemon said every member of the round is done
 
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -100,7 +111,9 @@ class ElasticMembership {
   std::int64_t returned_ = -1;          // the round nextRound() returned last
   bool closed_ = false;
   bool stopping_ = false;
+  bool cancelled_ = false;
   std::string error_;
+  std::optional<std::string> failed_on_;
   std::function<void(std::int64_t)> notify_;
 
   std::thread reader_;

@@ -9,13 +9,16 @@
 //   ddprun/rdzv/<run id>/restart    <agent id>   (its workers failed)
 //   ddprun/rdzv/<run id>/leave      <agent id>
 //   ddprun/rdzv/<run id>/close      <agent id>   (the job is over)
+//   ddprun/rdzv/<run id>/abort      <agent id>   (the job failed there)
+//   ddprun/rdzv/<run id>/done       <agent id>   (its workers succeeded)
 //
 // and reads its events, in order, from ddprun/rdzv/<run id>/events/<agent>/<n>
 // for n = 0, 1, ...: a blocking GET (a WAIT) returns the moment the daemon
 // writes one, so nothing polls. Events are JSON objects with a "type":
 // "round" (group_rank, base_rank, world_size, group_world_size, round),
-// "suspended", "spare", "closed", "left" (after its own leave), or "error"
-// (message).
+// "suspended", "spare", "closed" (with "failed_on": agent after an abort),
+// "finished" (every member of the round is done: the exit barrier), "left"
+// (after its own leave), or "error" (message).
 //
 // The connection that joined is the agent's lease: when it drops, the agent
 // is lost at once. Liveness is judged by this daemon's monotonic clock only.
@@ -27,6 +30,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -61,6 +65,9 @@ class RendezvousService {
     ElasticSettings settings;
     ElasticRendezvous rdzv;
     std::map<std::string, int64_t, std::less<>> next_event;  // per agent
+    std::string aborted_by;      // the agent whose job failure closed the run
+    std::set<std::string> done;  // members of done_round whose workers succeeded
+    int64_t done_round = -1;
   };
   struct Binding {
     std::string run_id;
@@ -69,6 +76,7 @@ class RendezvousService {
 
   std::optional<std::string> join(ClientId client, const std::string& run_id,
                                   std::string_view payload, Clock::time_point now, KeySpace& keys);
+  void finishMember(const std::string& run_id, Run& run, const std::string& agent, KeySpace& keys);
   void publish(const std::string& run_id, Run& run, const Events& events, KeySpace& keys);
   void tell(const std::string& run_id, Run& run, const std::string& agent,
             const std::string& event_json, KeySpace& keys);
