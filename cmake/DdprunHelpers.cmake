@@ -41,7 +41,11 @@ function(ddprun_add_test)
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest_main)
   ddprun_apply_warnings(${ARG_NAME})
-  gtest_discover_tests(${ARG_NAME}
-    PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "${ARG_ENV}" TIMEOUT ${ARG_TIMEOUT}
-    DISCOVERY_TIMEOUT 60)
+  # An empty ENVIRONMENT value would drop out of the property list and
+  # swallow the TIMEOUT keyword after it, so it is only given when set.
+  set(properties LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+  if(ARG_ENV)
+    list(APPEND properties ENVIRONMENT "${ARG_ENV}")
+  endif()
+  gtest_discover_tests(${ARG_NAME} PROPERTIES ${properties} DISCOVERY_TIMEOUT 60)
 endfunction()

@@ -168,8 +168,18 @@ void Agent::Impl::onRound(std::optional<AttemptGroup> next, std::exception_ptr e
 // Elastic: the rendezvous moved past the running round (a node was lost or
 // arrived): stop the workers and join the next one; not a failure.
 void Agent::Impl::onRoundOver(std::int64_t newer_round) {
-  if (phase != Phase::Running || newer_round <= attempt) {
-    return;  // already stopping, or the news is of the round running now
+  if (newer_round <= attempt || phase == Phase::Waiting || phase == Phase::Done) {
+    return;  // news of the round running now, or nothing runs
+  }
+  if (phase == Phase::Stopping) {
+    // Workers often fail first when a peer node dies (their connections
+    // reset). With no restart asked for, that failure was the lost node's:
+    // move to the new round without counting it.
+    if (!restart_after_stop && result.signal == 0) {
+      restart_after_stop = true;
+      round_over = true;
+    }
+    return;
   }
   restart_after_stop = true;
   round_over = true;

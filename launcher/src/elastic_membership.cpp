@@ -88,6 +88,9 @@ void ElasticMembership::readEvents() {
           if (event.contains("failed_on")) {
             failed_on_ = event["failed_on"].get<std::string>();
           }
+        } else if (type == "dropped") {
+          closed_ = true;
+          dropped_ = true;
         } else if (type == "finished") {
           finished_ = event.value("round", std::int64_t{-1}) == returned_;
         } else if (type == "error") {
@@ -96,15 +99,16 @@ void ElasticMembership::readEvents() {
         // "suspended" and "spare" only mean: no round to run now. A close
         // does not stop workers that are running: it comes first from the
         // agent that finished first, while the others finish too.
-        if (returned_ >= 0 && (type == "round" || type == "suspended" || failed_on_)) {
+        if (returned_ >= 0 && (type == "round" || type == "suspended" || failed_on_ || dropped_)) {
           notify = notify_;
         }
       }
       changed_.notify_all();
       if (notify) {
-        notify(type == "closed" ? kAborted : event.value("round", std::int64_t{0}));
+        notify(type == "closed" || type == "dropped" ? kAborted
+                                                     : event.value("round", std::int64_t{0}));
       }
-      if (type == "closed" || type == "left" || type == "error") {
+      if (type == "closed" || type == "left" || type == "error" || type == "dropped") {
         return;
       }
     }
@@ -173,6 +177,11 @@ void ElasticMembership::requestRestart() { lease_->set(key("restart"), options_.
 
 void ElasticMembership::close(bool failed) {
   lease_->set(key(failed ? "abort" : "close"), options_.agent_id);
+}
+
+bool ElasticMembership::dropped() {
+  std::lock_guard lock(mutex_);
+  return dropped_;
 }
 
 std::optional<std::string> ElasticMembership::failedOn() {

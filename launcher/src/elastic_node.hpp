@@ -146,6 +146,7 @@ class ElasticNode {
 
   // The agent whose failure ended the job elsewhere, if one did.
   std::optional<std::string> failedOn() { return membership_->failedOn(); }
+  bool dropped() { return membership_->dropped(); }
 
   // This node is done. After a success it waits for every node of the round
   // (the exit barrier), then closes the run; if the job moved to a new round

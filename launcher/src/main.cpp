@@ -238,6 +238,12 @@ int runAgent(const LaunchConfig& config) {
       log().warn("exit barrier: {}", *gave_up);
     }
   } else if (result.closed_elsewhere) {
+    if (place.elastic->dropped()) {
+      log().error(
+          "the rendezvous dropped this node: no heartbeat reached it within keep_alive_interval "
+          "x keep_alive_max_attempt (a network problem?); the job goes on without it");
+      return result.exit_code != 0 ? result.exit_code : 1;
+    }
     if (auto failed_on = place.elastic->failedOn()) {
       log().error("the job failed on {} (its restarts are spent); this node stops too", *failed_on);
       return result.exit_code != 0 ? result.exit_code : 1;

@@ -180,9 +180,19 @@ void RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
   }
 }
 
+// Expired agents are told too: a host whose link comes back must learn it
+// was dropped, or its agent and workers would run on alone.
 void RendezvousService::tick(Clock::time_point now, KeySpace& keys) {
   for (auto& [run_id, run] : runs_) {
+    std::vector<std::string> before = run.rdzv.members();
+    const std::vector<std::string> spares = run.rdzv.spares();
+    before.insert(before.end(), spares.begin(), spares.end());
     publish(run_id, run, run.rdzv.tick(now), keys);
+    for (const std::string& agent : before) {
+      if (!run.rdzv.knows(agent)) {
+        tell(run_id, run, agent, simpleEvent("dropped"), keys);
+      }
+    }
   }
 }
 

@@ -141,6 +141,8 @@ TEST_P(RendezvousServiceTest, ASilentAgentIsLostAfterTheKeepAliveTimeout) {
   heartbeats.join();
   EXPECT_EQ(next["round"], 1);
   EXPECT_EQ(next["group_world_size"], 1);
+  EXPECT_EQ(b.nextEvent()["round"], 0);
+  EXPECT_EQ(b.nextEvent()["type"], "dropped") << "a dropped agent must be told";
 }
 
 TEST_P(RendezvousServiceTest, BeyondMaxAnAgentIsASpareUntilAPlaceFrees) {

@@ -74,6 +74,8 @@ class ElasticMembership {
   static constexpr std::int64_t kAborted = INT64_MAX;
   // The agent whose failure ended the job, once the run was aborted.
   std::optional<std::string> failedOn();
+  // Whether the daemon dropped this agent (no heartbeat reached it in time).
+  bool dropped();
 
   // Makes a nextRound() blocked in another thread return nullopt. Any thread.
   void cancelWait();
@@ -114,6 +116,7 @@ class ElasticMembership {
   bool cancelled_ = false;
   std::string error_;
   std::optional<std::string> failed_on_;
+  bool dropped_ = false;
   std::function<void(std::int64_t)> notify_;
 
   std::thread reader_;

@@ -102,6 +102,7 @@ class ElasticRendezvous {
   bool closed() const { return closed_; }
   std::vector<std::string> members() const;
   std::vector<std::string> spares() const;
+  bool knows(const std::string& id) const;
 
  private:
   struct Agent {
@@ -114,7 +115,6 @@ class ElasticRendezvous {
   void reform(Clock::time_point now, Events& events);
   void removeEverywhere(const std::string& id, bool& was_member);
   void orderFirstRound();
-  bool knows(const std::string& id) const;
   Agent* find(const std::string& id);
   // Members first, then spares; const or not, as `self` is.
   template <typename Self>

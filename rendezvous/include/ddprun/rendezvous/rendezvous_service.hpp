@@ -17,8 +17,9 @@
 // writes one, so nothing polls. Events are JSON objects with a "type":
 // "round" (group_rank, base_rank, world_size, group_world_size, round),
 // "suspended", "spare", "closed" (with "failed_on": agent after an abort),
-// "finished" (every member of the round is done: the exit barrier), "left"
-// (after its own leave), or "error" (message).
+// "finished" (every member of the round is done: the exit barrier),
+// "dropped" (no heartbeat within the keep-alive timeout), "left" (after its
+// own leave), or "error" (message).
 //
 // The connection that joined is the agent's lease: when it drops, the agent
 // is lost at once. Liveness is judged by this daemon's monotonic clock only.

@@ -1,0 +1,257 @@
+#include "netns_lab.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+
+#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/test_support/eventually.hpp"
+
+namespace ddprun::netns_test {
+namespace {
+
+constexpr const char* kNamePrefix = "ddprun-netns-";
+constexpr const char* kBridge = "br0";
+
+std::string joined(const std::vector<std::string>& argv) {
+  std::string text;
+  for (const std::string& arg : argv) {
+    text += (text.empty() ? "" : " ") + arg;
+  }
+  return text;
+}
+
+// Closes a descriptor on every path out.
+struct Descriptor {
+  int fd = -1;
+  ~Descriptor() {
+    if (fd >= 0) {
+      ::close(fd);
+    }
+  }
+};
+
+std::string readAll(int fd) {
+  std::string text;
+  char buffer[4096];
+  for (off_t offset = 0;;) {
+    const ssize_t got = ::pread(fd, buffer, sizeof(buffer), offset);
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got <= 0) {
+      return text;
+    }
+    text.append(buffer, static_cast<std::size_t>(got));
+    offset += got;
+  }
+}
+
+// Waits for the child's exit: on its pidfd when there is one, else polling.
+std::optional<launcher::ExitStatus> waitWithDeadline(launcher::Subprocess& child,
+                                                     std::chrono::milliseconds timeout) {
+  if (child.pidfd() >= 0) {
+    pollfd exit_watch{child.pidfd(), POLLIN, 0};
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      const int ready = ::poll(&exit_watch, 1, static_cast<int>(std::max<long>(0, left.count())));
+      if (ready >= 0 || errno != EINTR) {
+        return child.tryWait();  // exited, or the deadline passed (nullopt)
+      }
+    }
+  }
+  std::optional<launcher::ExitStatus> status;
+  test_support::eventually(
+      [&] {
+        status = child.tryWait();
+        return status.has_value();
+      },
+      timeout, std::chrono::milliseconds(1));
+  return status;
+}
+
+// Deletes the namespaces of earlier test processes that are gone (killed by
+// a ctest timeout before their destructors ran). Once per process.
+void removeStaleNamespaces(const std::string& ip) {
+  static std::atomic<bool> done{false};
+  if (done.exchange(true)) {
+    return;
+  }
+  const CommandResult list = runCommand({ip, "netns", "list"});
+  std::istringstream lines(list.output);
+  for (std::string line; std::getline(lines, line);) {
+    const std::string name = line.substr(0, line.find(' '));
+    if (name.rfind(kNamePrefix, 0) != 0) {
+      continue;
+    }
+    const std::string rest = name.substr(std::string(kNamePrefix).size());
+    const pid_t owner = static_cast<pid_t>(std::atol(rest.c_str()));
+    if (owner <= 0 || ::kill(owner, 0) == 0 || errno != ESRCH) {
+      continue;  // its test still runs
+    }
+    // What that test started there and left running (ddprund has no
+    // parent-death signal): nothing else lives in these namespaces.
+    std::istringstream pids(runCommand({ip, "netns", "pids", name}).output);
+    for (pid_t pid = 0; pids >> pid;) {
+      ::kill(pid, SIGKILL);
+    }
+    runCommand({ip, "netns", "delete", name});
+  }
+}
+
+}  // namespace
+
+CommandResult runCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+  Descriptor output{::memfd_create("netns-command-output", MFD_CLOEXEC)};
+  if (output.fd < 0) {
+    throw std::system_error(errno, std::generic_category(), "memfd_create");
+  }
+  launcher::SpawnOptions options;
+  options.argv = argv;
+  options.env = {{"PATH", kChildPath}};
+  options.stdout_fd = output.fd;
+  options.stderr_fd = output.fd;
+  launcher::Subprocess child(options);
+  const auto status = waitWithDeadline(child, timeout);
+  if (!status) {
+    throw std::runtime_error("'" + joined(argv) + "' still runs after " +
+                             std::to_string(timeout.count()) + " ms");
+  }
+  return {status->shellCode(), readAll(output.fd)};
+}
+
+std::string ipBinary() {
+  for (const char* candidate : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
+    if (::access(candidate, X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return "";
+}
+
+std::optional<std::string> unavailableReason() {
+  static const std::optional<std::string> reason = []() -> std::optional<std::string> {
+    if (ipBinary().empty()) {
+      return "network namespace tests need iproute2's `ip` (not found in /usr/sbin, /sbin, "
+             "/usr/bin or /bin)";
+    }
+    try {
+      NetLab probe({"probe"});
+      const CommandResult inside = runCommand(probe.onHost("probe", {"true"}));
+      if (inside.code != 0) {
+        return "`ip netns exec` does not work here (exit " + std::to_string(inside.code) +
+               "): " + inside.output;
+      }
+    } catch (const std::exception& error) {
+      return std::string(
+                 "cannot build network namespaces here (they need root, or "
+                 "CAP_NET_ADMIN and CAP_SYS_ADMIN, and veth and bridge support): ") +
+             error.what();
+    }
+    return std::nullopt;
+  }();
+  return reason;
+}
+
+NetLab::NetLab(const std::vector<std::string>& hosts) : ip_(ipBinary()) {
+  static std::atomic<int> counter{0};
+  if (ip_.empty()) {
+    throw std::runtime_error("no `ip` command");
+  }
+  removeStaleNamespaces(ip_);
+  prefix_ = kNamePrefix + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-";
+  bridge_namespace_ = prefix_ + "bridge";
+  try {
+    ip({"netns", "add", bridge_namespace_});
+    created_.push_back(bridge_namespace_);
+    ip({"-n", bridge_namespace_, "link", "set", "lo", "up"});
+    ip({"-n", bridge_namespace_, "link", "add", kBridge, "type", "bridge"});
+    ip({"-n", bridge_namespace_, "link", "set", kBridge, "up"});
+    for (const std::string& host : hosts) {
+      if (host.empty() || host.size() > 15 || hosts_.count(host) != 0) {
+        throw std::runtime_error("bad or repeated host name '" + host + "'");
+      }
+      hosts_[host] = static_cast<int>(hosts_.size());
+      const std::string ns = namespaceOf(host);
+      ip({"netns", "add", ns});
+      created_.push_back(ns);
+      ip({"-n", ns, "link", "set", "lo", "up"});
+      ip({"-n", bridge_namespace_, "link", "add", host, "type", "veth", "peer", "name", kInterface,
+          "netns", ns});
+      ip({"-n", bridge_namespace_, "link", "set", host, "master", kBridge});
+      ip({"-n", bridge_namespace_, "link", "set", host, "up"});
+      ip({"-n", ns, "addr", "add", address(host) + "/24", "dev", kInterface});
+      ip({"-n", ns, "link", "set", kInterface, "up"});
+    }
+  } catch (...) {
+    teardown();
+    throw;
+  }
+}
+
+NetLab::~NetLab() { teardown(); }
+
+void NetLab::teardown() noexcept {
+  // Hosts first, the bridge's namespace last (the reverse of creation).
+  for (auto it = created_.rbegin(); it != created_.rend(); ++it) {
+    try {
+      runCommand({ip_, "netns", "delete", *it});
+    } catch (...) {
+      // Never throw from cleanup; the next lab deletes what is left.
+    }
+  }
+  created_.clear();
+}
+
+void NetLab::ip(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {ip_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const CommandResult result = runCommand(argv);
+  if (result.code != 0) {
+    throw std::runtime_error("'" + joined(argv) + "' failed (exit " + std::to_string(result.code) +
+                             "): " + result.output);
+  }
+}
+
+int NetLab::position(const std::string& host) const {
+  const auto it = hosts_.find(host);
+  if (it == hosts_.end()) {
+    throw std::invalid_argument("no host '" + host + "' in this lab");
+  }
+  return it->second;
+}
+
+std::string NetLab::namespaceOf(const std::string& host) const {
+  position(host);
+  return prefix_ + host;
+}
+
+std::string NetLab::address(const std::string& host) const {
+  return "10.77.0." + std::to_string(10 + position(host));
+}
+
+std::vector<std::string> NetLab::onHost(const std::string& host,
+                                        std::vector<std::string> argv) const {
+  std::vector<std::string> full = {ip_, "netns", "exec", namespaceOf(host)};
+  full.insert(full.end(), std::make_move_iterator(argv.begin()),
+              std::make_move_iterator(argv.end()));
+  return full;
+}
+
+void NetLab::setLink(const std::string& host, bool up) {
+  position(host);  // throws for a host of another lab
+  ip({"-n", bridge_namespace_, "link", "set", host, up ? "up" : "down"});
+}
+
+}  // namespace ddprun::netns_test

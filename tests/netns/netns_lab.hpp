@@ -1,0 +1,87 @@
+// NetLab: a small network of real test hosts on one machine, built from Linux
+// network namespaces. Each host is a namespace with loopback up and one veth,
+// "eth0", addressed 10.77.0.<10 + its position>/24; the other ends of the
+// veths are ports of a bridge that lives in a namespace of its own, so
+// nothing is added to the machine's own network. Processes are put on a host
+// by running them under `ip netns exec`.
+//
+// Namespace names carry the test process's pid and a counter, so parallel
+// tests never collide; the destructor deletes every namespace it made (a
+// process still inside one keeps it alive, nameless, until it exits), and a
+// new lab first deletes the leftovers of test processes that no longer exist,
+// killing what still runs inside them (a test killed by ctest's timeout never
+// reaches its destructors, and a ddprund it started has no parent-death
+// signal).
+//
+// Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) and iproute2's `ip`;
+// unavailableReason() says why a lab cannot be built here, so tests can skip.
+// Used by one test thread.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddprun::netns_test {
+
+// The PATH given to every child: `ip` lives in sbin.
+inline constexpr const char* kChildPath = "/usr/sbin:/usr/bin:/sbin:/bin";
+
+struct CommandResult {
+  int code = 0;        // exit code, or 128 + signal
+  std::string output;  // stdout and stderr together
+};
+
+// Runs argv (argv[0] an absolute path, or found on kChildPath) with only PATH
+// in its environment, and waits for it. Throws std::runtime_error if it is
+// still running after `timeout` (it is killed then).
+CommandResult runCommand(const std::vector<std::string>& argv,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// iproute2's `ip`, or "" if there is none.
+std::string ipBinary();
+
+// Why no NetLab can be built here (no `ip`, no privileges, no veth or bridge
+// support), found once per process by building and deleting a one-host lab;
+// nullopt when labs work.
+std::optional<std::string> unavailableReason();
+
+class NetLab {
+ public:
+  static constexpr const char* kInterface = "eth0";  // every host's veth, in its namespace
+
+  // Builds the bridge and one host per name (hosts' names: up to 15
+  // characters, they name the bridge's ports). Throws std::runtime_error with
+  // the failing `ip` command's output, after deleting what it had made.
+  explicit NetLab(const std::vector<std::string>& hosts);
+  ~NetLab();
+  NetLab(const NetLab&) = delete;
+  NetLab& operator=(const NetLab&) = delete;
+
+  // The namespace of `host`, e.g. "ddprun-netns-4242-0-h1".
+  std::string namespaceOf(const std::string& host) const;
+  // The host's IPv4 address, e.g. "10.77.0.11".
+  std::string address(const std::string& host) const;
+  // `argv` run on `host`: {ip, "netns", "exec", <namespace>, argv...}. The
+  // process `ip` becomes is argv's program itself (ip execs it), so the pid
+  // of the spawned child is the program's pid.
+  std::vector<std::string> onHost(const std::string& host, std::vector<std::string> argv) const;
+  // Sets the bridge's end of the host's veth down or up: down, the host is
+  // cut off without a word (no FIN, no RST reaches anyone).
+  void setLink(const std::string& host, bool up);
+
+ private:
+  void ip(const std::vector<std::string>& args) const;  // throws on failure
+  void teardown() noexcept;
+  int position(const std::string& host) const;
+
+  std::string ip_;
+  std::string prefix_;
+  std::string bridge_namespace_;
+  std::map<std::string, int> hosts_;
+  std::vector<std::string> created_;  // namespaces to delete
+};
+
+}  // namespace ddprun::netns_test

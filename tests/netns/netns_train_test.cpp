@@ -1,0 +1,204 @@
+// `train` (LibTorch DDP over Gloo) across real (namespaced) hosts: two or
+// three agents on their own addresses, ddprund on another, the snapshot on the
+// shared filesystem. Gloo talks over each host's veth (GLOO_SOCKET_IFNAME),
+// the workers' store is on node 0's address.
+#include <signal.h>
+
+#include <regex>
+
+#include "netns_job.hpp"
+
+namespace ddprun::netns_test {
+namespace {
+
+class NetnsTrainTest : public NetnsJobTest {
+ protected:
+  std::string snapshot() const { return (dir_.path() / "snapshot.pt").string(); }
+
+  // train --task mlp with a snapshot every epoch; `extra` after the rest.
+  std::vector<std::string> train(int total_epochs, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {TRAIN_BINARY,
+                                     "--task",
+                                     "mlp",
+                                     "--total-epochs",
+                                     std::to_string(total_epochs),
+                                     "--save-every",
+                                     "1",
+                                     "--batch-size",
+                                     "32",
+                                     "--snapshot-path",
+                                     snapshot(),
+                                     "--timeout",
+                                     "60"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  }
+
+  // Epochs the snapshot holds (train --inspect-snapshot); -1 if none.
+  int snapshotEpochs() const {
+    const CommandResult inspected = runCommand({TRAIN_BINARY, "--inspect-snapshot", snapshot()});
+    std::smatch match;
+    static const std::regex epochs(R"("epochs_run":([0-9]+))");
+    if (inspected.code != 0 || !std::regex_search(inspected.output, match, epochs)) {
+      return -1;
+    }
+    return std::stoi(match[1].str());
+  }
+
+  // The group rank `name`'s agent logged for `round`, or -1.
+  int groupRank(const std::string& name, int round) const {
+    std::smatch match;
+    const std::string text = log(name);
+    const std::regex line("round " + std::to_string(round) + ": node ([0-9]+) of");
+    return std::regex_search(text, match, line) ? std::stoi(match[1].str()) : -1;
+  }
+
+  // Lines "train: epoch N | snapshot saved" in `name`'s log after `from`.
+  static int savesAfter(const std::string& text, std::size_t from) {
+    int saves = 0;
+    for (auto at = text.find("| snapshot saved to", from); at != std::string::npos;
+         at = text.find("| snapshot saved to", at + 1)) {
+      ++saves;
+    }
+    return saves;
+  }
+};
+
+// 2 nodes x 2 workers, --nnodes 2 fixed: both agents succeed, the snapshot
+// holds every epoch, rank 0 (on node 0) trained as a world of 4.
+TEST_F(NetnsTrainTest, TwoHostsTrainAsAWorldOfFour) {
+  buildLab(2);
+  const auto start = std::chrono::steady_clock::now();
+  Subprocess a = agent("a", "h1", "2", train(3));
+  Subprocess b = agent("b", "h2", "2", train(3));
+  const auto a_status = waitExit(a, 180s);
+  const auto b_status = waitExit(b, 60s);
+  report("two_hosts_three_epochs_ms", millisSince(start));
+  ASSERT_TRUE(a_status && a_status->success()) << describe(a_status) << logs({"a", "b"});
+  ASSERT_TRUE(b_status && b_status->success()) << describe(b_status) << logs({"a", "b"});
+  EXPECT_EQ(snapshotEpochs(), 3);
+  const std::string node0 = groupRank("a", 0) == 0 ? "a" : "b";
+  EXPECT_EQ(groupRank(node0 == "a" ? "b" : "a", 0), 1) << logs({"a", "b"});
+  EXPECT_TRUE(contains(log(node0), "world 4 (gloo), batch 32 x 4")) << logs({"a", "b"});
+  const std::string node0_host = node0 == "a" ? "h1" : "h2";
+  EXPECT_TRUE(
+      contains(log(node0), "ranks 0..1 of 4, workers' store at " + lab_->address(node0_host) + ":"))
+      << log(node0);
+}
+
+// Node losses race with the survivors' own workers: a killed worker's Gloo
+// sockets reset its peers, which may fail (and be seen failing by their
+// agent) before that agent acts on ddprund's push of the next round. The
+// agent counts such a failure as the membership change it is, so the default
+// --max-restarts 0 must survive a lost node.
+const std::vector<std::string> kDefaultRestarts = {};
+
+// --nnodes 1:2; one agent is SIGKILLed mid-training (its workers die with it).
+// The survivor's workers are restarted at once as a world of 2, resume from
+// the shared snapshot and finish. Parameter: the killed node's group rank
+// (0: it hosted the workers' store and its rank 0 wrote the snapshots).
+class NetnsTrainKillTest : public NetnsTrainTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(NetnsTrainKillTest, TheSurvivorResumesFromTheSnapshotAsAWorldOfTwo) {
+  buildLab(2);
+  constexpr int kEpochs = 30;
+  const std::vector<std::string> program = train(kEpochs, {"--samples", "20000"});
+  Subprocess a = agent("a", "h1", "1:2", program, kDefaultRestarts);
+  Subprocess b = agent("b", "h2", "1:2", program, kDefaultRestarts);
+  // Mid-training: round 0 (both nodes) has saved two snapshots.
+  const bool training = test_support::eventually(
+      [&] {
+        return groupRank("a", 0) >= 0 && groupRank("b", 0) >= 0 &&
+               savesAfter(log("a") + log("b"), 0) >= 2;
+      },
+      120s, 20ms);
+  ASSERT_TRUE(training) << logs({"a", "b"});
+  const std::string victim = groupRank("a", 0) == GetParam() ? "a" : "b";
+  const std::string survivor = victim == "a" ? "b" : "a";
+  Subprocess& victim_agent = victim == "a" ? a : b;
+  Subprocess& survivor_agent = survivor == "a" ? a : b;
+  EXPECT_TRUE(contains(log("a") + log("b"), "world 4 (gloo)")) << logs({"a", "b"});
+
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(victim_agent.pid(), SIGKILL), 0);
+  // Round 1 as a rule; a later one if the race above cost a restart too.
+  const std::regex alone(R"(round ([0-9]+): node 0 of 1, ranks 0\.\.1 of 2)");
+  std::string survivor_log;  // `round` points into it
+  std::smatch round;
+  const bool moved_on = test_support::eventually(
+      [&] {
+        survivor_log = log(survivor);
+        return std::regex_search(survivor_log, round, alone);
+      },
+      30s, 10ms);
+  report("kill_to_survivor_alone_ms", millisSince(killed));
+  ASSERT_TRUE(moved_on) << logs({"a", "b"});
+  const auto status = waitExit(survivor_agent, 240s);
+  report("kill_to_survivor_done_ms", millisSince(killed));
+  ASSERT_TRUE(status && status->success()) << describe(status) << logs({"a", "b"});
+
+  std::cout << "[ netns    ] the survivor ran alone from round " << round[1].str() << std::endl;
+  const std::string text = log(survivor);
+  const std::string after = text.substr(text.find(round[0].str()));
+  EXPECT_TRUE(contains(after, "train: resuming from " + snapshot() + " after epoch")) << text;
+  EXPECT_TRUE(contains(after, "world 2 (gloo), batch 32 x 2")) << text;
+  EXPECT_EQ(snapshotEpochs(), kEpochs);
+  EXPECT_FALSE(daemon_->exitedStatus().has_value()) << "ddprund died";
+}
+
+INSTANTIATE_TEST_SUITE_P(KilledNode, NetnsTrainKillTest, ::testing::Values(1, 0), groupRankName);
+
+// --nnodes 1:3: two hosts train as a world of 4, then a third host's agent
+// joins mid-training; the job re-forms at once and all three end up in a
+// round of world 6, which resumes from the snapshot and finishes.
+TEST_F(NetnsTrainTest, AThirdHostJoiningMidTrainingGrowsTheWorldToSix) {
+  buildLab(3);
+  constexpr int kEpochs = 30;
+  // last_call_timeout=1: round 0 need not wait 30 s for a third node.
+  const std::vector<std::string> launcher_args = {"--rdzv-conf", "last_call_timeout=1"};
+  const std::vector<std::string> program = train(kEpochs, {"--samples", "20000"});
+  Subprocess a = agent("a", "h1", "1:3", program, launcher_args);
+  Subprocess b = agent("b", "h2", "1:3", program, launcher_args);
+  // Training as a world of 4 (round 0, or round 1 if b came after the last
+  // call), with a snapshot saved by that world.
+  const bool training = test_support::eventually(
+      [&] {
+        const std::string text = log("a") + log("b");
+        const auto world4 = text.find("world 4 (gloo)");
+        return world4 != std::string::npos && savesAfter(text, world4) >= 1;
+      },
+      120s, 20ms);
+  ASSERT_TRUE(training) << logs({"a", "b"});
+
+  const auto joined = std::chrono::steady_clock::now();
+  Subprocess c = agent("c", "h3", "1:3", program, launcher_args);
+  const std::regex in_six(R"(round ([0-9]+): node [0-2] of 3, ranks [0-9]+\.\.[0-9]+ of 6)");
+  const bool grown = test_support::eventually(
+      [&] {
+        for (const std::string name : {"a", "b", "c"}) {
+          const std::string text = log(name);
+          if (!std::regex_search(text, in_six)) {
+            return false;
+          }
+        }
+        return true;
+      },
+      60s, 20ms);
+  report("join_to_world_of_six_ms", millisSince(joined));
+  ASSERT_TRUE(grown) << logs({"a", "b", "c"});
+
+  const auto a_status = waitExit(a, 240s);
+  const auto b_status = waitExit(b, 60s);
+  const auto c_status = waitExit(c, 60s);
+  report("join_to_done_ms", millisSince(joined));
+  EXPECT_TRUE(a_status && a_status->success()) << describe(a_status) << logs({"a", "b", "c"});
+  EXPECT_TRUE(b_status && b_status->success()) << describe(b_status) << logs({"a", "b", "c"});
+  EXPECT_TRUE(c_status && c_status->success()) << describe(c_status) << logs({"a", "b", "c"});
+  const std::string all = log("a") + log("b") + log("c");
+  EXPECT_TRUE(contains(all, "world 6 (gloo), batch 32 x 6")) << all;
+  EXPECT_TRUE(contains(all, "train: resuming from " + snapshot() + " after epoch")) << all;
+  EXPECT_EQ(snapshotEpochs(), kEpochs);
+}
+
+}  // namespace
+}  // namespace ddprun::netns_test
