@@ -13,6 +13,15 @@
 //       to main) and exits 0.
 //   restart_worker hold
 //     every rank writes up.<rank>, waits for `release`, exits 0.
+//   restart_worker rdzv  (rdzv_bench)
+//     every worker writes rdzv.<phase>.<rank> = "<entry ns> <restart count>
+//       <world size>" by rename, so a reader never sees half of it. Phase is
+//       1 once $LAUNCH_BENCH_DIR/killed exists (rdzv_bench writes it just
+//       before it kills an agent), else 0: torchrun keeps the restart count
+//       at 0 across a membership change, so the count alone cannot tell a
+//       replacement. A phase-0 worker then holds for $LAUNCH_BENCH_HOLD_S
+//       seconds if that is set (its agent's SIGTERM ends it first), else it
+//       exits 0.
 //
 // Every wait has a deadline (exit 3), and the worker dies with its parent, so
 // nothing lingers if a launcher or the benchmark is killed.
@@ -23,6 +32,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -122,6 +132,31 @@ void stampTermOnSigterm(int rank) {
   std::_Exit(kDeadlineExit);
 }
 
+// rdzv_bench's mode (see the top of this file).
+int rdzvStamp(std::int64_t entered, int rank) {
+  const bool replacement = exists(benchFile("killed"));
+  const std::string name = "rdzv." + std::string(replacement ? "1." : "0.") + std::to_string(rank);
+  char text[96];
+  const int length =
+      std::snprintf(text, sizeof(text), "%lld %d %d\n", static_cast<long long>(entered),
+                    envInt("TORCHELASTIC_RESTART_COUNT"), envInt("WORLD_SIZE"));
+  const std::string temporary = benchFile(name + ".tmp");
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0 || ::write(fd, text, static_cast<std::size_t>(length)) != length) {
+    return 4;
+  }
+  ::close(fd);
+  if (::rename(temporary.c_str(), benchFile(name).c_str()) != 0) {
+    return 4;
+  }
+  const int hold_s = envInt("LAUNCH_BENCH_HOLD_S");
+  if (!replacement && hold_s > 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(hold_s));  // SIGTERM ends this early
+    return kDeadlineExit;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,6 +165,9 @@ int main(int argc, char** argv) {
   const std::string_view mode = argc > 1 ? argv[1] : "";
   const int rank = envInt("RANK");
   const std::string rank_text = std::to_string(rank);
+  if (mode == "rdzv") {
+    return rdzvStamp(entered, rank);
+  }
   if (mode == "restart" && envInt("TORCHELASTIC_RESTART_COUNT") > 0) {
     writeStamp(benchFile("start." + rank_text).c_str(), entered);
     return 0;

@@ -1,0 +1,230 @@
+// rdzv_bench's runs: one ElasticJob per launcher, agent count and run, its
+// workers' stamps turned into the report's figures (see rdzv_bench.cpp).
+#include "rdzv_runs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+
+#include "format.hpp"
+
+namespace ddprun::bench {
+
+double memAvailableMiB() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0.0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") {
+      return kib / 1024.0;
+    }
+  }
+  return 0.0;
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = ElasticJob::Clock;
+
+// A torchrun agent's resident memory is about 235 MiB (Python and torch);
+// rounded up, and at most this share of what the machine has available.
+constexpr double kTorchrunAgentMiB = 250.0;
+constexpr double kTorchrunMemoryShare = 0.6;
+
+// Empty if torchrun runs with `agents` agents; else why not, for the table.
+// Memory first: it says more than the flag when both apply.
+std::string torchrunSkipped(const RdzvBench& bench, int agents, int max_agents, const char* flag) {
+  if (bench.programs.python.empty()) {
+    return bench.options.skip_torchrun ? "not run (--skip-torchrun)" : "not run (no torch)";
+  }
+  const double need = agents * kTorchrunAgentMiB;
+  const double available = memAvailableMiB();
+  if (need > kTorchrunMemoryShare * available) {
+    return "not run: " + std::to_string(agents) + " × 250 MiB > 60% of MemAvailable (" +
+           formatNumber("%.1f", available / 1024.0) + " GiB)";
+  }
+  if (agents > max_agents) {
+    return "not run (" + std::string(flag) + " " + std::to_string(max_agents) + ")";
+  }
+  return "";
+}
+
+std::pair<fs::path, std::string> freshRun(RdzvBench& bench, const std::string& figure,
+                                          Launcher launcher, int agents, int run) {
+  const std::string label = figure + "." + nameOf(launcher) + ".N" + std::to_string(agents) + "." +
+                            std::to_string(++bench.counter);
+  const fs::path dir = bench.scratch.path() / label;
+  fs::create_directory(dir);
+  const std::string name = figure + ", " + nameOf(launcher) + ", " + std::to_string(agents) +
+                           " agents, " +
+                           (run < 0 ? "warm-up run" : "run " + std::to_string(run + 1));
+  return {dir, name};
+}
+
+Clock::time_point deadlineIn(double seconds) {
+  return Clock::now() + std::chrono::milliseconds(static_cast<long>(seconds * 1000));
+}
+
+// When the first and the last of a round's workers started, after `from`.
+struct Timing {
+  double first_ms = 0.0;
+  double last_ms = 0.0;
+};
+
+Timing timingAfter(const std::vector<WorkerStamp>& stamps, Clock::time_point from) {
+  const auto [first, last] =
+      std::minmax_element(stamps.begin(), stamps.end(),
+                          [](const auto& a, const auto& b) { return a.entered_ns < b.entered_ns; });
+  const auto from_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(from.time_since_epoch()).count();
+  return {static_cast<double>(first->entered_ns - from_ns) / 1e6,
+          static_cast<double>(last->entered_ns - from_ns) / 1e6};
+}
+
+// A note when the workers saw another world than the round they belong to.
+void checkWorld(RdzvBench& bench, const std::string& name, const std::vector<WorkerStamp>& stamps,
+                int restart_count, int world_size) {
+  for (const auto& stamp : stamps) {
+    if (stamp.restart_count != restart_count || stamp.world_size != world_size) {
+      bench.report.notes.push_back(
+          name +
+          ": a worker saw TORCHELASTIC_RESTART_COUNT=" + std::to_string(stamp.restart_count) +
+          ", WORLD_SIZE=" + std::to_string(stamp.world_size) + " (expected " +
+          std::to_string(restart_count) + " and " + std::to_string(world_size) + ")");
+      return;
+    }
+  }
+}
+
+Timing rendezvousRun(RdzvBench& bench, Launcher launcher, int agents, int run) {
+  const auto [dir, name] = freshRun(bench, "rendezvous", launcher, agents, run);
+  ElasticJob job(bench.programs, {launcher, agents, agents, 0, dir, name},
+                 deadlineIn(bench.options.timeout_s));
+  for (int index = 0; index + 1 < agents; ++index) {
+    job.startAgent();
+  }
+  job.waitJoined(agents - 1);
+  const Clock::time_point last_started = job.startAgent();
+  const auto stamps = job.waitStamps(0, agents);
+  job.waitSuccess();
+  checkWorld(bench, name, stamps, 0, agents);
+  return timingAfter(stamps, last_started);
+}
+
+// Empty: torchrun's survivors did not restart by the deadline.
+std::optional<Timing> recoveryRun(RdzvBench& bench, Launcher launcher, int agents, int run) {
+  const auto [dir, name] = freshRun(bench, "recovery", launcher, agents, run);
+  const double recovery_s = launcher == Launcher::Ddprun
+                                ? bench.options.timeout_s
+                                : bench.options.torchrun_recovery_timeout_s;
+  const int hold_s = static_cast<int>(std::ceil(bench.options.timeout_s + recovery_s));
+  ElasticJob job(bench.programs, {launcher, 1, agents, hold_s, dir, name},
+                 deadlineIn(bench.options.timeout_s + recovery_s));
+  for (int index = 0; index < agents; ++index) {
+    job.startAgent();
+  }
+  // All N joined: round 0 completes at max_nodes, with no last call.
+  job.waitStamps(0, agents);
+  // The last agent: never agent 0, which hosts torchrun's store.
+  const Clock::time_point killed = job.killAgent(agents - 1);
+  const auto stamps = job.waitStampsUntil(1, agents - 1, deadlineIn(recovery_s));
+  if (!stamps) {
+    if (launcher == Launcher::Ddprun) {
+      job.fail("the survivors did not restart within the timeout", dir / "ddprund.log");
+    }
+    return std::nullopt;
+  }
+  const Timing timing = timingAfter(*stamps, killed);
+  job.waitSuccess();
+  // torchrun counts only failures in TORCHELASTIC_RESTART_COUNT; ddprun's is the round.
+  checkWorld(bench, name, *stamps, launcher == Launcher::Ddprun ? 1 : 0, agents - 1);
+  return timing;
+}
+
+void record(RdzvRow& row, Launcher launcher, const Timing& timing) {
+  const bool ddprun = launcher == Launcher::Ddprun;
+  (ddprun ? row.ddprun : row.torchrun).add(timing.last_ms);
+  (ddprun ? row.ddprun_first : row.torchrun_first).add(timing.first_ms);
+}
+
+std::string describe(const Timing& timing) {
+  return formatNumber("%.1f ms", timing.last_ms) +
+         formatNumber(" (first worker: %.1f ms)", timing.first_ms);
+}
+
+void progress(const std::string& what, Launcher launcher, int agents, int run,
+              const std::string& result) {
+  std::cerr << "rdzv_bench: " << what << ", " << nameOf(launcher) << ", " << agents << " agents, "
+            << (run < 0 ? std::string("warm-up") : "run " + std::to_string(run + 1)) << ": "
+            << result << std::endl;
+}
+
+}  // namespace
+
+void measureRendezvous(RdzvBench& bench) {
+  bool warmed = false;
+  for (const int agents : bench.options.agents) {
+    RdzvRow row;
+    row.agents = agents;
+    row.torchrun_note =
+        torchrunSkipped(bench, agents, bench.options.torchrun_max_agents, "--torchrun-max-agents");
+    std::vector<Launcher> launchers{Launcher::Ddprun};
+    if (row.torchrun_note.empty()) {
+      launchers.push_back(Launcher::Torchrun);
+    }
+    const OtherCpu other;
+    // One untimed run of each launcher first, so neither pays for a cold page cache.
+    for (int run = warmed ? 0 : -1; run < bench.options.runs; ++run) {
+      for (const Launcher launcher : launchers) {
+        const Timing timing = rendezvousRun(bench, launcher, agents, run);
+        progress("rendezvous", launcher, agents, run, describe(timing));
+        if (run >= 0) {
+          record(row, launcher, timing);
+        }
+      }
+    }
+    warmed = true;
+    row.other_cores = other.cores();
+    bench.report.rendezvous.push_back(std::move(row));
+  }
+}
+
+void measureRecovery(RdzvBench& bench) {
+  for (const int agents : bench.options.recovery_agents) {
+    RdzvRow row;
+    row.agents = agents;
+    row.torchrun_note = torchrunSkipped(bench, agents, bench.options.torchrun_recovery_max_agents,
+                                        "--torchrun-recovery-max-agents");
+    bool torchrun_runs = row.torchrun_note.empty();
+    const OtherCpu other;
+    for (int run = 0; run < bench.options.runs; ++run) {
+      const Timing timing = *recoveryRun(bench, Launcher::Ddprun, agents, run);
+      progress("recovery", Launcher::Ddprun, agents, run, describe(timing));
+      record(row, Launcher::Ddprun, timing);
+      if (!torchrun_runs) {
+        continue;
+      }
+      if (const auto torchrun = recoveryRun(bench, Launcher::Torchrun, agents, run)) {
+        progress("recovery", Launcher::Torchrun, agents, run, describe(*torchrun));
+        record(row, Launcher::Torchrun, *torchrun);
+        continue;
+      }
+      // Nothing tells its survivors, run after run: another wait would say the same.
+      const std::string limit = formatNumber("%.0f s", bench.options.torchrun_recovery_timeout_s);
+      progress("recovery", Launcher::Torchrun, agents, run, "no recovery within " + limit);
+      row.torchrun.addFailure();
+      const int skipped = bench.options.runs - run - 1;
+      row.torchrun_note =
+          "no recovery within " + limit +
+          (skipped > 0 ? "; the " + std::to_string(skipped) + " later run(s) not tried" : "");
+      torchrun_runs = false;
+    }
+    row.other_cores = other.cores();
+    bench.report.recovery.push_back(std::move(row));
+  }
+}
+
+}  // namespace ddprun::bench

@@ -1,0 +1,46 @@
+// rdzv_bench's two measurements, run for each agent count with the launchers
+// alternating: the rendezvous latency and the recovery from a lost agent
+// (see rdzv_bench.cpp for what each one times).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+#include "elastic_job.hpp"
+#include "rdzv_report.hpp"
+
+namespace ddprun::bench {
+
+struct RdzvOptions {
+  std::vector<int> agents{2, 8, 32, 128};
+  std::vector<int> recovery_agents{2, 8};
+  int runs = 5;
+  int torchrun_max_agents = 32;
+  int torchrun_recovery_max_agents = 2;
+  double torchrun_recovery_timeout_s = 60.0;
+  double timeout_s = 300.0;
+  bool skip_torchrun = false;
+  std::string ddprun;
+  std::string ddprund;
+  std::string worker;
+  std::string python;
+};
+
+struct RdzvBench {
+  RdzvOptions options;
+  ElasticPrograms programs;  // programs.python empty: torchrun is not run
+  std::string torch_version;
+  TempDir scratch{"rdzv_bench"};
+  int counter = 0;  // numbers the runs' directories
+  RdzvReport report;
+};
+
+// Both throw JobFailure for a run that went wrong.
+void measureRendezvous(RdzvBench& bench);
+void measureRecovery(RdzvBench& bench);
+
+// MemAvailable from /proc/meminfo, in MiB.
+double memAvailableMiB();
+
+}  // namespace ddprun::bench
