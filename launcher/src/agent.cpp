@@ -49,6 +49,24 @@ std::vector<std::pair<std::string, std::string>> workerEnvironment(
   return {merged.begin(), merged.end()};
 }
 
+// When the worker recorded its error, if its error file says so finely
+// (extraInfo.monotonic_ns, CLOCK_MONOTONIC like ours). A worker that fails
+// first may be seen exiting after a peer it took down, whose exit the kernel
+// reported sooner; the recorded time puts the root cause first anyway.
+std::optional<Clock::time_point> recordedFailureTime(const std::string& error_file) {
+  std::ifstream in(error_file);
+  if (error_file.empty() || !in) {
+    return std::nullopt;
+  }
+  const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  try {
+    const std::string text = json.at("message").at("extraInfo").at("monotonic_ns");
+    return Clock::time_point(std::chrono::nanoseconds(std::stoll(text)));
+  } catch (const std::exception&) {
+    return std::nullopt;  // torch's own files carry whole seconds only
+  }
+}
+
 }  // namespace
 
 struct Agent::Impl {
@@ -306,6 +324,11 @@ void Agent::Impl::afterStop() {
     finish(128 + result.signal);
     return;
   }
+  for (WorkerFailure& failure : result.failures) {
+    if (auto recorded = recordedFailureTime(failure.error_file)) {
+      failure.monotonic = std::min(failure.monotonic, *recorded);
+    }
+  }
   std::stable_sort(
       result.failures.begin(), result.failures.end(),
       [](const WorkerFailure& a, const WorkerFailure& b) { return a.monotonic < b.monotonic; });
@@ -397,6 +420,9 @@ RunResult Agent::run() {
   }
   impl_->startAttempt();
   impl_->io.run();
+  if (impl_->config.elastic.on_round_over) {
+    impl_->config.elastic.on_round_over({});  // the rendezvous outlives this agent loop
+  }
   if (impl_->round_waiter.joinable()) {
     impl_->round_waiter.join();
   }

@@ -78,7 +78,7 @@ void ElasticMembership::readEvents() {
       const json event = json::parse(
           events.get(RendezvousService::eventKey(options_.run_id, options_.agent_id, n)));
       const std::string type = event.value("type", "");
-      std::function<void(std::int64_t)> notify;
+      bool notify = false;
       {
         std::lock_guard lock(mutex_);
         if (type == "round") {
@@ -99,14 +99,17 @@ void ElasticMembership::readEvents() {
         // "suspended" and "spare" only mean: no round to run now. A close
         // does not stop workers that are running: it comes first from the
         // agent that finished first, while the others finish too.
-        if (returned_ >= 0 && (type == "round" || type == "suspended" || failed_on_ || dropped_)) {
-          notify = notify_;
-        }
+        notify =
+            returned_ >= 0 && (type == "round" || type == "suspended" || failed_on_ || dropped_);
       }
       changed_.notify_all();
       if (notify) {
-        notify(type == "closed" || type == "dropped" ? kAborted
-                                                     : event.value("round", std::int64_t{0}));
+        // Under notify_mutex_, so onChange({}) returning means no call runs.
+        std::lock_guard callback_lock(notify_mutex_);
+        if (notify_) {
+          notify_(type == "closed" || type == "dropped" ? kAborted
+                                                        : event.value("round", std::int64_t{0}));
+        }
       }
       if (type == "closed" || type == "left" || type == "error" || type == "dropped") {
         return;
@@ -169,7 +172,7 @@ void ElasticMembership::cancelWait() {
 }
 
 void ElasticMembership::onChange(std::function<void(std::int64_t)> notify) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(notify_mutex_);
   notify_ = std::move(notify);
 }
 

@@ -70,6 +70,7 @@ class ElasticMembership {
   // new round, a suspension below min_nodes, or an abort: kAborted). A plain
   // close is not a change: the running workers finish, and the next
   // nextRound() returns nullopt.
+  // An empty function unregisters; once that returns, no call is running.
   void onChange(std::function<void(std::int64_t newer_round)> notify);
   static constexpr std::int64_t kAborted = INT64_MAX;
   // The agent whose failure ended the job, once the run was aborted.
@@ -117,6 +118,7 @@ class ElasticMembership {
   std::string error_;
   std::optional<std::string> failed_on_;
   bool dropped_ = false;
+  std::mutex notify_mutex_;  // held while notify_ runs; never together with mutex_
   std::function<void(std::int64_t)> notify_;
 
   std::thread reader_;
