@@ -199,5 +199,49 @@ TEST_F(ElasticTest, AnAgentWaitingForARoundStopsOnSigterm) {
   EXPECT_EQ(lonely.wait().shellCode(), 128 + SIGTERM) << log("a");
 }
 
+// Unmodified python3-torch workers (gloo, init_process_group from the
+// environment) across two elastic agents: four ranks, one all-reduce.
+TEST_F(ElasticTest, PythonWorkersAllReduceAcrossTwoNodes) {
+  if (std::string(DDPRUN_TORCH_PYTHON).empty()) {
+    GTEST_SKIP() << "no Python interpreter that imports torch (install python3-torch)";
+  }
+  test_support::DaemonProcess daemon;
+  std::vector<Subprocess> agents;
+  for (const std::string name : {"a", "b"}) {
+    const fs::path dir = dir_.path() / name;
+    fs::create_directories(dir);
+    SpawnOptions options;
+    options.argv = {DDPRUN_BINARY,
+                    "--nnodes",
+                    "2",
+                    "--nproc-per-node",
+                    "2",
+                    "--rdzv-backend",
+                    "c10d",
+                    "--rdzv-endpoint",
+                    "127.0.0.1:" + std::to_string(daemon.port()),
+                    "--rdzv-id",
+                    "python-job",
+                    DDPRUN_PYTHON_WORKER};
+    options.env = {{"PATH", "/usr/bin:/bin"},
+                   {"PYTHON_EXEC", DDPRUN_TORCH_PYTHON},
+                   {"PYTHONDONTWRITEBYTECODE", "1"}};
+    const int out = ::open((dir / "agent.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    options.stdout_fd = out;
+    options.stderr_fd = out;
+    agents.emplace_back(options);
+    ::close(out);
+  }
+  for (Subprocess& agent : agents) {
+    EXPECT_TRUE(agent.wait().success()) << log("a") << log("b");
+  }
+  const std::string output = log("a") + log("b");
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(output.find("rank " + std::to_string(rank) + " of 4: sum 6, attempt 0"),
+              std::string::npos)
+        << output;
+  }
+}
+
 }  // namespace
 }  // namespace ddprun::launcher
