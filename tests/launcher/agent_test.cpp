@@ -12,6 +12,7 @@
 #include <map>
 
 #include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 
 namespace ddprun::launcher {
@@ -39,15 +40,7 @@ AgentConfig configFor(int nproc, std::vector<std::string> worker_args) {
   return config;
 }
 
-std::map<std::string, std::string> readEnvFile(const std::filesystem::path& file) {
-  std::map<std::string, std::string> vars;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    const auto eq = line.find('=');
-    vars[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return vars;
-}
+using test_support::readEnvFile;
 
 TEST(AgentTest, EveryWorkerGetsTheContractAndSuccessIsExitZero) {
   test_support::TempDir dir;

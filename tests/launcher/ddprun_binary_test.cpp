@@ -18,6 +18,7 @@
 #include "ddprun/launcher/device_count.hpp"
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 
 namespace ddprun::launcher {
@@ -31,12 +32,7 @@ struct Outcome {
   std::string stdout_text;
 };
 
-std::string readFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using test_support::readFile;
 
 class DdprunBinaryTest : public ::testing::Test {
  protected:
@@ -137,23 +133,10 @@ TEST_F(DdprunBinaryTest, FlagsNotImplementedYetAreRefusedNotIgnored) {
   }
 }
 
-// A port nobody listens on right now, for the static store on node 0.
-std::uint16_t freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 // Two agents on loopback, node 1 started first: node 0 hosts the store, ranks
 // come from --node-rank, and both finish through the exit barrier.
 TEST_F(DdprunBinaryTest, StaticTwoNodesOnLoopbackAgreeOnRanks) {
-  const std::string port = std::to_string(freePort());
+  const std::string port = std::to_string(test_support::freeLoopbackPort());
   std::vector<Subprocess> agents;
   for (int node : {1, 0}) {
     const auto env_dir = dir_.path() / ("node" + std::to_string(node));

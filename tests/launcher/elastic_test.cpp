@@ -17,6 +17,7 @@
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/test_support/daemon_process.hpp"
 #include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 
 namespace ddprun::launcher {
@@ -25,37 +26,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-std::string readFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// KEY=value pairs of a fake worker's --env-to file.
-std::map<std::string, std::string> readEnv(const fs::path& path) {
-  std::map<std::string, std::string> env;
-  std::istringstream lines(readFile(path));
-  for (std::string line; std::getline(lines, line);) {
-    const auto equals = line.find('=');
-    if (equals != std::string::npos) {
-      env[line.substr(0, equals)] = line.substr(equals + 1);
-    }
-  }
-  return env;
-}
-
-std::uint16_t freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
+using test_support::readFile;
 
 class ElasticTest : public ::testing::Test {
  protected:
@@ -92,7 +63,7 @@ class ElasticTest : public ::testing::Test {
   }
 
   std::map<std::string, std::string> env(const std::string& name, int local_rank) {
-    return readEnv(dir_.path() / name / (std::to_string(local_rank) + ".env"));
+    return test_support::readEnvFile(dir_.path() / name / (std::to_string(local_rank) + ".env"));
   }
 
   std::string log(const std::string& name) { return readFile(dir_.path() / name / "agent.log"); }
@@ -129,7 +100,7 @@ TEST_F(ElasticTest, TwoNodesAgreeOnRanksThroughAnExternalDaemon) {
 }
 
 TEST_F(ElasticTest, TheAgentAtTheEndpointHostsTheRendezvous) {
-  const std::uint16_t port = freePort();
+  const std::uint16_t port = test_support::freeLoopbackPort();
   Subprocess a = agent("a", "2", port);
   Subprocess b = agent("b", "2", port);
   EXPECT_TRUE(a.wait().success()) << log("a");

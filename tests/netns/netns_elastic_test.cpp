@@ -12,19 +12,6 @@
 namespace ddprun::netns_test {
 namespace {
 
-// KEY=value pairs of a fake worker's --env-to file.
-std::map<std::string, std::string> readEnv(const fs::path& path) {
-  std::map<std::string, std::string> env;
-  std::istringstream lines(readFile(path));
-  for (std::string line; std::getline(lines, line);) {
-    const auto equals = line.find('=');
-    if (equals != std::string::npos) {
-      env[line.substr(0, equals)] = line.substr(equals + 1);
-    }
-  }
-  return env;
-}
-
 class NetnsElasticTest : public NetnsJobTest {
  protected:
   // An agent of 2 fake workers writing their environment and a ready file to
@@ -40,7 +27,7 @@ class NetnsElasticTest : public NetnsJobTest {
   }
 
   std::map<std::string, std::string> env(const std::string& name, int local_rank) const {
-    return readEnv(dirOf(name) / (std::to_string(local_rank) + ".env"));
+    return test_support::readEnvFile(dirOf(name) / (std::to_string(local_rank) + ".env"));
   }
 
   bool ready(const std::string& name) const {

@@ -28,6 +28,7 @@
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/test_support/daemon_process.hpp"
 #include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "netns_lab.hpp"
 
@@ -38,12 +39,7 @@ using namespace std::chrono_literals;
 using launcher::ExitStatus;
 using launcher::Subprocess;
 
-inline std::string readFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using test_support::readFile;
 
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -7,17 +7,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "ddprun/test_support/files.hpp"
 #include "ddprun/worker/snapshot.hpp"
 
 namespace ddprun::worker::testing {
 namespace {
-
-std::string readFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 int openForOutput(const std::filesystem::path& path) {
   return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -43,7 +37,7 @@ RunOutcome TrainRunner::run(std::vector<std::string> argv, EnvList env) const {
     ::close(options.stderr_fd);
     status = child.wait();  // bounded by the ctest timeout
   }
-  return {status, readFile(out_path), readFile(err_path)};
+  return {status, test_support::readFile(out_path), test_support::readFile(err_path)};
 }
 
 RunOutcome TrainRunner::ddprun(int nproc, std::vector<std::string> train_args,
