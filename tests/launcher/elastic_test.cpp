@@ -111,6 +111,56 @@ TEST_F(ElasticTest, TheAgentAtTheEndpointHostsTheRendezvous) {
   EXPECT_EQ(env("b", 0)["WORLD_SIZE"], "4");
 }
 
+// The same over IPv6: an endpoint written as [::1]:port.
+TEST_F(ElasticTest, AnIpv6EndpointWorks) {
+  const int probe = ::socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 address{};
+  address.sin6_family = AF_INET6;
+  address.sin6_addr = in6addr_loopback;
+  socklen_t length = sizeof(address);
+  const bool have_v6 = probe >= 0 &&
+                       ::bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                       ::getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  ::close(probe);
+  if (!have_v6) {
+    GTEST_SKIP() << "no IPv6 loopback (::1) on this host";
+  }
+  const std::string endpoint = "[::1]:" + std::to_string(ntohs(address.sin6_port));
+  std::vector<Subprocess> agents;
+  for (const std::string name : {"a", "b"}) {
+    const fs::path dir = dir_.path() / name;
+    fs::create_directories(dir);
+    SpawnOptions options;
+    options.argv = {DDPRUN_BINARY,
+                    "--nnodes",
+                    "2",
+                    "--nproc-per-node",
+                    "1",
+                    "--rdzv-backend",
+                    "c10d",
+                    "--rdzv-endpoint",
+                    endpoint,
+                    "--rdzv-id",
+                    "v6",
+                    "--no-python",
+                    DDPRUN_FAKE_WORKER,
+                    "--env-to",
+                    dir.string()};
+    options.env = {{"PATH", "/usr/bin:/bin"}};
+    const int out = ::open((dir / "agent.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    options.stdout_fd = out;
+    options.stderr_fd = out;
+    agents.emplace_back(options);
+    ::close(out);
+  }
+  for (Subprocess& agent : agents) {
+    EXPECT_TRUE(agent.wait().success()) << log("a") << log("b");
+  }
+  EXPECT_EQ(env("a", 0)["WORLD_SIZE"], "2");
+  EXPECT_EQ(env("a", 0)["MASTER_ADDR"], "::1");
+  EXPECT_NE(env("a", 0)["RANK"], env("b", 0)["RANK"]);
+}
+
 // Attempt 0's workers hang; after b's agent is SIGKILLed, a's workers are
 // restarted in round 1 as a world of 2 (not counted against --max-restarts=0)
 // and, no longer hanging, finish.
