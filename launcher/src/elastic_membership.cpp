@@ -70,6 +70,31 @@ std::string ElasticMembership::key(const std::string& verb) const {
   return std::string(RendezvousService::kPrefix) + options_.run_id + "/" + verb;
 }
 
+// Records one event; returns whether the agent's running round is over.
+bool ElasticMembership::recordEvent(const json& event) {
+  const std::string type = event.value("type", "");
+  std::lock_guard lock(mutex_);
+  if (type == "round") {
+    latest_ = roundFrom(event);
+  } else if (type == "closed" || type == "left") {
+    closed_ = true;
+    if (event.contains("failed_on")) {
+      failed_on_ = event["failed_on"].get<std::string>();
+    }
+  } else if (type == "dropped") {
+    closed_ = true;
+    dropped_ = true;
+  } else if (type == "finished") {
+    finished_ = event.value("round", std::int64_t{-1}) == returned_;
+  } else if (type == "error") {
+    error_ = event.value("message", "the rendezvous refused this agent");
+  }
+  // "suspended" and "spare" only mean: no round to run now. A plain close
+  // does not stop workers that are running: it comes first from the agent
+  // that finished first, while the others finish too.
+  return returned_ >= 0 && (type == "round" || type == "suspended" || failed_on_ || dropped_);
+}
+
 void ElasticMembership::readEvents() {
   try {
     rdzv::StoreClient events(options_.host, options_.port, options_.join_timeout);
@@ -78,32 +103,9 @@ void ElasticMembership::readEvents() {
       const json event = json::parse(
           events.get(RendezvousService::eventKey(options_.run_id, options_.agent_id, n)));
       const std::string type = event.value("type", "");
-      bool notify = false;
-      {
-        std::lock_guard lock(mutex_);
-        if (type == "round") {
-          latest_ = roundFrom(event);
-        } else if (type == "closed" || type == "left") {
-          closed_ = true;
-          if (event.contains("failed_on")) {
-            failed_on_ = event["failed_on"].get<std::string>();
-          }
-        } else if (type == "dropped") {
-          closed_ = true;
-          dropped_ = true;
-        } else if (type == "finished") {
-          finished_ = event.value("round", std::int64_t{-1}) == returned_;
-        } else if (type == "error") {
-          error_ = event.value("message", "the rendezvous refused this agent");
-        }
-        // "suspended" and "spare" only mean: no round to run now. A close
-        // does not stop workers that are running: it comes first from the
-        // agent that finished first, while the others finish too.
-        notify =
-            returned_ >= 0 && (type == "round" || type == "suspended" || failed_on_ || dropped_);
-      }
+      const bool round_over = recordEvent(event);
       changed_.notify_all();
-      if (notify) {
+      if (round_over) {
         // Under notify_mutex_, so onChange({}) returning means no call runs.
         std::lock_guard callback_lock(notify_mutex_);
         if (notify_) {
@@ -112,7 +114,7 @@ void ElasticMembership::readEvents() {
         }
       }
       if (type == "closed" || type == "left" || type == "error" || type == "dropped") {
-        return;
+        return;  // the last event this agent gets
       }
     }
   } catch (const std::exception& error) {

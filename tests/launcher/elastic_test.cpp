@@ -30,36 +30,40 @@ using test_support::readFile;
 
 class ElasticTest : public ::testing::Test {
  protected:
-  // One agent of job `job`: 2 fake workers writing their environment (and a
-  // ready file) to <tmp>/<name>/.
-  Subprocess agent(const std::string& name, const std::string& nnodes, std::uint16_t port,
-                   std::vector<std::string> worker_args = {},
-                   std::vector<std::string> launcher_args = {}) {
+  // One ddprun agent with `args`, its environment PATH plus `extra_env`, its
+  // output in <tmp>/<name>/agent.log (the directory its workers write to).
+  Subprocess launch(const std::string& name, std::vector<std::string> args,
+                    std::vector<std::pair<std::string, std::string>> extra_env = {}) {
     const fs::path dir = dir_.path() / name;
     fs::create_directories(dir);
     SpawnOptions options;
-    options.argv = {DDPRUN_BINARY,
-                    "--nnodes",
-                    nnodes,
-                    "--nproc-per-node",
-                    "2",
-                    "--rdzv-backend",
-                    "c10d",
-                    "--rdzv-endpoint",
-                    "127.0.0.1:" + std::to_string(port),
-                    "--rdzv-id",
-                    "job7"};
-    options.argv.insert(options.argv.end(), launcher_args.begin(), launcher_args.end());
-    options.argv.insert(options.argv.end(), {"--no-python", DDPRUN_FAKE_WORKER, "--env-to",
-                                             dir.string(), "--ready-to", dir.string()});
-    options.argv.insert(options.argv.end(), worker_args.begin(), worker_args.end());
+    options.argv = {DDPRUN_BINARY};
+    options.argv.insert(options.argv.end(), args.begin(), args.end());
     options.env = {{"PATH", "/usr/bin:/bin"}};
+    options.env.insert(options.env.end(), extra_env.begin(), extra_env.end());
     const int log = ::open((dir / "agent.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     options.stdout_fd = log;
     options.stderr_fd = log;
     Subprocess child(options);
     ::close(log);
     return child;
+  }
+
+  // One agent of job7 with 2 fake workers writing their environment (and a
+  // ready file) to <tmp>/<name>/.
+  Subprocess agent(const std::string& name, const std::string& nnodes, std::uint16_t port,
+                   std::vector<std::string> worker_args = {},
+                   std::vector<std::string> launcher_args = {}) {
+    const std::string dir = (dir_.path() / name).string();
+    std::vector<std::string> args = {
+        "--nnodes",       nnodes, "--nproc-per-node", "2",
+        "--rdzv-backend", "c10d", "--rdzv-endpoint",  "127.0.0.1:" + std::to_string(port),
+        "--rdzv-id",      "job7"};
+    args.insert(args.end(), launcher_args.begin(), launcher_args.end());
+    args.insert(args.end(),
+                {"--no-python", DDPRUN_FAKE_WORKER, "--env-to", dir, "--ready-to", dir});
+    args.insert(args.end(), worker_args.begin(), worker_args.end());
+    return launch(name, std::move(args));
   }
 
   std::map<std::string, std::string> env(const std::string& name, int local_rank) {
@@ -128,30 +132,10 @@ TEST_F(ElasticTest, AnIpv6EndpointWorks) {
   const std::string endpoint = "[::1]:" + std::to_string(ntohs(address.sin6_port));
   std::vector<Subprocess> agents;
   for (const std::string name : {"a", "b"}) {
-    const fs::path dir = dir_.path() / name;
-    fs::create_directories(dir);
-    SpawnOptions options;
-    options.argv = {DDPRUN_BINARY,
-                    "--nnodes",
-                    "2",
-                    "--nproc-per-node",
-                    "1",
-                    "--rdzv-backend",
-                    "c10d",
-                    "--rdzv-endpoint",
-                    endpoint,
-                    "--rdzv-id",
-                    "v6",
-                    "--no-python",
-                    DDPRUN_FAKE_WORKER,
-                    "--env-to",
-                    dir.string()};
-    options.env = {{"PATH", "/usr/bin:/bin"}};
-    const int out = ::open((dir / "agent.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    options.stdout_fd = out;
-    options.stderr_fd = out;
-    agents.emplace_back(options);
-    ::close(out);
+    agents.push_back(
+        launch(name, {"--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                      "--rdzv-endpoint", endpoint, "--rdzv-id", "v6", "--no-python",
+                      DDPRUN_FAKE_WORKER, "--env-to", (dir_.path() / name).string()}));
   }
   for (Subprocess& agent : agents) {
     EXPECT_TRUE(agent.wait().success()) << log("a") << log("b");
@@ -229,29 +213,12 @@ TEST_F(ElasticTest, PythonWorkersAllReduceAcrossTwoNodes) {
   test_support::DaemonProcess daemon;
   std::vector<Subprocess> agents;
   for (const std::string name : {"a", "b"}) {
-    const fs::path dir = dir_.path() / name;
-    fs::create_directories(dir);
-    SpawnOptions options;
-    options.argv = {DDPRUN_BINARY,
-                    "--nnodes",
-                    "2",
-                    "--nproc-per-node",
-                    "2",
-                    "--rdzv-backend",
-                    "c10d",
-                    "--rdzv-endpoint",
-                    "127.0.0.1:" + std::to_string(daemon.port()),
-                    "--rdzv-id",
-                    "python-job",
-                    DDPRUN_PYTHON_WORKER};
-    options.env = {{"PATH", "/usr/bin:/bin"},
-                   {"PYTHON_EXEC", DDPRUN_TORCH_PYTHON},
-                   {"PYTHONDONTWRITEBYTECODE", "1"}};
-    const int out = ::open((dir / "agent.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    options.stdout_fd = out;
-    options.stderr_fd = out;
-    agents.emplace_back(options);
-    ::close(out);
+    agents.push_back(
+        launch(name,
+               {"--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", "127.0.0.1:" + std::to_string(daemon.port()), "--rdzv-id",
+                "python-job", DDPRUN_PYTHON_WORKER},
+               {{"PYTHON_EXEC", DDPRUN_TORCH_PYTHON}, {"PYTHONDONTWRITEBYTECODE", "1"}}));
   }
   for (Subprocess& agent : agents) {
     EXPECT_TRUE(agent.wait().success()) << log("a") << log("b");

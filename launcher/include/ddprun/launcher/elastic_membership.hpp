@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -99,6 +100,7 @@ class ElasticMembership {
 
  private:
   void readEvents();
+  bool recordEvent(const nlohmann::json& event);
   void sendHeartbeats();
   std::string key(const std::string& verb) const;
 
