@@ -168,16 +168,17 @@ void RendezvousService::finishMember(const std::string& run_id, Run& run, const 
   }
 }
 
-void RendezvousService::onDisconnect(ClientId client, Clock::time_point now, KeySpace& keys) {
+bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, KeySpace& keys) {
   const auto binding = bindings_.find(client);
   if (binding == bindings_.end()) {
-    return;
+    return false;
   }
   const Binding lost = binding->second;
   bindings_.erase(binding);
   if (auto run = runs_.find(lost.run_id); run != runs_.end()) {
     publish(lost.run_id, run->second, run->second.rdzv.lose(lost.agent, now), keys);
   }
+  return true;
 }
 
 // Expired agents are told too: a host whose link comes back must learn it

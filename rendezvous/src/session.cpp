@@ -321,14 +321,17 @@ void Session::close(std::string_view reason, bool warn) {
   } else if (!reason.empty()) {
     rdzvLog().debug("store client {} {}", peer_, reason);
   }
+  bool lost_agent = false;
   {
     std::lock_guard lock(context_.store_mutex);
     key_space_.forgetClient(id_);
     context_.registry.remove(id_);
     // The connection was the agent's lease: a joined agent is lost at once.
-    context_.rendezvous.onDisconnect(id_, RendezvousService::Clock::now(), key_space_);
+    lost_agent = context_.rendezvous.onDisconnect(id_, RendezvousService::Clock::now(), key_space_);
   }
-  context_.rendezvous_changed();
+  if (lost_agent) {
+    context_.rendezvous_changed();  // plain store clients closing cost nothing here
+  }
   net::error_code ignored;
   socket_.shutdown(net::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);

@@ -55,7 +55,8 @@ class RendezvousService {
   std::optional<std::string> onSet(ClientId client, std::string_view key, std::string_view value,
                                    Clock::time_point now, KeySpace& keys);
   // The client's connection is gone: the agent it joined as is lost.
-  void onDisconnect(ClientId client, Clock::time_point now, KeySpace& keys);
+  // Returns whether it was an agent's (plain store clients are not).
+  bool onDisconnect(ClientId client, Clock::time_point now, KeySpace& keys);
   // Expires silent agents and last calls.
   void tick(Clock::time_point now, KeySpace& keys);
   std::optional<Clock::time_point> nextDeadline() const;
