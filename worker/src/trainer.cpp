@@ -89,7 +89,7 @@ int64_t Trainer::resume() {
       }
     }
   }
-  const int64_t rank_zero_epochs = broadcastFromRankZero(epochs_run);
+  const int64_t rank_zero_epochs = rankZeroValue(epochs_run);
   if (rank_zero_epochs != epochs_run) {
     throw SnapshotError("snapshot " + options_.snapshot_path + ": rank " +
                         std::to_string(context_.env.rank) + " sees " + std::to_string(epochs_run) +
@@ -181,7 +181,7 @@ void Trainer::logEpoch(int64_t epoch, const EpochResult& result) {
        << " s" << std::defaultfloat << std::endl;
 }
 
-int64_t Trainer::broadcastFromRankZero(int64_t value) {
+int64_t Trainer::rankZeroValue(int64_t value) {
   std::vector<at::Tensor> tensors{torch::tensor({value}, torch::kInt64)};
   context_.group->broadcast(tensors)->wait();
   return tensors[0].item<int64_t>();

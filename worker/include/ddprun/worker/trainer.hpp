@@ -45,7 +45,7 @@ class Trainer {
   void snapshot(int64_t epochs_run);
   bool snapshotDue(int64_t epochs_run) const;
   void logEpoch(int64_t epoch, const EpochResult& result);
-  int64_t broadcastFromRankZero(int64_t value);
+  int64_t rankZeroValue(int64_t value);  // rank 0's `value`, on every rank
   bool isRankZero() const { return context_.env.rank == 0; }
 
   const TrainOptions& options_;
