@@ -20,69 +20,17 @@
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
+#include "ddprun_binary_fixture.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
 using namespace std::chrono_literals;
-
-struct Outcome {
-  ExitStatus status;
-  std::string stderr_text;
-  std::string stdout_text;
-};
-
+using testing::countOf;
+using testing::DdprunBinaryTest;
+using testing::Outcome;
+using testing::runDir;
 using test_support::readFile;
-
-class DdprunBinaryTest : public ::testing::Test {
- protected:
-  Subprocess start(std::vector<std::string> args) {
-    SpawnOptions options;
-    options.argv = {DDPRUN_BINARY};
-    options.argv.insert(options.argv.end(), args.begin(), args.end());
-    options.env = {{"PATH", "/usr/bin:/bin"}};
-    options.env.insert(options.env.end(), extra_env_.begin(), extra_env_.end());
-    const int stderr_fd =
-        ::open((dir_.path() / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int stdout_fd =
-        ::open((dir_.path() / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    options.stderr_fd = stderr_fd;
-    options.stdout_fd = stdout_fd;
-    Subprocess child(options);
-    ::close(stderr_fd);
-    ::close(stdout_fd);
-    return child;
-  }
-
-  Outcome run(std::vector<std::string> args) {
-    Subprocess child = start(std::move(args));
-    const ExitStatus status = child.wait();
-    return {status, readFile(dir_.path() / "stderr"), readFile(dir_.path() / "stdout")};
-  }
-
-  std::vector<std::string> fakeWorkers(int nproc, std::vector<std::string> worker_args) {
-    std::vector<std::string> args = {"--standalone", "--nproc-per-node", std::to_string(nproc),
-                                     "--no-python", DDPRUN_FAKE_WORKER};
-    args.insert(args.end(), worker_args.begin(), worker_args.end());
-    return args;
-  }
-
-  test_support::TempDir dir_;
-  std::vector<std::pair<std::string, std::string>> extra_env_;
-};
-
-// The one directory under <log-dir>: <run id>.
-std::filesystem::path runDir(const std::filesystem::path& log_dir) {
-  return std::filesystem::directory_iterator(log_dir)->path();
-}
-
-int countOf(const std::string& text, const std::string& needle) {
-  int count = 0;
-  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
-    ++count;
-  }
-  return count;
-}
 
 TEST_F(DdprunBinaryTest, SucceedsWithZero) {
   const Outcome outcome = run(fakeWorkers(3, {}));

@@ -115,6 +115,25 @@ TEST_F(ElasticTest, TheAgentAtTheEndpointHostsTheRendezvous) {
   EXPECT_EQ(env("b", 0)["WORLD_SIZE"], "4");
 }
 
+// A variable the user set reaches the workers under c10d as under
+// --standalone: TORCH_NCCL_ASYNC_ERROR_HANDLING=0 is not reset to 1.
+TEST_F(ElasticTest, TheUsersNcclAsyncErrorHandlingReachesTheWorkers) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
+  std::vector<Subprocess> agents;
+  for (const std::string name : {"a", "b"}) {
+    agents.push_back(launch(name,
+                            {"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                             endpoint, "--no-python", DDPRUN_FAKE_WORKER, "--env-to",
+                             (dir_.path() / name).string()},
+                            {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}}));
+  }
+  for (Subprocess& agent : agents) {
+    EXPECT_TRUE(agent.wait().success()) << log("a") << log("b");
+  }
+  EXPECT_EQ(env("a", 0)["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "0");
+  EXPECT_EQ(env("b", 0)["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "0");
+}
+
 // The same over IPv6: an endpoint written as [::1]:port.
 TEST_F(ElasticTest, AnIpv6EndpointWorks) {
   const int probe = ::socket(AF_INET6, SOCK_STREAM, 0);

@@ -1,0 +1,107 @@
+// DdprunBinaryTest: runs the ddprun executable as a child with PATH alone in
+// its environment (plus extra_env_), its stdout and stderr captured in the
+// test's temp dir. Used by one test thread.
+#pragma once
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/files.hpp"
+#include "ddprun/test_support/temp_dir.hpp"
+
+namespace ddprun::launcher::testing {
+
+struct Outcome {
+  ExitStatus status;
+  std::string stderr_text;
+  std::string stdout_text;
+};
+
+using test_support::readFile;
+
+class DdprunBinaryTest : public ::testing::Test {
+ protected:
+  Subprocess start(std::vector<std::string> args) {
+    SpawnOptions options;
+    options.argv = {DDPRUN_BINARY};
+    options.argv.insert(options.argv.end(), args.begin(), args.end());
+    options.env = {{"PATH", "/usr/bin:/bin"}};
+    options.env.insert(options.env.end(), extra_env_.begin(), extra_env_.end());
+    const int stderr_fd =
+        ::open((dir_.path() / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int stdout_fd =
+        ::open((dir_.path() / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    options.stderr_fd = stderr_fd;
+    options.stdout_fd = stdout_fd;
+    Subprocess child(options);
+    ::close(stderr_fd);
+    ::close(stdout_fd);
+    return child;
+  }
+
+  Outcome run(std::vector<std::string> args) {
+    Subprocess child = start(std::move(args));
+    const ExitStatus status = child.wait();
+    return outcome(status);
+  }
+
+  // Like run(), but a ddprun still running after `timeout` is SIGKILLed and
+  // reported as such (status: killed by SIGKILL), so a hang fails the test.
+  Outcome runFor(std::vector<std::string> args, std::chrono::milliseconds timeout) {
+    Subprocess child = start(std::move(args));
+    return waitFor(child, timeout);
+  }
+
+  // The outcome of a ddprun start() returned, SIGKILLed if it is still
+  // running after `timeout`.
+  Outcome waitFor(Subprocess& child, std::chrono::milliseconds timeout) {
+    std::optional<ExitStatus> status;
+    test_support::eventually([&] { return (status = child.tryWait()).has_value(); }, timeout,
+                             std::chrono::milliseconds(20));
+    if (!status) {
+      child.signalGroup(SIGKILL);
+      status = child.wait();
+    }
+    return outcome(*status);
+  }
+
+  Outcome outcome(const ExitStatus& status) const {
+    return {status, readFile(dir_.path() / "stderr"), readFile(dir_.path() / "stdout")};
+  }
+
+  std::vector<std::string> fakeWorkers(int nproc, std::vector<std::string> worker_args) {
+    std::vector<std::string> args = {"--standalone", "--nproc-per-node", std::to_string(nproc),
+                                     "--no-python", DDPRUN_FAKE_WORKER};
+    args.insert(args.end(), worker_args.begin(), worker_args.end());
+    return args;
+  }
+
+  test_support::TempDir dir_;
+  std::vector<std::pair<std::string, std::string>> extra_env_;
+};
+
+// The one directory under <log-dir>: <run id>.
+inline std::filesystem::path runDir(const std::filesystem::path& log_dir) {
+  return std::filesystem::directory_iterator(log_dir)->path();
+}
+
+inline int countOf(const std::string& text, const std::string& needle) {
+  int count = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace ddprun::launcher::testing

@@ -1,0 +1,161 @@
+// The ddprun executable's rendezvous as a user meets it, on loopback with
+// fake workers: a static --rdzv-endpoint is the store, --rdzv-conf errors are
+// one line and exit 2, a worker that cannot start under c10d is one line (not
+// an abort), and an agent that waits says for what, where and how long.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/files.hpp"
+#include "ddprun_binary_fixture.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::DdprunBinaryTest;
+using testing::Outcome;
+using test_support::readFile;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+class DdprunRendezvousTest : public DdprunBinaryTest {
+ protected:
+  // Waits until ddprun's stderr holds `part`; false after `timeout`.
+  bool stderrShows(const std::string& part, std::chrono::milliseconds timeout) {
+    return test_support::eventually([&] { return contains(stderrText(), part); }, timeout, 10ms);
+  }
+  std::string stderrText() const { return readFile(dir_.path() / "stderr"); }
+};
+
+// torchrun reads a static --rdzv-endpoint as the store's address: workers get
+// its host and port as MASTER_ADDR/MASTER_PORT, and --master-port is unused.
+TEST_F(DdprunRendezvousTest, AStaticRdzvEndpointIsTheWorkersStore) {
+  const std::string port = std::to_string(test_support::freeLoopbackPort());
+  std::vector<Subprocess> agents;
+  for (int node : {1, 0}) {
+    const auto env_dir = dir_.path() / ("node" + std::to_string(node));
+    std::filesystem::create_directories(env_dir);
+    SpawnOptions options;
+    options.argv = {DDPRUN_BINARY,     "--nnodes",         "2",
+                    "--node-rank",     std::to_string(node), "--rdzv-endpoint",
+                    "127.0.0.1:" + port, "--rdzv-conf",     "timeout=20",
+                    "--nproc-per-node", "2",               "--no-python",
+                    DDPRUN_FAKE_WORKER, "--env-to",        env_dir.string()};
+    options.env = {{"PATH", "/usr/bin:/bin"}};
+    agents.emplace_back(options);
+  }
+  for (Subprocess& agent : agents) {
+    std::optional<ExitStatus> status;
+    ASSERT_TRUE(test_support::eventually([&] { return (status = agent.tryWait()).has_value(); },
+                                         30s, 20ms))
+        << "a static agent never finished";
+    EXPECT_TRUE(status->success()) << status->describe();
+  }
+  for (int node : {0, 1}) {
+    const auto env = test_support::readEnvFile(dir_.path() / ("node" + std::to_string(node)) /
+                                               "1.env");
+    EXPECT_EQ(env.at("MASTER_ADDR"), "127.0.0.1");
+    EXPECT_EQ(env.at("MASTER_PORT"), port);
+    EXPECT_EQ(env.at("RANK"), std::to_string(node * 2 + 1));
+    EXPECT_EQ(env.at("WORLD_SIZE"), "4");
+  }
+}
+
+// A bad --rdzv-conf value is one line naming the key and the value, exit 2,
+// whatever the backend.
+TEST_F(DdprunRendezvousTest, ABadRdzvConfValueIsOneLineAndExitTwo) {
+  for (const std::string backend : {"static", "c10d"}) {
+    const Outcome outcome =
+        runFor({"--nnodes", "2", "--rdzv-backend", backend, "--rdzv-endpoint", "127.0.0.1:1",
+                "--rdzv-conf", "timeout=abc", "--no-python", DDPRUN_FAKE_WORKER},
+               20s);
+    EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 2})) << backend;
+    EXPECT_EQ(outcome.stderr_text.rfind("ddprun: --rdzv-conf timeout 'abc': ", 0), 0u)
+        << backend << ": " << outcome.stderr_text;
+  }
+}
+
+TEST_F(DdprunRendezvousTest, AnUnknownRdzvConfKeyIsOneLineAndExitTwo) {
+  const Outcome outcome = runFor({"--standalone", "--rdzv-conf", "join_timeuot=5", "--no-python",
+                                  DDPRUN_FAKE_WORKER},
+                                 20s);
+  EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 2}));
+  EXPECT_EQ(outcome.stderr_text.rfind("ddprun: --rdzv-conf join_timeuot '5': unknown key", 0), 0u)
+      << outcome.stderr_text;
+}
+
+// A worker that cannot be started under c10d ends the run with one line and
+// exit 1, as under --standalone; it used to abort (std::terminate, 134).
+TEST_F(DdprunRendezvousTest, AWorkerThatCannotStartUnderC10dIsOneLine) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
+  const Outcome outcome =
+      runFor({"--nnodes", "1:2", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
+              "--rdzv-conf", "last_call_timeout=0.1", "--no-python", "/no/such/program"},
+             30s);
+  EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 1})) << outcome.stderr_text;
+  EXPECT_TRUE(contains(outcome.stderr_text, "cannot run '/no/such/program'"))
+      << outcome.stderr_text;
+  EXPECT_FALSE(contains(outcome.stderr_text, "terminate called")) << outcome.stderr_text;
+}
+
+// Static node 1 before node 0 is up: it says at once that it waits for the
+// store node rank 0 hosts, and where; on timeout, one line naming it.
+TEST_F(DdprunRendezvousTest, AStaticAgentSaysItWaitsForTheStore) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
+  Subprocess agent = start({"--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", endpoint,
+                            "--rdzv-conf", "timeout=3", "--no-python", DDPRUN_FAKE_WORKER});
+  EXPECT_TRUE(stderrShows("waiting for", 1500ms)) << stderrText();
+  EXPECT_TRUE(contains(stderrText(), endpoint)) << stderrText();
+  const Outcome outcome = waitFor(agent, 20s);
+  EXPECT_EQ(outcome.status.shellCode(), 1) << outcome.stderr_text;
+  EXPECT_TRUE(contains(outcome.stderr_text, "node rank 0")) << outcome.stderr_text;
+  EXPECT_TRUE(contains(outcome.stderr_text, "3 s")) << outcome.stderr_text;
+}
+
+// Static node 0 alone: it waits for node rank 1 and says so.
+TEST_F(DdprunRendezvousTest, AStaticAgentSaysWhichNodesItWaitsFor) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
+  Subprocess agent = start({"--nnodes", "3", "--node-rank", "0", "--rdzv-endpoint", endpoint,
+                            "--rdzv-conf", "timeout=3", "--no-python", DDPRUN_FAKE_WORKER});
+  EXPECT_TRUE(stderrShows("waiting for node rank(s) 1, 2 of 3", 1500ms)) << stderrText();
+  const Outcome outcome = waitFor(agent, 20s);
+  EXPECT_EQ(outcome.status.shellCode(), 1) << outcome.stderr_text;
+  EXPECT_TRUE(contains(outcome.stderr_text, "node rank(s) 1, 2 of 3 did not join"))
+      << outcome.stderr_text;
+}
+
+// A c10d agent whose endpoint nobody serves yet (is_host=0) says so at once.
+TEST_F(DdprunRendezvousTest, AC10dAgentSaysItWaitsForTheRendezvous) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
+  Subprocess agent =
+      start({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-conf",
+             "is_host=0,join_timeout=3", "--no-python", DDPRUN_FAKE_WORKER});
+  EXPECT_TRUE(stderrShows("waiting for the rendezvous", 1500ms)) << stderrText();
+  EXPECT_TRUE(contains(stderrText(), endpoint)) << stderrText();
+  const Outcome outcome = waitFor(agent, 20s);
+  EXPECT_EQ(outcome.status.shellCode(), 1) << outcome.stderr_text;
+  EXPECT_TRUE(contains(outcome.stderr_text, "within join_timeout (3 s)")) << outcome.stderr_text;
+}
+
+// A c10d agent alone in a 2-node job: it says it waits for a round, and on
+// join_timeout names what never came.
+TEST_F(DdprunRendezvousTest, AC10dAgentSaysItWaitsForARound) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
+  Subprocess agent = start({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
+                            "--rdzv-conf", "join_timeout=3", "--no-python", DDPRUN_FAKE_WORKER});
+  EXPECT_TRUE(stderrShows("waiting for round 0", 1500ms)) << stderrText();
+  const Outcome outcome = waitFor(agent, 20s);
+  EXPECT_EQ(outcome.status.shellCode(), 1) << outcome.stderr_text;
+  EXPECT_TRUE(contains(outcome.stderr_text, "fewer than 2 nodes joined")) << outcome.stderr_text;
+}
+
+}  // namespace
+}  // namespace ddprun::launcher
