@@ -1,20 +1,22 @@
 // Event flow (all on the io_context of the thread that calls run()):
 //
-//   startAttempt -> spawn workers -> watchExit (pidfd readable)
-//        ^                                |
+//   startAttempt -> waiter thread: rendezvous.nextGroup() (phase Waiting;
+//        ^          signals still handled) -> onGroup -> spawn workers ->
+//        |          watchExit (pidfd readable)
+//        |                                |
 //        |            success: all done -> finish(0)
 //        |            failure or signal -> stopGroup: SIGTERM (or the signal)
 //        |                                 to every group, grace timer
 //        |                                 -> SIGKILL survivors on expiry
 //        +---- restarts left (failure) <-- afterStop, once all have exited
+//        +---- the group is over (rendezvous.watchGroup -> onGroupOver):
+//              stopGroup, then the next group, not counted as a restart
 //
-// Elastic (c10d): each attempt first waits for the rendezvous's next round
-// on a helper thread (phase Waiting; signals still handled), and a newer
-// round pushed while workers run stops them (onRoundOver) without counting
-// a restart.
-//
-// Nothing here throws after run() starts except SpawnError from a worker
-// that cannot be started, or the rendezvous's error, which end the run.
+// Exception boundaries: every handler on the loop may throw (a worker that
+// cannot be spawned, a pipe that cannot be made); runLoop() catches it and
+// fail() stops the workers and ends the run with RunResult::error. The waiter
+// thread catches the rendezvous's exception and posts it to the loop. run()
+// never throws, and joins the waiter thread before it returns.
 #include "ddprun/launcher/agent.hpp"
 
 #include <fcntl.h>
@@ -22,32 +24,21 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 
 #include "ddprun/net/asio.hpp"
 #include "line_relay.hpp"
+#include "log.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace asio = net::asio;
-
-std::vector<std::pair<std::string, std::string>> workerEnvironment(
-    const std::vector<std::pair<std::string, std::string>>& base, const proto::WorkerEnv& worker) {
-  std::map<std::string, std::string> merged(base.begin(), base.end());
-  for (auto& [name, value] : proto::toEnvironment(worker)) {
-    merged[name] = std::move(value);
-  }
-  return {merged.begin(), merged.end()};
-}
 
 // When the worker recorded its error, if its error file says so finely
 // (extraInfo.monotonic_ns, CLOCK_MONOTONIC like ours). A worker that fails
@@ -67,6 +58,30 @@ std::optional<Clock::time_point> recordedFailureTime(const std::string& error_fi
   }
 }
 
+// The two ends of a pipe, closed unless handed on.
+struct Pipe {
+  int read = -1;
+  int write = -1;
+  Pipe() {
+    int ends[2];
+    if (::pipe2(ends, O_CLOEXEC) != 0) {
+      throw SpawnError("cannot create a pipe for a worker's output", errno);
+    }
+    read = ends[0];
+    write = ends[1];
+  }
+  ~Pipe() {
+    for (int fd : {read, write}) {
+      if (fd >= 0) {
+        ::close(fd);
+      }
+    }
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  int releaseRead() { return std::exchange(read, -1); }
+};
+
 }  // namespace
 
 struct Agent::Impl {
@@ -79,29 +94,38 @@ struct Agent::Impl {
     std::string error_file;
   };
 
-  // Waiting: elastic, for the rendezvous to form this node's next round.
+  // Waiting: for the rendezvous to form this node's next group.
   enum class Phase { Waiting, Running, Stopping, Done };
 
   explicit Impl(AgentConfig agent_config)
-      : config(std::move(agent_config)), signals(io), grace(io), drain(io) {}
+      : config(std::move(agent_config)),
+        rendezvous(*config.rendezvous),
+        signals(io),
+        grace(io),
+        drain(io) {}
+  ~Impl() { joinWaiter(); }
 
+  void runLoop();
   void startAttempt();
-  void launchAttempt();
-  void waitForRound();
-  void onRound(std::optional<AttemptGroup> next, std::exception_ptr error);
-  void onRoundOver(std::int64_t newer_round);
+  void onGroup(std::optional<WorkerGroup> next, std::exception_ptr error);
+  void launchAttempt(const WorkerGroup& next);
+  void onGroupOver(int newer_attempt);
   void spawnWorker(int local_rank);
   void onExit(std::size_t index);
   void recordFailure(const Worker& worker, const ExitStatus& status);
   void stopGroup(int signal);
   void afterStop();
+  void orderFailures();
+  void fail(const std::string& why);
   void finish(int exit_code);
+  void joinWaiter();
   void waitForSignal();
   void startRelay(int pipe_fd, bool to_console, int console_fd, const std::string& prefix,
                   const std::string& file);
   void drainRelaysThenStop();
 
   AgentConfig config;
+  Rendezvous& rendezvous;
   asio::io_context io{1};
   asio::signal_set signals;
   asio::steady_timer grace;
@@ -109,66 +133,60 @@ struct Agent::Impl {
   std::vector<Worker> workers;
   std::vector<std::shared_ptr<LineRelay>> relays;
   int open_relays = 0;    // relays not yet at end of stream
-  int attempt = 0;        // TORCHELASTIC_RESTART_COUNT (elastic: the round number)
+  WorkerGroup group;      // the running attempt's
   int restarts_used = 0;  // failures restarted, against max_restarts
-  int base_rank = 0;      // global rank of local rank 0
   int running = 0;
-  Phase phase = Phase::Running;
+  Phase phase = Phase::Waiting;
   bool restart_after_stop = false;
-  bool round_over = false;   // elastic: this stop is for a membership change
-  std::thread round_waiter;  // elastic: blocks in next_round() off this thread
-  std::exception_ptr round_error;
+  bool group_over = false;     // this stop is for a membership change
+  bool after_failure = false;  // the next attempt restarts a failed one
+  std::thread waiter;          // blocks in rendezvous.nextGroup() off the loop
   RunResult result;
 };
 
-void Agent::Impl::startAttempt() {
-  if (config.elastic.next_round) {
-    waitForRound();
-  } else {
-    launchAttempt();
+void Agent::Impl::runLoop() {
+  for (;;) {
+    try {
+      io.run();
+      return;
+    } catch (const std::exception& error) {
+      fail(error.what());
+    } catch (...) {
+      fail("an unknown error on the agent's loop");
+    }
   }
 }
 
-void Agent::Impl::launchAttempt() {
-  if (config.before_attempt) {
-    config.before_attempt(attempt);
-  }
-  workers.clear();
-  result.failures.clear();
-  result.attempts = attempt + 1;
-  phase = Phase::Running;
-  running = 0;
-  for (int local_rank = 0; local_rank < config.nproc_per_node; ++local_rank) {
-    spawnWorker(local_rank);
-  }
-}
-
-// Elastic: this attempt is the next round. It may take until another node
+// Every attempt first waits for its group. That may take until another node
 // arrives, so the wait runs on its own thread and this loop keeps handling
 // signals; finish() cancels the wait.
-void Agent::Impl::waitForRound() {
+void Agent::Impl::startAttempt() {
   phase = Phase::Waiting;
-  if (round_waiter.joinable()) {
-    round_waiter.join();  // the previous wait has posted its result already
-  }
-  round_waiter = std::thread([this] {
-    std::optional<AttemptGroup> next;
+  joinWaiter();  // the previous wait has posted its result already
+  waiter = std::thread([this] {
+    std::optional<WorkerGroup> next;
     std::exception_ptr error;
     try {
-      next = config.elastic.next_round();
+      next = rendezvous.nextGroup();
     } catch (...) {
       error = std::current_exception();
     }
-    asio::post(io, [this, next, error] { onRound(next, error); });
+    asio::post(io, [this, next, error] { onGroup(next, error); });
   });
 }
 
-void Agent::Impl::onRound(std::optional<AttemptGroup> next, std::exception_ptr error) {
+void Agent::Impl::onGroup(std::optional<WorkerGroup> next, std::exception_ptr error) {
   if (phase != Phase::Waiting) {
     return;  // a signal ended the run meanwhile
   }
   if (error) {
-    round_error = error;  // rethrown by run(): no round, nothing to supervise
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& what) {
+      result.error = what.what();
+    } catch (...) {
+      result.error = "the rendezvous failed";
+    }
     finish(1);
     return;
   }
@@ -177,59 +195,67 @@ void Agent::Impl::onRound(std::optional<AttemptGroup> next, std::exception_ptr e
     finish(result.failures.empty() ? 0 : result.failures.front().status.shellCode());
     return;
   }
-  config.group = next->group;
-  attempt = next->attempt;
-  base_rank = next->base_rank;
-  launchAttempt();
+  launchAttempt(*next);
 }
 
-// Elastic: the rendezvous moved past the running round (a node was lost or
-// arrived): stop the workers and join the next one; not a failure.
-void Agent::Impl::onRoundOver(std::int64_t newer_round) {
-  if (newer_round <= attempt || phase == Phase::Waiting || phase == Phase::Done) {
-    return;  // news of the round running now, or nothing runs
+void Agent::Impl::launchAttempt(const WorkerGroup& next) {
+  group = next;
+  if (after_failure) {
+    log().warn("restarting the worker group (attempt {})", group.attempt);
+    after_failure = false;
+  }
+  log().info("round {}: node {} of {}, ranks {}..{} of {}, workers' store at {}:{}", group.attempt,
+             group.group_rank, group.group_world_size, group.base_rank,
+             group.base_rank + config.nproc_per_node - 1, group.world_size, group.store_host,
+             group.store_port);
+  workers.clear();
+  result.failures.clear();
+  ++result.attempts;
+  result.started = true;
+  phase = Phase::Running;
+  running = 0;
+  for (int local_rank = 0; local_rank < config.nproc_per_node; ++local_rank) {
+    spawnWorker(local_rank);
+  }
+}
+
+// The rendezvous moved past the running group (a node was lost or arrived):
+// stop the workers and join the next one; not a failure.
+void Agent::Impl::onGroupOver(int newer_attempt) {
+  if (newer_attempt <= group.attempt || phase == Phase::Waiting || phase == Phase::Done) {
+    return;  // news of the group running now, or nothing runs
   }
   if (phase == Phase::Stopping) {
     // Workers often fail first when a peer node dies (their connections
     // reset). With no restart asked for, that failure was the lost node's:
-    // move to the new round without counting it.
-    if (!restart_after_stop && result.signal == 0) {
+    // move to the new group without counting it.
+    if (!restart_after_stop && result.signal == 0 && result.error.empty()) {
       restart_after_stop = true;
-      round_over = true;
+      group_over = true;
     }
     return;
   }
+  log().info("the rendezvous moved on from round {}: stopping the workers", group.attempt);
   restart_after_stop = true;
-  round_over = true;
+  group_over = true;
   stopGroup(SIGTERM);
 }
 
 void Agent::Impl::spawnWorker(int local_rank) {
-  proto::WorkerEnv env = config.group;
-  env.local_rank = local_rank;
-  env.rank = base_rank + local_rank;
-  env.role_rank = env.rank;
-  env.restart_count = attempt;
-  env.max_restarts = config.max_restarts;
+  const int rank = group.base_rank + local_rank;
   const WorkerOutput output =
-      config.output ? config.output(local_rank, env.rank, attempt) : WorkerOutput{};
-  env.error_file = output.error_file;
-  int out_pipe[2];
-  int err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-    throw SpawnError("cannot create pipes for a worker's output", errno);
-  }
+      config.output ? config.output(local_rank, rank, group.attempt) : WorkerOutput{};
+  Pipe out;
+  Pipe err;
   SpawnOptions options;
   options.argv = config.command(local_rank);
-  options.env = workerEnvironment(config.base_env, env);
-  options.stdout_fd = out_pipe[1];
-  options.stderr_fd = err_pipe[1];
-  Worker worker{Subprocess(options), nullptr, local_rank, env.rank, false, output.error_file};
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  startRelay(out_pipe[0], output.stdout_to_console, STDOUT_FILENO, output.stdout_prefix,
+  options.env = config.environment.forWorker(group, local_rank, output.error_file);
+  options.stdout_fd = out.write;
+  options.stderr_fd = err.write;
+  Worker worker{Subprocess(options), nullptr, local_rank, rank, false, output.error_file};
+  startRelay(out.releaseRead(), output.stdout_to_console, STDOUT_FILENO, output.stdout_prefix,
              output.stdout_file);
-  startRelay(err_pipe[0], output.stderr_to_console, STDERR_FILENO, output.stderr_prefix,
+  startRelay(err.releaseRead(), output.stderr_to_console, STDERR_FILENO, output.stderr_prefix,
              output.stderr_file);
   if (worker.process.pidfd() < 0) {
     throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);
@@ -237,12 +263,13 @@ void Agent::Impl::spawnWorker(int local_rank) {
   worker.exit_watch =
       std::make_unique<asio::posix::stream_descriptor>(io, ::dup(worker.process.pidfd()));
   const std::size_t index = workers.size();
-  worker.exit_watch->async_wait(asio::posix::stream_descriptor::wait_read,
-                                [this, index, generation = attempt](const net::error_code& e) {
-                                  if (!e && generation == attempt) {
-                                    onExit(index);
-                                  }
-                                });
+  worker.exit_watch->async_wait(
+      asio::posix::stream_descriptor::wait_read,
+      [this, index, generation = result.attempts](const net::error_code& e) {
+        if (!e && generation == result.attempts) {
+          onExit(index);
+        }
+      });
   workers.push_back(std::move(worker));
   ++running;
 }
@@ -258,8 +285,8 @@ void Agent::Impl::onExit(std::size_t index) {
   }
   if (phase == Phase::Running && !status.success()) {
     restart_after_stop = restarts_used < config.max_restarts;
-    if (restart_after_stop && config.elastic.request_restart) {
-      config.elastic.request_restart();  // every node moves to the next round
+    if (restart_after_stop) {
+      rendezvous.requestRestart();  // every node moves to the next group
     }
     stopGroup(SIGTERM);
     return;
@@ -275,8 +302,9 @@ void Agent::Impl::onExit(std::size_t index) {
 }
 
 void Agent::Impl::recordFailure(const Worker& worker, const ExitStatus& status) {
-  result.failures.push_back({attempt, worker.rank, worker.local_rank, worker.process.pid(), status,
-                             worker.error_file, std::chrono::system_clock::now(), Clock::now()});
+  result.failures.push_back({group.attempt, worker.rank, worker.local_rank, worker.process.pid(),
+                             status, worker.error_file, std::chrono::system_clock::now(),
+                             Clock::now()});
 }
 
 void Agent::Impl::stopGroup(int signal) {
@@ -308,15 +336,17 @@ void Agent::Impl::afterStop() {
   if (phase == Phase::Done) {
     return;
   }
+  if (!result.error.empty()) {
+    finish(1);
+    return;
+  }
   if (restart_after_stop && result.signal == 0) {
     restart_after_stop = false;
-    if (!round_over) {
+    if (!group_over) {
       ++restarts_used;  // a membership change is not a failure
+      after_failure = true;
     }
-    round_over = false;
-    if (!config.elastic.next_round) {
-      ++attempt;
-    }
+    group_over = false;
     startAttempt();
     return;
   }
@@ -324,6 +354,12 @@ void Agent::Impl::afterStop() {
     finish(128 + result.signal);
     return;
   }
+  orderFailures();
+  finish(result.failures.empty() ? 1 : result.failures.front().status.shellCode());
+}
+
+// Root cause first: by the time each worker recorded its failure, if it did.
+void Agent::Impl::orderFailures() {
   for (WorkerFailure& failure : result.failures) {
     if (auto recorded = recordedFailureTime(failure.error_file)) {
       failure.monotonic = std::min(failure.monotonic, *recorded);
@@ -332,12 +368,28 @@ void Agent::Impl::afterStop() {
   std::stable_sort(
       result.failures.begin(), result.failures.end(),
       [](const WorkerFailure& a, const WorkerFailure& b) { return a.monotonic < b.monotonic; });
-  finish(result.failures.empty() ? 1 : result.failures.front().status.shellCode());
+}
+
+// An error on the loop: no restart; the workers are stopped and the run ends
+// with exit status 1 and the error's line.
+void Agent::Impl::fail(const std::string& why) {
+  if (phase == Phase::Done) {
+    return;
+  }
+  if (result.error.empty()) {
+    result.error = why;
+  }
+  restart_after_stop = false;
+  if (phase == Phase::Running) {
+    stopGroup(SIGTERM);
+  } else if (phase == Phase::Waiting) {
+    finish(1);
+  }  // Stopping: afterStop() sees the error
 }
 
 void Agent::Impl::finish(int exit_code) {
-  if (round_waiter.joinable() && config.elastic.cancel_wait) {
-    config.elastic.cancel_wait();  // a pending next_round() returns; run() joins it
+  if (phase == Phase::Waiting) {
+    rendezvous.cancelWait();  // a pending nextGroup() returns; run() joins it
   }
   phase = Phase::Done;
   result.exit_code = exit_code;
@@ -345,6 +397,12 @@ void Agent::Impl::finish(int exit_code) {
   signals.cancel(ignored);
   grace.cancel();
   drainRelaysThenStop();
+}
+
+void Agent::Impl::joinWaiter() {
+  if (waiter.joinable()) {
+    waiter.join();
+  }
 }
 
 void Agent::Impl::startRelay(int pipe_fd, bool to_console, int console_fd,
@@ -397,6 +455,10 @@ void Agent::Impl::waitForSignal() {
     } else {
       result.signal = signal;
       restart_after_stop = false;
+      if (phase == Phase::Waiting) {
+        finish(128 + signal);  // no workers yet: stop waiting
+        return;
+      }
       stopGroup(signal);  // forwarded as is, as torchrun does
     }
     waitForSignal();
@@ -408,28 +470,19 @@ Agent::Agent(AgentConfig config) : impl_(std::make_unique<Impl>(std::move(config
 Agent::~Agent() = default;
 
 RunResult Agent::run() {
-  for (int signal : impl_->config.signals_to_handle) {
-    impl_->signals.add(signal);
+  Impl& impl = *impl_;
+  for (int signal : impl.config.signals_to_handle) {
+    impl.signals.add(signal);
   }
-  impl_->waitForSignal();
-  impl_->base_rank = impl_->config.group.group_rank * impl_->config.nproc_per_node;
-  if (impl_->config.elastic.on_round_over) {
-    impl_->config.elastic.on_round_over([impl = impl_.get()](std::int64_t newer_round) {
-      asio::post(impl->io, [impl, newer_round] { impl->onRoundOver(newer_round); });
-    });
-  }
-  impl_->startAttempt();
-  impl_->io.run();
-  if (impl_->config.elastic.on_round_over) {
-    impl_->config.elastic.on_round_over({});  // the rendezvous outlives this agent loop
-  }
-  if (impl_->round_waiter.joinable()) {
-    impl_->round_waiter.join();
-  }
-  if (impl_->round_error) {
-    std::rethrow_exception(impl_->round_error);
-  }
-  return impl_->result;
+  impl.waitForSignal();
+  impl.rendezvous.watchGroup([&impl](int newer_attempt) {
+    asio::post(impl.io, [&impl, newer_attempt] { impl.onGroupOver(newer_attempt); });
+  });
+  impl.startAttempt();
+  impl.runLoop();
+  impl.rendezvous.watchGroup({});  // the rendezvous outlives this agent's loop
+  impl.joinWaiter();
+  return impl.result;
 }
 
 }  // namespace ddprun::launcher

@@ -196,7 +196,9 @@ void readLaunchShape(const Reader& in, LaunchConfig& config) {
   config.rdzv_backend = in.text("rdzv_backend", "static");
   config.rdzv_endpoint = in.text("rdzv_endpoint", "");
   config.rdzv_id = in.text("rdzv_id", "none");
-  config.rdzv_conf = in.parsed("rdzv_conf", parseRdzvConf).value_or(config.rdzv_conf);
+  if (const auto conf = in.get("rdzv_conf")) {
+    config.rdzv_conf = typeRdzvConf(conf->what, parseRdzvConf(conf->what, conf->text));
+  }
   config.standalone = in.flag("standalone");
   const auto nonNegative = [](std::string_view what, std::string_view text) {
     return parseInt(what, text, 0, kIntMax);

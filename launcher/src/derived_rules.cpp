@@ -11,7 +11,6 @@ namespace {
 constexpr int kStaticDefaultPort = 29500;
 constexpr int kC10dDefaultPort = 29400;
 constexpr int kEtcdDefaultPort = 2379;
-constexpr const char* kDefaultRdzvTimeout = "900";
 constexpr int kDefaultShutdownGrace = 30;
 
 void checkConflicts(const LaunchConfig& config) {
@@ -58,14 +57,6 @@ void applyEndpoint(LaunchConfig& config) {
   }
 }
 
-void applyRdzvConf(LaunchConfig& config) {
-  if (config.rdzv_backend == "static") {
-    config.rdzv_conf["rank"] = std::to_string(config.node_rank);
-  }
-  // LaunchConfig.__post_init__: only static and legacy etcd read it.
-  config.rdzv_conf.try_emplace("timeout", kDefaultRdzvTimeout);
-}
-
 void applyEnvOnlyKnobs(LaunchConfig& config, const Environment& env) {
   if (!config.log_line_prefix_template) {
     const auto from_env = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
@@ -106,7 +97,6 @@ void applyDerivedRules(LaunchConfig& config, const Environment& env,
   applyStandalone(config, make_run_id);
   const bool endpoint_given = !config.rdzv_endpoint.empty();
   applyEndpoint(config);
-  applyRdzvConf(config);
   applyEnvOnlyKnobs(config, env);
   collectWarnings(config, endpoint_given);
 }

@@ -8,24 +8,21 @@
 #include <utility>
 
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/rendezvous/client.hpp"
 #include "ddprun/rendezvous/server.hpp"
+#include "log.hpp"
+#include "store_connection.hpp"
+#include "wait_notice.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using Duration = StaticRendezvous::Duration;
+namespace protocol = proto::rendezvous;
 
-// What is left until `deadline`, at least 1 ms so a late call still asks once.
-Duration remaining(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<Duration>(deadline - Clock::now());
-  return std::max(left, Duration(1));
-}
-
-std::string within(Duration timeout) {
-  return " within " + std::to_string(timeout.count()) + " ms";
-}
+std::string within(Duration timeout) { return " within " + describeSeconds(timeout); }
 
 std::string localHostname() {
   std::array<char, 256> name{};
@@ -50,20 +47,20 @@ void validate(const StaticRendezvousOptions& options) {
                       std::to_string(options.nproc_per_node));
   }
   // Only node 0 can learn an ephemeral port; the others must be told it.
-  if (options.master_port == 0 && options.node_rank != 0) {
+  if (options.port == 0 && options.node_rank != 0) {
     throw ConfigError("static rendezvous on --node-rank " + std::to_string(options.node_rank) +
-                      " needs a --master-port; try to specify --master-port");
+                      " needs the store's port; try to specify --master-port");
   }
 }
 
-struct NodeInfo {
+struct NodeKey {
   int nproc = 0;
   std::string host;
 };
 
 // A node key's value is "<nproc> <hostname>".
-NodeInfo parseNode(const std::string& value) {
-  NodeInfo info;
+NodeKey parseNode(const std::string& value) {
+  NodeKey info;
   std::istringstream in(value);
   in >> info.nproc >> info.host;
   return info;
@@ -72,7 +69,7 @@ NodeInfo parseNode(const std::string& value) {
 }  // namespace
 
 StaticRendezvous::StaticRendezvous(StaticRendezvousOptions options)
-    : options_(std::move(options)), port_(options_.master_port) {
+    : options_(std::move(options)), port_(options_.port) {
   validate(options_);
   if (options_.hostname.empty()) {
     options_.hostname = localHostname();
@@ -81,7 +78,7 @@ StaticRendezvous::StaticRendezvous(StaticRendezvousOptions options)
     // Every address, so agents and workers on other nodes can reach it.
     rdzv::ServerOptions server_options;
     server_options.host = "";
-    server_options.port = options_.master_port;
+    server_options.port = options_.port;
     server_options.threads = options_.server_threads;
     server_ = std::make_unique<rdzv::Server>(server_options);
     server_->start();
@@ -96,8 +93,63 @@ StaticRendezvous::~StaticRendezvous() {
   }
 }
 
+std::string StaticRendezvous::describe() const {
+  return "static rendezvous at " + storeAddress() + ": node rank " +
+         std::to_string(options_.node_rank) + " of " + std::to_string(options_.nnodes) +
+         (server_ ? " (this node hosts the store)" : "");
+}
+
+std::optional<WorkerGroup> StaticRendezvous::nextGroup() {
+  try {
+    if (!group_) {
+      group_ = join();
+    } else {
+      beforeAttempt(group_->attempt + 1);
+      ++group_->attempt;
+    }
+  } catch (const NetworkError&) {
+    if (cancelled_) {
+      return std::nullopt;  // cancelWait() shut the connection down
+    }
+    throw;
+  }
+  if (cancelled_) {
+    return std::nullopt;
+  }
+  return group_;
+}
+
+void StaticRendezvous::cancelWait() {
+  cancelled_ = true;
+  std::lock_guard lock(client_mutex_);
+  if (client_) {
+    client_->interrupt();
+  }
+}
+
+int StaticRendezvous::finishJob(const RunResult& result) {
+  if (!group_ || cancelled_) {
+    return result.exit_code;  // never formed a group, or stopped while waiting
+  }
+  if (result.signal != 0) {
+    log().info("stopped by a signal: not waiting for the other nodes to finish");
+    return result.exit_code;
+  }
+  try {
+    exitBarrier(options_.exit_barrier_timeout);
+  } catch (const Error& error) {
+    log().warn("exit barrier: {}", error.what());
+  }
+  return result.exit_code;
+}
+
 std::string StaticRendezvous::key(const std::string& suffix) const {
-  return "/ddprun/" + options_.run_id + "/static/" + suffix;
+  return protocol::key(protocol::Scope::kStatic, options_.run_id, suffix);
+}
+
+std::string StaticRendezvous::storeAddress() const {
+  const bool v6 = options_.host.find(':') != std::string::npos;
+  return (v6 ? "[" + options_.host + "]" : options_.host) + ":" + std::to_string(port_);
 }
 
 std::vector<std::string> StaticRendezvous::perNodeKeys(const std::string& name, int first) const {
@@ -108,21 +160,41 @@ std::vector<std::string> StaticRendezvous::perNodeKeys(const std::string& name, 
   return keys;
 }
 
-proto::WorkerEnv StaticRendezvous::join() {
+WorkerGroup StaticRendezvous::join() {
   const auto deadline = Clock::now() + options_.join_timeout;
   connect(deadline);
+  if (cancelled_) {
+    throw NetworkError("the static rendezvous was cancelled");
+  }
   claimNodeRank();
   client_->set(key("node/" + std::to_string(options_.node_rank)),
                std::to_string(options_.nproc_per_node) + " " + options_.hostname);
-  waitForNodes("node", 0, deadline, "join" + within(options_.join_timeout));
+  waitForNodes("node", 0, deadline, options_.join_timeout, "to join the store at " + storeAddress(),
+               "join");
   checkNodes(client_->multiGet(perNodeKeys("node", 0)));
-  return groupEnv();
+  return firstGroup();
 }
 
 void StaticRendezvous::connect(TimePoint deadline) {
-  // Node 0 may start after the others: the client retries refused connects.
-  client_ = std::make_unique<rdzv::StoreClient>(options_.master_addr, port_, remaining(deadline));
-  client_->setTimeout(options_.join_timeout);
+  // Node 0 may start after the others: keep trying, and say so.
+  WaitNotice notice(
+      [this] {
+        return "the static rendezvous store at " + storeAddress() + " (node rank 0 hosts it)";
+      },
+      deadline);
+  std::unique_ptr<rdzv::StoreClient> client;
+  try {
+    client = connectToStore(options_.host, port_, notice, cancelled_);
+  } catch (const TimeoutError& error) {
+    throw TimeoutError("static rendezvous: the store at " + storeAddress() +
+                       " (hosted by node rank 0) did not come up" + within(options_.join_timeout) +
+                       " (run id " + options_.run_id + "): " + error.what());
+  }
+  if (client) {
+    client->setTimeout(options_.join_timeout);
+  }
+  std::lock_guard lock(client_mutex_);
+  client_ = std::move(client);
 }
 
 void StaticRendezvous::claimNodeRank() {
@@ -147,7 +219,7 @@ void StaticRendezvous::claimNodeRank() {
 void StaticRendezvous::checkNodes(const std::vector<std::string>& values) const {
   std::string mismatches;
   for (std::size_t rank = 0; rank < values.size(); ++rank) {
-    const NodeInfo node = parseNode(values[rank]);
+    const NodeKey node = parseNode(values[rank]);
     if (node.nproc != options_.nproc_per_node) {
       mismatches += (mismatches.empty() ? "" : ", ") + std::string("node rank ") +
                     std::to_string(rank) + " (" + node.host + ") has " + std::to_string(node.nproc);
@@ -162,27 +234,56 @@ void StaticRendezvous::checkNodes(const std::vector<std::string>& values) const 
   }
 }
 
-void StaticRendezvous::waitForNodes(const std::string& name, int first, TimePoint deadline,
-                                    const std::string& what) {
-  try {
-    client_->wait(perNodeKeys(name, first), remaining(deadline));
-  } catch (const TimeoutError&) {
-    throw TimeoutError(timeoutMessage(name, first, what));
-  }
-}
-
-std::string StaticRendezvous::timeoutMessage(const std::string& name, int first,
-                                             const std::string& what) {
+// "1, 2": the node ranks from `first` whose "<name>/<rank>" key is missing.
+std::string StaticRendezvous::missingRanks(const std::string& name, int first) {
   std::string missing;
   for (int rank = first; rank < options_.nnodes; ++rank) {
     if (!client_->check({key(name + "/" + std::to_string(rank))})) {
       missing += (missing.empty() ? "" : ", ") + std::to_string(rank);
     }
   }
-  std::string message = "static rendezvous: node rank(s) " + missing + " of " +
-                        std::to_string(options_.nnodes) + " did not " + what + " (store at " +
-                        options_.master_addr + ":" + std::to_string(port_) + ", run id " +
-                        options_.run_id + ")";
+  return missing;
+}
+
+// Waits for every node's "<name>/<rank>" key, saying which node ranks it
+// still waits for and for what ("to join the store at ..."); `timeout` (how
+// long the whole wait may take) is for the message.
+void StaticRendezvous::waitForNodes(const std::string& name, int first, TimePoint deadline,
+                                    Duration timeout, const std::string& waiting_for,
+                                    const std::string& did_not) {
+  WaitNotice notice(
+      [&] {
+        return "node rank(s) " + missingRanks(name, first) + " of " +
+               std::to_string(options_.nnodes) + " " + waiting_for;
+      },
+      deadline);
+  try {
+    waitForKeys(perNodeKeys(name, first), notice);
+  } catch (const TimeoutError&) {
+    throw TimeoutError(timeoutMessage(name, first, did_not, timeout));
+  }
+}
+
+// Blocks until every key exists, in slices, ticking the notice between them.
+void StaticRendezvous::waitForKeys(const std::vector<std::string>& keys, WaitNotice& notice) {
+  for (;;) {
+    try {
+      client_->wait(keys, notice.next());
+      return;
+    } catch (const TimeoutError&) {
+      if (notice.expired()) {
+        throw;
+      }
+    }
+    notice.tick();
+  }
+}
+
+std::string StaticRendezvous::timeoutMessage(const std::string& name, int first,
+                                             const std::string& did_not, Duration timeout) {
+  std::string message = "static rendezvous: node rank(s) " + missingRanks(name, first) + " of " +
+                        std::to_string(options_.nnodes) + " did not " + did_not + within(timeout) +
+                        " (store at " + storeAddress() + ", run id " + options_.run_id + ")";
   if (client_->check({key("error")})) {
     message += "; " + client_->get(key("error"));
   }
@@ -205,19 +306,26 @@ void StaticRendezvous::beforeAttempt(int attempt) {
   const auto deadline = Clock::now() + options_.join_timeout;
   const std::string prefix = "attempt/" + std::to_string(attempt);
   client_->add(key(prefix + "/node/" + std::to_string(options_.node_rank)), 1);
-  const std::string what = "reach attempt " + std::to_string(attempt) +
-                           within(options_.join_timeout) +
-                           " (every node must stop its workers before the store is emptied)";
+  const std::string waiting_for = "to stop their workers for attempt " + std::to_string(attempt);
+  const std::string did_not = "reach attempt " + std::to_string(attempt) +
+                              " (every node must stop its workers before the store is emptied)";
   if (server_) {
-    waitForNodes(prefix + "/node", 0, deadline, what);
+    waitForNodes(prefix + "/node", 0, deadline, options_.join_timeout, waiting_for, did_not);
     server_->clearKeySpace();
     client_->set(key(prefix + "/cleared"), "1");
     return;
   }
+  WaitNotice notice(
+      [&] {
+        return "node rank 0 to empty the store for attempt " + std::to_string(attempt) +
+               " (node rank(s) " + missingRanks(prefix + "/node", 0) + " of " +
+               std::to_string(options_.nnodes) + " have not stopped their workers yet)";
+      },
+      deadline);
   try {
-    client_->wait({key(prefix + "/cleared")}, remaining(deadline));
+    waitForKeys({key(prefix + "/cleared")}, notice);
   } catch (const TimeoutError&) {
-    throw TimeoutError(timeoutMessage(prefix + "/node", 0, what));
+    throw TimeoutError(timeoutMessage(prefix + "/node", 0, did_not, options_.join_timeout));
   }
 }
 
@@ -229,30 +337,27 @@ void StaticRendezvous::exitBarrier(Duration timeout) {
   const auto deadline = Clock::now() + timeout;
   const std::string rank = std::to_string(options_.node_rank);
   client_->add(key("done/" + rank), 1);
-  waitForNodes("done", 0, deadline, "reach the exit barrier" + within(timeout));
+  waitForNodes("done", 0, deadline, timeout, "to finish (the exit barrier)",
+               "reach the exit barrier");
   if (server_) {
     // Node 0 leaves last: stopping the server as soon as "done" is complete
     // could drop the wake-up of a slower node's WAIT.
-    waitForNodes("left", 1, deadline, "leave the exit barrier" + within(timeout));
+    waitForNodes("left", 1, deadline, timeout, "to leave the exit barrier",
+                 "leave the exit barrier");
   } else {
     client_->add(key("left/" + rank), 1);  // answered, so counted before we go
   }
 }
 
-proto::WorkerEnv StaticRendezvous::groupEnv() const {
-  proto::WorkerEnv group;
+WorkerGroup StaticRendezvous::firstGroup() const {
+  WorkerGroup group;
+  group.attempt = 0;
   group.group_rank = options_.node_rank;
   group.group_world_size = options_.nnodes;
-  group.local_world_size = options_.nproc_per_node;
+  group.base_rank = options_.node_rank * options_.nproc_per_node;
   group.world_size = options_.nnodes * options_.nproc_per_node;
-  group.role_world_size = group.world_size;                 // one role, homogeneous nodes
-  group.rank = group.group_rank * options_.nproc_per_node;  // local rank 0's; Agent fills the rest
-  group.role_rank = group.rank;
-  group.role_name = options_.role;
-  group.master_addr = options_.master_addr;
-  group.master_port = port_;
-  group.run_id = options_.run_id;
-  group.use_agent_store = true;  // workers are clients of node 0's store
+  group.store_host = options_.host;
+  group.store_port = port_;
   return group;
 }
 

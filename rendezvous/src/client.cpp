@@ -280,6 +280,8 @@ std::vector<std::string> StoreClient::listKeys() {
   return keys;
 }
 
+void StoreClient::interrupt() { ::shutdown(fd_, SHUT_RDWR); }
+
 std::string StoreClient::localAddress() const {
   sockaddr_storage address{};
   socklen_t length = sizeof(address);

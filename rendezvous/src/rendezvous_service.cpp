@@ -1,33 +1,20 @@
 #include "ddprun/rendezvous/rendezvous_service.hpp"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 
 namespace ddprun::rdzv {
 namespace {
 
-using nlohmann::json;
+namespace protocol = proto::rendezvous;
+using protocol::Event;
+using protocol::EventType;
 
-constexpr std::size_t kMaxRunIdBytes = 256;
-
-// "ddprun/rdzv/<run>/<verb>" -> {run, verb}; nullopt when malformed.
-std::optional<std::pair<std::string, std::string>> splitKey(std::string_view key) {
-  key.remove_prefix(RendezvousService::kPrefix.size());
-  const std::size_t slash = key.find('/');
-  if (slash == 0 || slash == std::string_view::npos || slash > kMaxRunIdBytes) {
-    return std::nullopt;
-  }
-  return std::make_pair(std::string(key.substr(0, slash)), std::string(key.substr(slash + 1)));
-}
-
-ElasticSettings settingsFrom(const json& request) {
+ElasticSettings settingsFrom(const protocol::JoinRequest& join) {
   ElasticSettings settings;
-  settings.min_nodes = request.at("min_nodes").get<int>();
-  settings.max_nodes = request.at("max_nodes").get<int>();
-  settings.last_call_timeout =
-      std::chrono::milliseconds(request.at("last_call_timeout_ms").get<int64_t>());
-  settings.keep_alive_timeout =
-      std::chrono::milliseconds(request.at("keep_alive_timeout_ms").get<int64_t>());
+  settings.min_nodes = join.min_nodes;
+  settings.max_nodes = join.max_nodes;
+  settings.last_call_timeout = join.last_call_timeout;
+  settings.keep_alive_timeout = join.keep_alive_timeout;
   return settings;
 }
 
@@ -35,67 +22,69 @@ bool sameShape(const ElasticSettings& a, const ElasticSettings& b) {
   return a.min_nodes == b.min_nodes && a.max_nodes == b.max_nodes;
 }
 
-std::string roundEvent(const RoundCompleted& round, const NodeAssignment& node) {
-  return json{{"type", "round"},
-              {"round", round.round},
-              {"group_rank", node.group_rank},
-              {"group_world_size", round.nodes.size()},
-              {"base_rank", node.base_rank},
-              {"local_world_size", node.local_world_size},
-              {"world_size", round.world_size}}
-      .dump();
+Event simpleEvent(EventType type, int64_t round = -1) {
+  Event event;
+  event.type = type;
+  event.round = round;
+  return event;
 }
 
-std::string simpleEvent(std::string_view type, int64_t round = -1) {
-  json event{{"type", type}};
-  if (round >= 0) {
-    event["round"] = round;
-  }
-  return event.dump();
+Event errorEvent(std::string message) {
+  Event event = simpleEvent(EventType::kError);
+  event.message = std::move(message);
+  return event;
 }
 
 }  // namespace
 
-std::string RendezvousService::eventKey(std::string_view run_id, std::string_view agent,
-                                        int64_t n) {
-  return std::string(kPrefix) + std::string(run_id) + "/events/" + std::string(agent) + "/" +
-         std::to_string(n);
+bool RendezvousService::isRendezvousKey(std::string_view key) {
+  return protocol::isElasticKey(key);
 }
 
 std::optional<std::string> RendezvousService::onSet(ClientId client, std::string_view key,
                                                     std::string_view value, Clock::time_point now,
                                                     KeySpace& keys) {
-  const auto parts = splitKey(key);
+  const auto parts = protocol::parseElasticKey(key);
   if (!parts) {
     return "a malformed rendezvous key '" + std::string(key) + "'";
   }
-  const auto& [run_id, verb] = *parts;
-  if (verb == "join") {
+  const std::string& run_id = parts->run_id;
+  if (!parts->verb) {
+    return "an unknown rendezvous request '" + parts->verb_text + "'";
+  }
+  if (*parts->verb == protocol::Verb::kJoin) {
     return join(client, run_id, value, now, keys);
   }
   auto it = runs_.find(run_id);
   if (it == runs_.end()) {
-    return "'" + verb + "' for rendezvous '" + run_id + "', which nobody joined";
+    return "'" + parts->verb_text + "' for rendezvous '" + run_id + "', which nobody joined";
   }
   Run& run = it->second;
   const std::string agent(value);
-  if (verb == "heartbeat") {
-    run.rdzv.heartbeat(agent, now);
-  } else if (verb == "restart") {
-    publish(run_id, run, run.rdzv.restart(agent, now), keys);
-  } else if (verb == "leave") {
-    bindings_.erase(client);
-    publish(run_id, run, run.rdzv.lose(agent, now), keys);
-    tell(run_id, run, agent, simpleEvent("left"), keys);  // its event reader can stop
-  } else if (verb == "close") {
-    publish(run_id, run, run.rdzv.close(), keys);
-  } else if (verb == "done") {
-    finishMember(run_id, run, agent, keys);
-  } else if (verb == "abort") {
-    run.aborted_by = agent;  // the closed events say the job failed, and where
-    publish(run_id, run, run.rdzv.close(), keys);
-  } else {
-    return "an unknown rendezvous request '" + verb + "'";
+  switch (*parts->verb) {
+    case protocol::Verb::kJoin:
+      break;  // handled above
+    case protocol::Verb::kHeartbeat:
+      run.rdzv.heartbeat(agent, now);
+      break;
+    case protocol::Verb::kRestart:
+      publish(run_id, run, run.rdzv.restart(agent, now), keys);
+      break;
+    case protocol::Verb::kLeave:
+      bindings_.erase(client);
+      publish(run_id, run, run.rdzv.lose(agent, now), keys);
+      tell(run_id, run, agent, simpleEvent(EventType::kLeft), keys);  // its reader can stop
+      break;
+    case protocol::Verb::kClose:
+      publish(run_id, run, run.rdzv.close(), keys);
+      break;
+    case protocol::Verb::kDone:
+      finishMember(run_id, run, agent, keys);
+      break;
+    case protocol::Verb::kAbort:
+      run.aborted_by = agent;  // the closed events say the job failed, and where
+      publish(run_id, run, run.rdzv.close(), keys);
+      break;
   }
   return std::nullopt;
 }
@@ -103,46 +92,34 @@ std::optional<std::string> RendezvousService::onSet(ClientId client, std::string
 std::optional<std::string> RendezvousService::join(ClientId client, const std::string& run_id,
                                                    std::string_view payload, Clock::time_point now,
                                                    KeySpace& keys) {
-  const json request = json::parse(payload, nullptr, /*allow_exceptions=*/false);
-  AgentInfo agent;
-  ElasticSettings settings;
-  try {
-    agent.id = request.at("agent").get<std::string>();
-    agent.local_world_size = request.at("local_world_size").get<int>();
-    if (request.contains("node_rank")) {
-      agent.rank_hint = request.at("node_rank").get<int>();
-    }
-    settings = settingsFrom(request);
-  } catch (const json::exception& error) {
-    return "a bad rendezvous join: " + std::string(error.what());
+  std::string why;
+  const auto request = protocol::decodeJoin(payload, why);
+  if (!request) {
+    return why;
   }
-  if (agent.id.empty() || agent.id.find('/') != std::string::npos || settings.min_nodes < 1 ||
-      settings.max_nodes < settings.min_nodes || agent.local_world_size < 1) {
-    return "a bad rendezvous join (empty agent id or one with '/', or bad node counts)";
-  }
+  const ElasticSettings settings = settingsFrom(*request);
   auto [it, created] = runs_.try_emplace(run_id, settings);
   Run& run = it->second;
   if (!sameShape(run.settings, settings)) {
-    tell(run_id, run, agent.id,
-         json{{"type", "error"},
-              {"message", "rendezvous '" + run_id +
-                              "' runs with --nnodes=" + std::to_string(run.settings.min_nodes) +
-                              ":" + std::to_string(run.settings.max_nodes) +
-                              ", this agent asked for " + std::to_string(settings.min_nodes) + ":" +
-                              std::to_string(settings.max_nodes)}}
-             .dump(),
+    tell(run_id, run, request->agent,
+         errorEvent("rendezvous '" + run_id +
+                    "' runs with --nnodes=" + std::to_string(run.settings.min_nodes) + ":" +
+                    std::to_string(run.settings.max_nodes) + ", this agent asked for " +
+                    std::to_string(settings.min_nodes) + ":" + std::to_string(settings.max_nodes)),
          keys);
     return std::nullopt;
   }
+  AgentInfo agent{request->agent, request->local_world_size, request->node_rank};
   Events events;
   const JoinStatus status = run.rdzv.join(agent, now, events);
   if (status == JoinStatus::kClosed) {
-    tell(run_id, run, agent.id, simpleEvent("closed"), keys);
+    tell(run_id, run, agent.id, simpleEvent(EventType::kClosed), keys);
     return std::nullopt;
   }
   bindings_[client] = {run_id, agent.id};
+  run.stores[agent.id] = {request->store_host, request->store_port};
   if (status == JoinStatus::kSpare) {
-    tell(run_id, run, agent.id, simpleEvent("spare"), keys);
+    tell(run_id, run, agent.id, simpleEvent(EventType::kSpare), keys);
   }
   publish(run_id, run, events, keys);
   return std::nullopt;
@@ -163,7 +140,7 @@ void RendezvousService::finishMember(const std::string& run_id, Run& run, const 
   run.done.insert(agent);
   if (run.done.size() == members.size()) {
     for (const std::string& member : members) {
-      tell(run_id, run, member, simpleEvent("finished", run.done_round), keys);
+      tell(run_id, run, member, simpleEvent(EventType::kFinished, run.done_round), keys);
     }
   }
 }
@@ -191,7 +168,7 @@ void RendezvousService::tick(Clock::time_point now, KeySpace& keys) {
     publish(run_id, run, run.rdzv.tick(now), keys);
     for (const std::string& agent : before) {
       if (!run.rdzv.knows(agent)) {
-        tell(run_id, run, agent, simpleEvent("dropped"), keys);
+        tell(run_id, run, agent, simpleEvent(EventType::kDropped), keys);
       }
     }
   }
@@ -212,29 +189,44 @@ void RendezvousService::publish(const std::string& run_id, Run& run, const Event
                                 KeySpace& keys) {
   for (const RendezvousEvent& event : events) {
     if (const auto* round = std::get_if<RoundCompleted>(&event)) {
-      for (const NodeAssignment& node : round->nodes) {
-        tell(run_id, run, node.id, roundEvent(*round, node), keys);
-      }
+      publishRound(run_id, run, *round, keys);
     } else if (const auto* suspended = std::get_if<RoundSuspended>(&event)) {
       for (const std::string& agent : suspended->waiting) {
-        tell(run_id, run, agent, simpleEvent("suspended", suspended->round), keys);
+        tell(run_id, run, agent, simpleEvent(EventType::kSuspended, suspended->round), keys);
       }
     } else if (const auto* closed = std::get_if<RendezvousClosed>(&event)) {
-      json notice{{"type", "closed"}};
+      Event notice = simpleEvent(EventType::kClosed);
       if (!run.aborted_by.empty()) {
-        notice["failed_on"] = run.aborted_by;
+        notice.failed_on = run.aborted_by;
       }
       for (const std::string& agent : closed->agents) {
-        tell(run_id, run, agent, notice.dump(), keys);
+        tell(run_id, run, agent, notice, keys);
       }
     }
   }
 }
 
+// Every member learns its place and node 0's workers' store in one event.
+void RendezvousService::publishRound(const std::string& run_id, Run& run,
+                                     const RoundCompleted& round, KeySpace& keys) {
+  Event event = simpleEvent(EventType::kRound, round.round);
+  event.group_world_size = static_cast<int>(round.nodes.size());
+  event.world_size = round.world_size;
+  if (!round.nodes.empty()) {
+    std::tie(event.store_host, event.store_port) = run.stores[round.nodes.front().id];
+  }
+  for (const NodeAssignment& node : round.nodes) {
+    event.group_rank = node.group_rank;
+    event.base_rank = node.base_rank;
+    event.local_world_size = node.local_world_size;
+    tell(run_id, run, node.id, event, keys);
+  }
+}
+
 void RendezvousService::tell(const std::string& run_id, Run& run, const std::string& agent,
-                             const std::string& event_json, KeySpace& keys) {
+                             const Event& event, KeySpace& keys) {
   int64_t& next = run.next_event[agent];
-  keys.publish(eventKey(run_id, agent, next), event_json);
+  keys.publish(protocol::eventKey(run_id, agent, next), protocol::encodeEvent(event));
   ++next;
 }
 

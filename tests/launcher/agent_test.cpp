@@ -1,55 +1,78 @@
-// The agent with real worker processes (fake_worker): the environment
-// contract, success, a failing rank stopping the group, restarts, exit codes
-// for codes and signals, grace then SIGKILL, and signal forwarding.
+// The agent with real worker processes (fake_worker) and a scripted
+// rendezvous (FakeRendezvous): the environment contract, success, a failing
+// rank stopping the group, counted restarts, exit codes for codes and
+// signals, grace then SIGKILL, signal forwarding; and what the rendezvous
+// drives: groups it decides, membership restarts that do not count, the job
+// ended elsewhere, its errors, a worker that cannot be spawned, and a signal
+// while the agent waits for a group.
 #include "ddprun/launcher/agent.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <climits>
 #include <filesystem>
-#include <fstream>
 #include <future>
 #include <map>
 
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
+#include "fake_rendezvous.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
 using namespace std::chrono_literals;
+using test_support::readEnvFile;
+using testing::FakeRendezvous;
 
-AgentConfig configFor(int nproc, std::vector<std::string> worker_args) {
+WorkerGroup singleNode(int nproc) {
+  WorkerGroup group;
+  group.world_size = nproc;
+  group.store_host = "127.0.0.1";
+  group.store_port = 29999;
+  return group;
+}
+
+AgentConfig configFor(Rendezvous& rendezvous, int nproc, std::vector<std::string> worker_args,
+                      int max_restarts = 0) {
   AgentConfig config;
   config.nproc_per_node = nproc;
+  config.max_restarts = max_restarts;
   config.shutdown_timeout = 5s;
-  config.group.world_size = nproc;
-  config.group.local_world_size = nproc;
-  config.group.role_world_size = nproc;
-  config.group.master_addr = "127.0.0.1";
-  config.group.master_port = 29999;
-  config.group.run_id = "test-run";
-  config.group.use_agent_store = true;
+  config.rendezvous = &rendezvous;
+  WorkerEnvironment::Job job;
+  job.nproc_per_node = nproc;
+  job.max_restarts = max_restarts;
+  job.run_id = "test-run";
+  config.environment = WorkerEnvironment(job, {{"PATH", "/usr/bin:/bin"}, {"INHERITED", "yes"}});
   config.command = [worker_args](int) {
     std::vector<std::string> argv = {DDPRUN_FAKE_WORKER};
     argv.insert(argv.end(), worker_args.begin(), worker_args.end());
     return argv;
   };
-  config.base_env = {{"PATH", "/usr/bin:/bin"}, {"INHERITED", "yes"}};
   return config;
 }
 
-using test_support::readEnvFile;
+bool readyFiles(const test_support::TempDir& dir, int nproc) {
+  for (int local_rank = 0; local_rank < nproc; ++local_rank) {
+    if (!std::filesystem::exists(dir.path() / (std::to_string(local_rank) + ".ready"))) {
+      return false;
+    }
+  }
+  return true;
+}
 
 TEST(AgentTest, EveryWorkerGetsTheContractAndSuccessIsExitZero) {
   test_support::TempDir dir;
-  AgentConfig config = configFor(3, {"--env-to", dir.path().string()});
-  config.max_restarts = 2;
-  const RunResult result = Agent(config).run();
+  FakeRendezvous rendezvous(singleNode(3));
+  const RunResult result =
+      Agent(configFor(rendezvous, 3, {"--env-to", dir.path().string()}, 2)).run();
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_EQ(result.attempts, 1);
   EXPECT_TRUE(result.failures.empty());
+  EXPECT_TRUE(result.error.empty()) << result.error;
   for (int local_rank = 0; local_rank < 3; ++local_rank) {
     auto vars = readEnvFile(dir.path() / (std::to_string(local_rank) + ".env"));
     EXPECT_EQ(vars["RANK"], std::to_string(local_rank));
@@ -65,8 +88,9 @@ TEST(AgentTest, EveryWorkerGetsTheContractAndSuccessIsExitZero) {
 }
 
 TEST(AgentTest, AFailingRankStopsTheOthersAndItsCodeIsTheExitStatus) {
+  FakeRendezvous rendezvous(singleNode(3));
+  AgentConfig config = configFor(rendezvous, 3, {});
   // Rank 1 exits 3 while ranks 0 and 2 would hang forever.
-  AgentConfig config = configFor(3, {"--only-rank", "1", "--exit", "3"});
   config.command = [](int local_rank) {
     std::vector<std::string> argv = {DDPRUN_FAKE_WORKER};
     if (local_rank == 1) {
@@ -88,38 +112,45 @@ TEST(AgentTest, AFailingRankStopsTheOthersAndItsCodeIsTheExitStatus) {
 }
 
 TEST(AgentTest, WorkerKilledBySignalGivesOneTwentyEightPlusSignal) {
+  FakeRendezvous rendezvous(singleNode(2));
   const RunResult result =
-      Agent(configFor(2, {"--only-rank", "0", "--signal", std::to_string(SIGSEGV)})).run();
+      Agent(configFor(rendezvous, 2, {"--only-rank", "0", "--signal", std::to_string(SIGSEGV)}))
+          .run();
   EXPECT_EQ(result.exit_code, 128 + SIGSEGV);
   ASSERT_FALSE(result.failures.empty());
   EXPECT_EQ(result.failures.front().status.describe(), "killed by SIGSEGV (signal 11)");
 }
 
-TEST(AgentTest, RestartedGroupSucceedsWithTheNextRestartCount) {
+// A failure with restarts left asks the rendezvous for a restart and for the
+// next group, whose attempt number the workers see.
+TEST(AgentTest, ACountedRestartAsksTheRendezvousForTheNextGroup) {
   test_support::TempDir dir;
-  AgentConfig config = configFor(2, {"--env-to", dir.path().string(), "--only-rank", "1",
-                                     "--only-attempt", "0", "--exit", "1"});
-  config.max_restarts = 1;
-  std::vector<int> attempts_started;
-  config.before_attempt = [&](int attempt) { attempts_started.push_back(attempt); };
-  const RunResult result = Agent(config).run();
+  FakeRendezvous rendezvous(singleNode(2));
+  const RunResult result = Agent(configFor(rendezvous, 2,
+                                           {"--env-to", dir.path().string(), "--only-rank", "1",
+                                            "--only-attempt", "0", "--exit", "1"},
+                                           1))
+                               .run();
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_EQ(result.attempts, 2);
-  EXPECT_EQ(attempts_started, (std::vector<int>{0, 1}));
+  EXPECT_EQ(rendezvous.calls(), 2);
+  EXPECT_EQ(rendezvous.restartRequests(), 1);
   EXPECT_EQ(readEnvFile(dir.path() / "1.env")["TORCHELASTIC_RESTART_COUNT"], "1");
 }
 
 TEST(AgentTest, RestartsAreBoundedByMaxRestarts) {
-  AgentConfig config = configFor(2, {"--only-rank", "0", "--exit", "5"});
-  config.max_restarts = 2;
-  const RunResult result = Agent(config).run();
+  FakeRendezvous rendezvous(singleNode(2));
+  const RunResult result =
+      Agent(configFor(rendezvous, 2, {"--only-rank", "0", "--exit", "5"}, 2)).run();
   EXPECT_EQ(result.exit_code, 5);
   EXPECT_EQ(result.attempts, 3);
+  EXPECT_EQ(rendezvous.restartRequests(), 2) << "the last failure asks for no restart";
 }
 
 TEST(AgentTest, WorkerIgnoringSigtermIsKilledAfterTheShutdownTimeout) {
   test_support::TempDir dir;
-  AgentConfig config = configFor(2, {});
+  FakeRendezvous rendezvous(singleNode(2));
+  AgentConfig config = configFor(rendezvous, 2, {});
   config.shutdown_timeout = 300ms;
   // Rank 0 fails only once rank 1 has started ignoring SIGTERM.
   config.command = [&dir](int local_rank) {
@@ -141,22 +172,130 @@ TEST(AgentTest, WorkerIgnoringSigtermIsKilledAfterTheShutdownTimeout) {
 
 TEST(AgentTest, HandledSignalIsForwardedAndEndsTheRun) {
   test_support::TempDir dir;
-  AgentConfig config = configFor(2, {"--ready-to", dir.path().string(), "--hang"});
+  FakeRendezvous rendezvous(singleNode(2));
+  AgentConfig config = configFor(rendezvous, 2, {"--ready-to", dir.path().string(), "--hang"}, 3);
   config.signals_to_handle = {SIGTERM};
-  config.max_restarts = 3;  // a signal never restarts
   auto run = std::async(std::launch::async, [&] { return Agent(config).run(); });
-  ASSERT_TRUE(test_support::eventually(
-      [&] {
-        return std::filesystem::exists(dir.path() / "0.ready") &&
-               std::filesystem::exists(dir.path() / "1.ready");
-      },
-      10s));
+  ASSERT_TRUE(test_support::eventually([&] { return readyFiles(dir, 2); }, 10s));
   ASSERT_EQ(kill(getpid(), SIGTERM), 0);
   ASSERT_EQ(run.wait_for(10s), std::future_status::ready);
   const RunResult result = run.get();
   EXPECT_EQ(result.exit_code, 128 + SIGTERM);
   EXPECT_EQ(result.signal, SIGTERM);
-  EXPECT_EQ(result.attempts, 1);
+  EXPECT_EQ(result.attempts, 1);  // a signal never restarts
+}
+
+// The rendezvous decides the group: ranks, world, store, attempt number.
+TEST(AgentTest, TheWorkersRunTheGroupTheRendezvousDecided) {
+  test_support::TempDir dir;
+  FakeRendezvous rendezvous;
+  WorkerGroup group;
+  group.attempt = 4;
+  group.group_rank = 1;
+  group.group_world_size = 3;
+  group.base_rank = 2;
+  group.world_size = 6;
+  group.store_host = "10.1.2.3";
+  group.store_port = 4242;
+  rendezvous.push(group);
+  const RunResult result = Agent(configFor(rendezvous, 2, {"--env-to", dir.path().string()})).run();
+  EXPECT_EQ(result.exit_code, 0);
+  auto vars = readEnvFile(dir.path() / "1.env");
+  EXPECT_EQ(vars["RANK"], "3");
+  EXPECT_EQ(vars["GROUP_RANK"], "1");
+  EXPECT_EQ(vars["GROUP_WORLD_SIZE"], "3");
+  EXPECT_EQ(vars["WORLD_SIZE"], "6");
+  EXPECT_EQ(vars["TORCHELASTIC_RESTART_COUNT"], "4");
+  EXPECT_EQ(vars["MASTER_ADDR"], "10.1.2.3");
+  EXPECT_EQ(vars["MASTER_PORT"], "4242");
+}
+
+// A membership change ends the running group: its workers are stopped and
+// the next group runs, with no restart counted (max_restarts is 0).
+TEST(AgentTest, AMembershipChangeRestartsTheWorkersWithoutCounting) {
+  test_support::TempDir dir;
+  FakeRendezvous rendezvous;
+  rendezvous.push(singleNode(2));
+  auto run = std::async(std::launch::async, [&] {
+    return Agent(configFor(rendezvous, 2,
+                           {"--env-to", dir.path().string(), "--ready-to", dir.path().string(),
+                            "--hang", "--only-attempt", "0"}))
+        .run();
+  });
+  ASSERT_TRUE(test_support::eventually([&] { return readyFiles(dir, 2); }, 10s));
+  WorkerGroup next = singleNode(2);
+  next.attempt = 1;
+  rendezvous.push(next);
+  rendezvous.declareOver(1);
+  ASSERT_EQ(run.wait_for(10s), std::future_status::ready);
+  const RunResult result = run.get();
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.attempts, 2);
+  EXPECT_TRUE(result.failures.empty());
+  EXPECT_EQ(rendezvous.restartRequests(), 0);
+  EXPECT_EQ(readEnvFile(dir.path() / "0.env")["TORCHELASTIC_RESTART_COUNT"], "1");
+}
+
+// An abort elsewhere: the group is over, and there is no next one.
+TEST(AgentTest, AJobEndedElsewhereStopsTheWorkersAtOnce) {
+  test_support::TempDir dir;
+  FakeRendezvous rendezvous;
+  rendezvous.push(singleNode(2));
+  auto run = std::async(std::launch::async, [&] {
+    return Agent(configFor(rendezvous, 2, {"--ready-to", dir.path().string(), "--hang"})).run();
+  });
+  ASSERT_TRUE(test_support::eventually([&] { return readyFiles(dir, 2); }, 10s));
+  rendezvous.endJob();
+  rendezvous.declareOver(INT_MAX);
+  ASSERT_EQ(run.wait_for(4s), std::future_status::ready) << "waited for the grace period";
+  const RunResult result = run.get();
+  EXPECT_TRUE(result.closed_elsewhere);
+  EXPECT_TRUE(result.failures.empty());
+}
+
+// A rendezvous that never forms a group (a timeout, a refusal) ends the run
+// with its one line and exit status 1.
+TEST(AgentTest, ARendezvousErrorEndsTheRunWithItsLine) {
+  FakeRendezvous rendezvous;
+  rendezvous.fail("no round formed within join_timeout (1 s)");
+  const RunResult result = Agent(configFor(rendezvous, 2, {})).run();
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.error, "no round formed within join_timeout (1 s)");
+  EXPECT_FALSE(result.started);
+}
+
+// A worker that cannot be spawned is one line and exit 1: the workers already
+// running are stopped, and run() returns (it used to end in std::terminate).
+TEST(AgentTest, AWorkerThatCannotBeSpawnedEndsTheRunCleanly) {
+  test_support::TempDir dir;
+  FakeRendezvous rendezvous(singleNode(2));
+  AgentConfig config = configFor(rendezvous, 2, {});
+  config.command = [&dir](int local_rank) {
+    return local_rank == 0 ? std::vector<std::string>{DDPRUN_FAKE_WORKER, "--ready-to",
+                                                      dir.path().string(), "--hang"}
+                           : std::vector<std::string>{"/no/such/program"};
+  };
+  const auto started = std::chrono::steady_clock::now();
+  const RunResult result = Agent(config).run();
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.error.find("cannot run '/no/such/program'"), std::string::npos) << result.error;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 4s) << "waited for the grace period";
+  EXPECT_EQ(rendezvous.restartRequests(), 0);
+}
+
+// SIGTERM while the agent waits for its group: it stops waiting at once.
+TEST(AgentTest, ASignalWhileWaitingForAGroupEndsTheRun) {
+  FakeRendezvous rendezvous;
+  AgentConfig config = configFor(rendezvous, 2, {});
+  config.signals_to_handle = {SIGTERM};
+  auto run = std::async(std::launch::async, [&] { return Agent(config).run(); });
+  ASSERT_TRUE(rendezvous.waitForCalls(1, 10s));
+  ASSERT_EQ(kill(getpid(), SIGTERM), 0);
+  ASSERT_EQ(run.wait_for(5s), std::future_status::ready);
+  const RunResult result = run.get();
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM);
+  EXPECT_EQ(result.attempts, 0);
+  EXPECT_TRUE(rendezvous.cancelled());
 }
 
 }  // namespace

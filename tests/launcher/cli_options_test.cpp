@@ -47,7 +47,7 @@ std::vector<ValueCase> valueCases() {
        [](auto& c) { return c.rdzv_endpoint; }, "node0:1234"},
       {"--rdzv-id", "--rdzv_id", "PET_RDZV_ID", "job7", [](auto& c) { return c.rdzv_id; }, "job7"},
       {"--rdzv-conf", "--rdzv_conf", "PET_RDZV_CONF", "join_timeout=5",
-       [](auto& c) { return c.rdzv_conf.at("join_timeout"); }, "5"},
+       [](auto& c) { return std::to_string(c.rdzv_conf.joinTimeout().count()); }, "5000"},
       {"--max-restarts", "--max_restarts", "PET_MAX_RESTARTS", "3",
        [](auto& c) { return std::to_string(c.max_restarts); }, "3"},
       {"--monitor-interval", "--monitor_interval", "PET_MONITOR_INTERVAL", "2.5",

@@ -136,8 +136,7 @@ TEST(CliStandalone, ForcesC10dLocalhostAndAFreshRunId) {
   EXPECT_EQ(config.rdzv_endpoint, "localhost:0");
   EXPECT_EQ(config.rdzv_address, (Endpoint{"localhost", 0}));
   EXPECT_EQ(config.rdzv_id, kTestRunId);
-  EXPECT_EQ(config.rdzv_conf.at("timeout"), "900");
-  EXPECT_FALSE(config.rdzv_conf.contains("rank"));
+  EXPECT_EQ(config.rdzv_conf, RdzvConf{});
   EXPECT_TRUE(config.warnings.empty());
 }
 
@@ -183,8 +182,7 @@ TEST(CliStatic, EndpointFromMasterAddrAndPortAndRankInConf) {
   EXPECT_EQ(config.rdzv_endpoint, "[::1]:1234");
   EXPECT_EQ(config.rdzv_address, (Endpoint{"::1", 1234}));
   EXPECT_EQ(config.max_nodes, 3);  // the static world size comes from max nodes
-  EXPECT_EQ(config.rdzv_conf.at("rank"), "2");
-  EXPECT_EQ(config.rdzv_conf.at("timeout"), "60");
+  EXPECT_EQ(config.rdzv_conf.staticTimeout(), std::chrono::seconds(60));
 }
 
 TEST(CliStatic, DefaultMasterPortIs29500AndEndpointNeedsAPort) {
@@ -205,11 +203,19 @@ TEST(CliC10d, DefaultPortAndIpv6Endpoint) {
   EXPECT_FALSE(parse({"--rdzv-backend", "plugin", "t.py"}).rdzv_address);
 }
 
-TEST(CliC10d, UserTimeoutKeptAndDefaultAdded) {
+TEST(CliC10d, UserJoinTimeoutKept) {
   const auto config = parse({"--rdzv-backend", "c10d", "--rdzv-conf", "join_timeout=9", "t.py"});
-  EXPECT_EQ(config.rdzv_conf.at("timeout"), "900");
-  EXPECT_EQ(config.rdzv_conf.at("join_timeout"), "9");
-  EXPECT_FALSE(config.rdzv_conf.contains("rank"));
+  EXPECT_EQ(config.rdzv_conf.joinTimeout(), std::chrono::seconds(9));
+  EXPECT_EQ(config.rdzv_conf.staticTimeout(), std::chrono::seconds(900));
+}
+
+// A static --rdzv-endpoint is the store's address: --master-addr and
+// --master-port only build the endpoint when none is given.
+TEST(CliStatic, AGivenEndpointIsTheStoreNotTheMasterFlags) {
+  const auto config = parse({"--nnodes", "2", "--rdzv-endpoint", "host0:29603", "--master-addr",
+                             "elsewhere", "--master-port", "1", "t.py"});
+  EXPECT_EQ(config.rdzv_backend, "static");
+  EXPECT_EQ(config.rdzv_address, (Endpoint{"host0", 29603}));
 }
 
 TEST(CliWarnings, MasterAddrAndNodeRankWithNonStatic) {

@@ -44,15 +44,14 @@ Node makeNode(int node_rank, int nnodes, int nproc, std::uint16_t port,
   options.node_rank = node_rank;
   options.nnodes = nnodes;
   options.nproc_per_node = nproc;
-  options.master_port = port;
+  options.port = port;
   options.run_id = "test-run";
-  options.role = "trainer";
   options.join_timeout = join_timeout;
   options.hostname = "host-" + std::to_string(node_rank);
   return std::make_unique<StaticRendezvous>(options);
 }
 
-std::future<proto::WorkerEnv> joinAsync(StaticRendezvous& node) {
+std::future<WorkerGroup> joinAsync(StaticRendezvous& node) {
   return std::async(std::launch::async, [&node] { return node.join(); });
 }
 
@@ -77,12 +76,12 @@ bool stillRunning(const std::future<void>& future) {
 }
 
 // Joins every node concurrently and returns their groups in node-rank order.
-std::vector<proto::WorkerEnv> joinAll(std::vector<Node>& nodes) {
-  std::vector<std::future<proto::WorkerEnv>> joins;
+std::vector<WorkerGroup> joinAll(std::vector<Node>& nodes) {
+  std::vector<std::future<WorkerGroup>> joins;
   for (Node& node : nodes) {
     joins.push_back(joinAsync(*node));
   }
-  std::vector<proto::WorkerEnv> groups;
+  std::vector<WorkerGroup> groups;
   for (auto& join : joins) {
     groups.push_back(join.get());
   }
@@ -100,20 +99,16 @@ std::vector<Node> makeNodes(int nnodes, int nproc, std::uint16_t port) {
 TEST(StaticRendezvousTest, TwoNodesGetTheirGroups) {
   const std::uint16_t port = freePort();
   std::vector<Node> nodes = makeNodes(2, 4, port);
-  const std::vector<proto::WorkerEnv> groups = joinAll(nodes);
+  const std::vector<WorkerGroup> groups = joinAll(nodes);
   for (int rank = 0; rank < 2; ++rank) {
-    const proto::WorkerEnv& group = groups[rank];
+    const WorkerGroup& group = groups[rank];
+    EXPECT_EQ(group.attempt, 0);
     EXPECT_EQ(group.group_rank, rank);
     EXPECT_EQ(group.group_world_size, 2);
-    EXPECT_EQ(group.local_world_size, 4);
     EXPECT_EQ(group.world_size, 8);
-    EXPECT_EQ(group.role_world_size, 8);
-    EXPECT_EQ(group.rank, rank * 4);
-    EXPECT_EQ(group.role_name, "trainer");
-    EXPECT_EQ(group.master_addr, "127.0.0.1");
-    EXPECT_EQ(group.master_port, port);
-    EXPECT_EQ(group.run_id, "test-run");
-    EXPECT_TRUE(group.use_agent_store);
+    EXPECT_EQ(group.base_rank, rank * 4);
+    EXPECT_EQ(group.store_host, "127.0.0.1");
+    EXPECT_EQ(group.store_port, port);
   }
   EXPECT_TRUE(nodes[0]->hostsStore());
   EXPECT_FALSE(nodes[1]->hostsStore());
@@ -130,9 +125,9 @@ TEST(StaticRendezvousTest, NodeZeroStartingLastStillWorks) {
   Node node0 = makeNode(0, 3, 2, port);
   auto join0 = joinAsync(*node0);
   EXPECT_EQ(join0.get().group_rank, 0);
-  EXPECT_EQ(join1.get().rank, 2);
-  const proto::WorkerEnv group2 = join2.get();
-  EXPECT_EQ(group2.rank, 4);
+  EXPECT_EQ(join1.get().base_rank, 2);
+  const WorkerGroup group2 = join2.get();
+  EXPECT_EQ(group2.base_rank, 4);
   EXPECT_EQ(group2.world_size, 6);
 }
 
@@ -145,7 +140,7 @@ TEST(StaticRendezvousTest, MissingNodeTimesOutNamingIt) {
   auto join1 = joinAsync(*node1);
   for (auto* join : {&join0, &join1}) {
     const std::string message = errorOf<TimeoutError>(*join);
-    EXPECT_NE(message.find("node rank(s) 2 of 3 did not join within 300 ms"), std::string::npos)
+    EXPECT_NE(message.find("node rank(s) 2 of 3 did not join within 0.3 s"), std::string::npos)
         << message;
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
@@ -213,7 +208,7 @@ TEST(StaticRendezvousTest, ExitBarrierTimesOutNamingTheMissingNode) {
     FAIL() << "no timeout";
   } catch (const TimeoutError& error) {
     EXPECT_NE(std::string(error.what())
-                  .find("node rank(s) 1 of 2 did not reach the exit barrier within 200 ms"),
+                  .find("node rank(s) 1 of 2 did not reach the exit barrier within 0.2 s"),
               std::string::npos)
         << error.what();
   }
@@ -244,9 +239,9 @@ TEST(StaticRendezvousTest, BeforeAttemptClearsOnlyOnceEveryNodeArrives) {
 
 TEST(StaticRendezvousTest, SingleNodeNeedsNoBarriers) {
   Node node = makeNode(0, 1, 2, 0);
-  const proto::WorkerEnv group = node->join();
+  const WorkerGroup group = node->join();
   EXPECT_EQ(group.world_size, 2);
-  EXPECT_EQ(group.master_port, node->port());
+  EXPECT_EQ(group.store_port, node->port());
   EXPECT_NE(node->port(), 0);
   rdzv::StoreClient worker("127.0.0.1", node->port(), 2s);
   worker.set("worker_key", "x");
@@ -254,6 +249,38 @@ TEST(StaticRendezvousTest, SingleNodeNeedsNoBarriers) {
   node->beforeAttempt(1);
   EXPECT_FALSE(worker.check({"worker_key"}));
   node->exitBarrier(1s);
+}
+
+// As a Rendezvous: the first group is the join, each later one the barrier
+// before a restart, with the attempt counted up on every node alike.
+TEST(StaticRendezvousTest, NextGroupJoinsThenCountsAttempts) {
+  const std::uint16_t port = freePort();
+  std::vector<Node> nodes = makeNodes(2, 1, port);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto other = std::async(std::launch::async, [&] { return nodes[1]->nextGroup(); });
+    const auto mine = nodes[0]->nextGroup();
+    const auto theirs = other.get();
+    ASSERT_TRUE(mine && theirs);
+    EXPECT_EQ(mine->attempt, attempt);
+    EXPECT_EQ(theirs->attempt, attempt);
+    EXPECT_EQ(theirs->group_rank, 1);
+  }
+}
+
+// A node waiting for a peer (or for node 0's store) gives up at once when
+// the agent cancels the wait (a signal), instead of after the timeout.
+TEST(StaticRendezvousTest, CancelWaitEndsAWaitingNextGroup) {
+  const std::uint16_t port = freePort();
+  for (int node_rank : {0, 1}) {
+    Node node = makeNode(node_rank, 2, 1, port, 60s);
+    auto waiting = std::async(std::launch::async, [&] { return node->nextGroup(); });
+    EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout) << "node " << node_rank;
+    const auto cancelled = std::chrono::steady_clock::now();
+    node->cancelWait();
+    ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready) << "node " << node_rank;
+    EXPECT_FALSE(waiting.get()) << "node " << node_rank;
+    EXPECT_LT(std::chrono::steady_clock::now() - cancelled, 1500ms) << "node " << node_rank;
+  }
 }
 
 TEST(StaticRendezvousTest, BadOptionsAreConfigErrors) {

@@ -7,10 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/rendezvous/client.hpp"
 #include "ddprun/rendezvous/server.hpp"
 
@@ -18,7 +18,10 @@ namespace ddprun::rdzv {
 namespace {
 
 using namespace std::chrono_literals;
-using nlohmann::json;
+
+namespace protocol = proto::rendezvous;
+using protocol::Event;
+using protocol::EventType;
 
 struct JoinSpec {
   int min_nodes = 1;
@@ -28,7 +31,8 @@ struct JoinSpec {
   int64_t keep_alive_ms = 60'000;
 };
 
-// One agent: its own connection (its lease) and its event cursor.
+// One agent: its own connection (its lease) and its event cursor. Agent "x"
+// announces the workers' store "store-x:<its join count>".
 class TestAgent {
  public:
   TestAgent(std::uint16_t port, std::string run, std::string id)
@@ -37,28 +41,28 @@ class TestAgent {
         id_(std::move(id)),
         client_(std::make_unique<StoreClient>("127.0.0.1", port, 10s)) {}
 
-  void join(const JoinSpec& spec) {
-    client_->set(std::string(RendezvousService::kPrefix) + run_ + "/join",
-                 json{{"agent", id_},
-                      {"local_world_size", spec.local_world_size},
-                      {"min_nodes", spec.min_nodes},
-                      {"max_nodes", spec.max_nodes},
-                      {"last_call_timeout_ms", spec.last_call_ms},
-                      {"keep_alive_timeout_ms", spec.keep_alive_ms}}
-                     .dump());
+  void join(const JoinSpec& spec, std::uint16_t store_port = 1) {
+    protocol::JoinRequest request;
+    request.agent = id_;
+    request.local_world_size = spec.local_world_size;
+    request.min_nodes = spec.min_nodes;
+    request.max_nodes = spec.max_nodes;
+    request.last_call_timeout = std::chrono::milliseconds(spec.last_call_ms);
+    request.keep_alive_timeout = std::chrono::milliseconds(spec.keep_alive_ms);
+    request.store_host = "store-" + id_;
+    request.store_port = store_port;
+    client_->set(protocol::verbKey(run_, protocol::Verb::kJoin), protocol::encodeJoin(request));
     // A SET has no reply; the ping's echo means the daemon has handled it,
     // so agents joining one after another join in that order.
     client_->ping();
   }
 
-  void send(const std::string& verb) {
-    client_->set(std::string(RendezvousService::kPrefix) + run_ + "/" + verb, id_);
-  }
+  void send(protocol::Verb verb) { client_->set(protocol::verbKey(run_, verb), id_); }
 
   // Blocks until the daemon pushes the next event (a GET waits for the key).
-  json nextEvent() {
+  Event nextEvent() {
     StoreClient reader("127.0.0.1", port_, 10s);
-    return json::parse(reader.get(RendezvousService::eventKey(run_, id_, next_++)));
+    return protocol::decodeEvent(reader.get(protocol::eventKey(run_, id_, next_++)));
   }
 
   void disconnect() { client_.reset(); }
@@ -95,15 +99,15 @@ TEST_P(RendezvousServiceTest, AgentsAgreeOnContiguousRanks) {
   TestAgent b = agent("b");
   a.join({2, 2, 2});
   b.join({2, 2, 3});
-  const json round_a = a.nextEvent();
-  const json round_b = b.nextEvent();
-  EXPECT_EQ(round_a["type"], "round");
-  EXPECT_EQ(round_a["round"], 0);
-  EXPECT_EQ(round_a["group_rank"], 0);
-  EXPECT_EQ(round_b["group_rank"], 1);
-  EXPECT_EQ(round_b["base_rank"], 2);
-  EXPECT_EQ(round_a["world_size"], 5);
-  EXPECT_EQ(round_b["group_world_size"], 2);
+  const Event round_a = a.nextEvent();
+  const Event round_b = b.nextEvent();
+  EXPECT_EQ(round_a.type, EventType::kRound);
+  EXPECT_EQ(round_a.round, 0);
+  EXPECT_EQ(round_a.group_rank, 0);
+  EXPECT_EQ(round_b.group_rank, 1);
+  EXPECT_EQ(round_b.base_rank, 2);
+  EXPECT_EQ(round_a.world_size, 5);
+  EXPECT_EQ(round_b.group_world_size, 2);
 }
 
 // The keep-alive timeout is a minute and the wait 10 s: only the dropped
@@ -113,13 +117,13 @@ TEST_P(RendezvousServiceTest, ADroppedConnectionIsPushedToTheSurvivors) {
   TestAgent b = agent("b");
   a.join({1, 2});
   b.join({1, 2});
-  EXPECT_EQ(a.nextEvent()["group_world_size"], 2);
+  EXPECT_EQ(a.nextEvent().group_world_size, 2);
   b.disconnect();
-  const json next = a.nextEvent();
-  EXPECT_EQ(next["type"], "round");
-  EXPECT_EQ(next["round"], 1);
-  EXPECT_EQ(next["group_world_size"], 1);
-  EXPECT_EQ(next["world_size"], 2);
+  const Event next = a.nextEvent();
+  EXPECT_EQ(next.type, EventType::kRound);
+  EXPECT_EQ(next.round, 1);
+  EXPECT_EQ(next.group_world_size, 1);
+  EXPECT_EQ(next.world_size, 2);
 }
 
 TEST_P(RendezvousServiceTest, ASilentAgentIsLostAfterTheKeepAliveTimeout) {
@@ -127,22 +131,22 @@ TEST_P(RendezvousServiceTest, ASilentAgentIsLostAfterTheKeepAliveTimeout) {
   TestAgent b = agent("b");
   a.join({1, 2, 2, 30'000, 300});
   b.join({1, 2, 2, 30'000, 300});
-  EXPECT_EQ(a.nextEvent()["round"], 0);
+  EXPECT_EQ(a.nextEvent().round, 0);
   std::atomic<bool> done{false};
   std::thread heartbeats([&] {  // a stays alive, b falls silent
     TestAgent beat = agent("a");
     while (!done) {
-      beat.send("heartbeat");
+      beat.send(protocol::Verb::kHeartbeat);
       std::this_thread::sleep_for(50ms);  // a heartbeat period, not a wait for a result
     }
   });
-  const json next = a.nextEvent();
+  const Event next = a.nextEvent();
   done = true;
   heartbeats.join();
-  EXPECT_EQ(next["round"], 1);
-  EXPECT_EQ(next["group_world_size"], 1);
-  EXPECT_EQ(b.nextEvent()["round"], 0);
-  EXPECT_EQ(b.nextEvent()["type"], "dropped") << "a dropped agent must be told";
+  EXPECT_EQ(next.round, 1);
+  EXPECT_EQ(next.group_world_size, 1);
+  EXPECT_EQ(b.nextEvent().round, 0);
+  EXPECT_EQ(b.nextEvent().type, EventType::kDropped) << "a dropped agent must be told";
 }
 
 TEST_P(RendezvousServiceTest, BeyondMaxAnAgentIsASpareUntilAPlaceFrees) {
@@ -152,13 +156,13 @@ TEST_P(RendezvousServiceTest, BeyondMaxAnAgentIsASpareUntilAPlaceFrees) {
   a.join({2, 2});
   b.join({2, 2});
   spare.join({2, 2});
-  EXPECT_EQ(spare.nextEvent()["type"], "spare");
+  EXPECT_EQ(spare.nextEvent().type, EventType::kSpare);
   a.disconnect();
-  const json round = spare.nextEvent();
-  EXPECT_EQ(round["type"], "round");
-  EXPECT_EQ(round["group_rank"], 1);
-  EXPECT_EQ(b.nextEvent()["round"], 0);
-  EXPECT_EQ(b.nextEvent()["round"], 1);
+  const Event round = spare.nextEvent();
+  EXPECT_EQ(round.type, EventType::kRound);
+  EXPECT_EQ(round.group_rank, 1);
+  EXPECT_EQ(b.nextEvent().round, 0);
+  EXPECT_EQ(b.nextEvent().round, 1);
 }
 
 TEST_P(RendezvousServiceTest, CloseReachesEveryAgentAndLaterJoins) {
@@ -168,12 +172,12 @@ TEST_P(RendezvousServiceTest, CloseReachesEveryAgentAndLaterJoins) {
   b.join({2, 2});
   a.nextEvent();
   b.nextEvent();
-  a.send("close");
-  EXPECT_EQ(a.nextEvent()["type"], "closed");
-  EXPECT_EQ(b.nextEvent()["type"], "closed");
+  a.send(protocol::Verb::kClose);
+  EXPECT_EQ(a.nextEvent().type, EventType::kClosed);
+  EXPECT_EQ(b.nextEvent().type, EventType::kClosed);
   TestAgent late = agent("late");
   late.join({2, 2});
-  EXPECT_EQ(late.nextEvent()["type"], "closed");
+  EXPECT_EQ(late.nextEvent().type, EventType::kClosed);
 }
 
 TEST_P(RendezvousServiceTest, RunsAreIndependentAndMismatchedNodeCountsAreNamed) {
@@ -181,23 +185,54 @@ TEST_P(RendezvousServiceTest, RunsAreIndependentAndMismatchedNodeCountsAreNamed)
   TestAgent other = agent("a", "job2");
   a.join({1, 1});
   other.join({1, 1});
-  EXPECT_EQ(a.nextEvent()["group_world_size"], 1);
-  EXPECT_EQ(other.nextEvent()["group_world_size"], 1);
+  EXPECT_EQ(a.nextEvent().group_world_size, 1);
+  EXPECT_EQ(other.nextEvent().group_world_size, 1);
   TestAgent wrong = agent("w", "job1");
   wrong.join({2, 3});
-  const json error = wrong.nextEvent();
-  EXPECT_EQ(error["type"], "error");
-  EXPECT_NE(error["message"].get<std::string>().find("--nnodes=1:1"), std::string::npos)
-      << error.dump();
+  const Event error = wrong.nextEvent();
+  EXPECT_EQ(error.type, EventType::kError);
+  EXPECT_NE(error.message.find("--nnodes=1:1"), std::string::npos) << error.message;
 }
 
 TEST_P(RendezvousServiceTest, AMalformedRequestClosesOnlyItsConnection) {
   StoreClient bad("127.0.0.1", server_->port(), 10s);
-  bad.set(std::string(RendezvousService::kPrefix) + "job7/join", "{not json");
+  bad.set(protocol::verbKey("job7", protocol::Verb::kJoin), "{not json");
   EXPECT_THROW(bad.ping(), Error);
   TestAgent good = agent("a");
   good.join({1, 1});
-  EXPECT_EQ(good.nextEvent()["type"], "round");
+  EXPECT_EQ(good.nextEvent().type, EventType::kRound);
+}
+
+// The round event carries everything an agent needs, node 0's workers' store
+// included: no agent reads it anywhere else. After node 0 is lost, the next
+// round names the new node 0's store.
+TEST_P(RendezvousServiceTest, ARoundEventCarriesNodeZerosWorkersStore) {
+  TestAgent a = agent("a");
+  TestAgent b = agent("b");
+  a.join({1, 2}, 1111);
+  b.join({1, 2}, 2222);
+  const Event round_a = a.nextEvent();
+  const Event round_b = b.nextEvent();
+  ASSERT_EQ(round_a.type, EventType::kRound);
+  EXPECT_EQ(round_a.store_host, "store-a");
+  EXPECT_EQ(round_a.store_port, 1111);
+  EXPECT_EQ(round_b.store_host, "store-a");
+  EXPECT_EQ(round_b.store_port, 1111);
+  a.disconnect();
+  const Event next = b.nextEvent();
+  EXPECT_EQ(next.round, 1);
+  EXPECT_EQ(next.group_rank, 0);
+  EXPECT_EQ(next.store_host, "store-b");
+  EXPECT_EQ(next.store_port, 2222);
+}
+
+TEST_P(RendezvousServiceTest, AnUnknownVerbClosesOnlyItsConnection) {
+  TestAgent good = agent("a");
+  good.join({1, 1});
+  StoreClient bad("127.0.0.1", server_->port(), 10s);
+  bad.set(protocol::key(protocol::Scope::kElastic, "job7", "explode"), "a");
+  EXPECT_THROW(bad.ping(), Error);
+  EXPECT_EQ(good.nextEvent().type, EventType::kRound);
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, RendezvousServiceTest, ::testing::Values(1, 2));

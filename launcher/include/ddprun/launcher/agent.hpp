@@ -1,25 +1,29 @@
 // The per-node agent's supervision: runs the local worker group to the end.
 //
-// Spawns one worker per local rank with the environment contract, waits for
-// exits on pidfds and for the agent's signals on one Asio io_context (the
-// calling thread; no polling), and on a worker failure stops the group
-// (SIGTERM to every worker's process group, the shutdown timeout, SIGKILL)
-// and restarts it with TORCHELASTIC_RESTART_COUNT + 1 until max_restarts is
-// spent. A handled signal is forwarded to the workers, then the group is
-// stopped the same way. Owns the workers; run() is called once.
+// Each attempt asks the rendezvous for its group (on a waiter thread, so the
+// agent's loop still handles signals while it waits), spawns one worker per
+// local rank with its environment, waits for exits on pidfds and for the
+// agent's signals on one Asio io_context (the thread that calls run(); no
+// polling), and on a worker failure stops the group (SIGTERM to every
+// worker's process group, the shutdown timeout, SIGKILL) and restarts it,
+// until max_restarts is spent. A group the rendezvous declares over (the
+// membership changed) is stopped and restarted without counting. A handled
+// signal is forwarded to the workers, then the group is stopped the same way.
+// An error on the loop or the waiter thread (a worker that cannot be spawned,
+// a rendezvous that never formed) stops the workers and ends the run with
+// RunResult::error; run() itself never throws. Owns the workers and the
+// waiter thread, joined before run() returns; run() is called once.
 #pragma once
 
 #include <chrono>
-#include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "ddprun/launcher/subprocess.hpp"
-#include "ddprun/proto/env_contract.hpp"
+#include "ddprun/launcher/rendezvous.hpp"
+#include "ddprun/launcher/run_result.hpp"
+#include "ddprun/launcher/worker_environment.hpp"
 
 namespace ddprun::launcher {
 
@@ -35,66 +39,20 @@ struct WorkerOutput {
   std::string error_file;  // TORCHELASTIC_ERROR_FILE: where torch's @record writes
 };
 
-// One attempt's place in an elastic job, decided by the rendezvous.
-struct AttemptGroup {
-  proto::WorkerEnv group;  // group rank and sizes, the workers' store
-  int attempt = 0;         // the round number: TORCHELASTIC_RESTART_COUNT on every node
-  int base_rank = 0;       // global rank of local rank 0
-};
-
-// Elastic (c10d) membership: when next_round is set, every attempt runs one
-// rendezvous round, and a membership change restarts the workers without
-// counting against max_restarts.
-struct ElasticHooks {
-  // Blocks until this node's next round; nullopt: the job ended elsewhere.
-  std::function<std::optional<AttemptGroup>()> next_round;
-  // Given, once, a function any thread may call with a newer round's number
-  // when the running round is over.
-  std::function<void(std::function<void(std::int64_t newer_round)> round_over)> on_round_over;
-  // This node's workers failed and restarts remain: move every node on.
-  std::function<void()> request_restart;
-  // Makes a blocked next_round() return nullopt (a signal ends the run). Any thread.
-  std::function<void()> cancel_wait;
-};
-
 struct AgentConfig {
   int nproc_per_node = 1;
   int max_restarts = 0;
   std::chrono::milliseconds shutdown_timeout{30'000};
   std::vector<int> signals_to_handle;
-  // The rendezvous result for this node; rank, local rank and restart count
-  // are filled in per worker and attempt.
-  proto::WorkerEnv group;
+  // Where every attempt's group comes from. Borrowed: it outlives run().
+  Rendezvous* rendezvous = nullptr;
+  // Every worker's environment: the agent's own, defaults, the contract.
+  WorkerEnvironment environment{WorkerEnvironment::Job{}, {}};
   // The worker's argv for a local rank (e.g. python -u train.py ...).
   std::function<std::vector<std::string>(int local_rank)> command;
-  // The agent's own environment, which every worker inherits.
-  std::vector<std::pair<std::string, std::string>> base_env;
   // Where each worker's output goes, per attempt; unset: the console only.
   std::function<WorkerOutput(int local_rank, int rank, int attempt)> output;
-  // Called before each attempt starts its workers (e.g. to empty the store).
-  std::function<void(int attempt)> before_attempt;
-  ElasticHooks elastic;  // unset: a fixed group (standalone, static)
   std::string hostname;
-};
-
-// One worker's failure, for the report.
-struct WorkerFailure {
-  int attempt = 0;
-  int rank = 0;
-  int local_rank = 0;
-  pid_t pid = -1;
-  ExitStatus status;
-  std::string error_file;  // the worker's TORCHELASTIC_ERROR_FILE
-  std::chrono::system_clock::time_point time;
-  std::chrono::steady_clock::time_point monotonic;  // orders the root cause
-};
-
-struct RunResult {
-  int exit_code = 0;                    // 0, the root cause's shell code, or 128 + signal
-  std::vector<WorkerFailure> failures;  // every attempt's failures, root cause first
-  int attempts = 0;
-  int signal = 0;                 // the handled signal that stopped the run, if any
-  bool closed_elsewhere = false;  // elastic: the job ended on another node first
 };
 
 class Agent {

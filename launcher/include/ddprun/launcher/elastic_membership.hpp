@@ -1,16 +1,22 @@
 // This agent's membership in an elastic (c10d) rendezvous decided by a
-// ddprund: it joins, learns each round's ranks the moment the daemon pushes
-// them, keeps itself alive, and hosts or finds the workers' store.
+// ddprund (or an agent that embeds one): it joins, announcing the workers'
+// store it serves, learns each round (its ranks and node 0's store) the
+// moment the daemon pushes it, and keeps itself alive. The wire is the
+// contract in proto/include/ddprun/proto/rendezvous_protocol.hpp.
 //
-// Threads: the caller's (the agent's) thread uses the lease connection
-// (join, restart, close, leave, the workers' store address); an event reader
-// thread blocks in a GET for the next event on its own connection; a
-// heartbeat thread sends one every keep_alive_interval on a third. The reader
-// hands rounds to nextRound() through a condition variable and calls the
-// change callback, so a membership change reaches the agent without polling.
-// Destruction leaves the rendezvous and joins both threads.
+// Threads: join() and nextRound() run on the agent's waiter thread;
+// requestRestart() on the agent's loop; finish() and close() on main's
+// thread after the loop; cancelWait() on any. They share the lease
+// connection under lease_mutex_, and send only SETs on it, so none of them
+// holds it for long. After join(), an event reader thread blocks in a GET for
+// the next event on its own connection, and a heartbeat thread sends one every
+// keep_alive_interval on a third. The reader hands rounds to nextRound()
+// through a condition variable and calls the change callback, so a membership
+// change reaches the agent without polling. Destruction leaves the
+// rendezvous and joins both threads.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
@@ -18,13 +24,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/rendezvous/client.hpp"
-#include "ddprun/rendezvous/server.hpp"
 
 namespace ddprun::launcher {
 
@@ -41,7 +46,10 @@ struct ElasticOptions {
   std::chrono::milliseconds last_call_timeout{30'000};
   std::chrono::milliseconds keep_alive_interval{5'000};
   int keep_alive_max_attempt = 3;
-  std::string local_addr;  // advertised for the workers' store; empty: as routed
+  // The workers' store this agent serves: its address is local_addr, or the
+  // address this host reaches the rendezvous from.
+  std::string local_addr;
+  std::uint16_t store_port = 0;
 };
 
 // One round, as this node takes part in it.
@@ -51,20 +59,28 @@ struct ElasticRound {
   int group_world_size = 1;
   int base_rank = 0;  // global rank of local rank 0
   int world_size = 1;
+  std::string store_host;  // node 0's workers' store
+  std::uint16_t store_port = 0;
 };
 
 class ElasticMembership {
  public:
-  // Connects (retrying until join_timeout: the daemon may start later) and
-  // joins. Throws NetworkError/TimeoutError naming the endpoint.
+  // No I/O: join() connects.
   explicit ElasticMembership(ElasticOptions options);
   ~ElasticMembership();
   ElasticMembership(const ElasticMembership&) = delete;
   ElasticMembership& operator=(const ElasticMembership&) = delete;
 
-  // Blocks until a round newer than the last one returned. nullopt: the run
-  // was closed (the job ended elsewhere). Throws TimeoutError after
-  // join_timeout without one, and Error if the daemon refused the join.
+  // Connects (the rendezvous may come up later: it keeps trying until
+  // join_timeout, saying so) and joins. false: cancelWait() came first.
+  // Throws TimeoutError naming the endpoint.
+  bool join();
+
+  // Blocks until a round newer than the last one returned, saying what it
+  // waits for. nullopt: the run was closed (the job ended elsewhere) or the
+  // wait cancelled. Throws TimeoutError after join_timeout without one
+  // (a spare waits as long as the round is full), and Error if the daemon
+  // refused the join or was lost.
   std::optional<ElasticRound> nextRound();
 
   // Called on the reader thread whenever the round returned last is over (a
@@ -79,7 +95,7 @@ class ElasticMembership {
   // Whether the daemon dropped this agent (no heartbeat reached it in time).
   bool dropped();
 
-  // Makes a nextRound() blocked in another thread return nullopt. Any thread.
+  // Makes a join() or nextRound() blocked in another thread return. Any thread.
   void cancelWait();
 
   // This node's workers failed: the whole job moves to a new round.
@@ -94,29 +110,31 @@ class ElasticMembership {
   // here, and every other agent stops its workers too.
   void close(bool failed);
 
-  // The workers' MASTER_ADDR:MASTER_PORT for `round`: group rank 0 hosts an
-  // empty store for each round and publishes it; the others read it.
-  std::pair<std::string, std::uint16_t> workerStore(const ElasticRound& round);
+  // "host:port" of the rendezvous, for messages.
+  std::string endpoint() const;
 
  private:
+  void send(proto::rendezvous::Verb verb, const std::string& value);
   void readEvents();
-  bool recordEvent(const nlohmann::json& event);
+  bool recordEvent(const proto::rendezvous::Event& event);
   void sendHeartbeats();
-  std::string key(const std::string& verb) const;
+  std::string waitingFor();
+  std::string timeoutMessage() const;
 
   ElasticOptions options_;
-  std::unique_ptr<rdzv::StoreClient> lease_;  // agent thread only
-  std::unique_ptr<rdzv::Server> worker_store_;
-  std::int64_t hosted_round_ = -1;
-  bool finished_ = false;  // the daemon said every member of the round is done
+  std::mutex lease_mutex_;
+  std::unique_ptr<rdzv::StoreClient> lease_;  // the connection that joined: the agent's lease
+  std::atomic<bool> cancelled_{false};
 
   std::mutex mutex_;
   std::condition_variable changed_;
   std::optional<ElasticRound> latest_;  // the newest round pushed
   std::int64_t returned_ = -1;          // the round nextRound() returned last
+  bool spare_ = false;                  // the round is full: standing by
+  bool suspended_ = false;              // the round fell below min_nodes
+  bool finished_ = false;               // the daemon said every member of the round is done
   bool closed_ = false;
   bool stopping_ = false;
-  bool cancelled_ = false;
   std::string error_;
   std::optional<std::string> failed_on_;
   bool dropped_ = false;

@@ -11,6 +11,8 @@
 #include <variant>
 #include <vector>
 
+#include "ddprun/launcher/rdzv_conf.hpp"
+
 namespace ddprun::launcher {
 
 // --nproc-per-node: a count, or a device kind resolved later by the agent
@@ -61,9 +63,8 @@ struct LaunchConfig {
   std::optional<Endpoint> rdzv_address;
   // --rdzv-id; torchrun's default is the literal string "none".
   std::string rdzv_id = "none";
-  // --rdzv-conf k=v,... plus the derived keys: "timeout" (900 unless given)
-  // and, for static, "rank" (= node_rank). Values stay strings, as in torchrun.
-  std::map<std::string, std::string> rdzv_conf;
+  // --rdzv-conf k=v,..., typed and checked (static's "rank" is node_rank).
+  RdzvConf rdzv_conf;
   // --standalone as given (its effects are already applied above).
   bool standalone = false;
   // true when the single-node auto-port rule (§1.3.1) switched to standalone.

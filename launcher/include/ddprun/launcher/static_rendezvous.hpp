@@ -1,26 +1,31 @@
 // Static rendezvous across nodes (torchrun's --rdzv-backend=static with
-// --nnodes=N --node-rank=R --master-addr --master-port; reference §2.2, §2.3):
-// the node with rank 0 hosts the store, every agent derives its ranks from its
-// --node-rank, and an exit barrier keeps the store up until every node is done.
+// --nnodes=N --node-rank=R; docs/torchrun-contract.md): the node with rank 0
+// hosts the store at the endpoint (--rdzv-endpoint, else --master-addr:
+// --master-port), every agent derives its ranks from its --node-rank, a
+// barrier empties the store before each restart, and an exit barrier keeps
+// the store up until every node is done.
 //
 // Owns, on node 0 only, the embedded store server (bound to every address on
-// master_port, its own Asio threads) that the agents and all workers of the
-// job use (TORCHELASTIC_USE_AGENT_STORE=True), and on every node one blocking
-// StoreClient to master_addr:master_port. All methods are called from one
-// thread, the agent's (join, then beforeAttempt per attempt, then
-// exitBarrier); the server is stopped when the object is destroyed.
+// the endpoint's port, its own Asio threads) that the agents and all workers
+// of the job use, and on every node one blocking StoreClient to the endpoint.
+// As a Rendezvous: nextGroup() runs on the agent's waiter thread, finishJob()
+// on main's after it; cancelWait() may come from any thread. The protocol
+// steps (join, beforeAttempt, exitBarrier) are public for tests; they run on
+// one thread at a time. The server stops when the object is destroyed.
 //
-// Agent keys live under "/ddprun/<run_id>/static/", in the same key space as
-// the workers' keys (every client is served from the default key space).
+// Agent keys live under "ddprun/static/<run id>/" (rendezvous_protocol.hpp),
+// in the same key space as the workers' keys.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
-#include "ddprun/proto/env_contract.hpp"
+#include "ddprun/launcher/rendezvous.hpp"
 
 namespace ddprun::rdzv {
 class Server;
@@ -29,23 +34,27 @@ class StoreClient;
 
 namespace ddprun::launcher {
 
+class WaitNotice;
+
 struct StaticRendezvousOptions {
   int node_rank = 0;
   int nnodes = 1;
   int nproc_per_node = 1;
-  std::string master_addr = "127.0.0.1";
-  // Node 0 may pass 0 (an ephemeral port, see port()); other nodes need the real one.
-  std::uint16_t master_port = 29500;
+  // The store's address: the endpoint. Node 0 may pass port 0 (an ephemeral
+  // port, see port()); other nodes need the real one.
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 29500;
   std::string run_id = "none";
-  std::string role = "default";
   // Bounds join() (connecting included) and each beforeAttempt() barrier;
   // torchrun's static "timeout" rdzv-conf key (900 s by default).
   std::chrono::milliseconds join_timeout{900'000};
+  // How long finishJob() keeps waiting for the other nodes (torchrun: 300 s).
+  std::chrono::milliseconds exit_barrier_timeout{300'000};
   std::string hostname;    // for messages; empty: gethostname()
   int server_threads = 1;  // node 0's store threads
 };
 
-class StaticRendezvous {
+class StaticRendezvous final : public Rendezvous {
  public:
   using Duration = std::chrono::milliseconds;
 
@@ -53,17 +62,24 @@ class StaticRendezvous {
   // store (NetworkError naming the address when the port is taken). Does not
   // contact other nodes.
   explicit StaticRendezvous(StaticRendezvousOptions options);
-  ~StaticRendezvous();
+  ~StaticRendezvous() override;
   StaticRendezvous(const StaticRendezvous&) = delete;
   StaticRendezvous& operator=(const StaticRendezvous&) = delete;
 
+  std::string describe() const override;
+  // The first call joins; each later one is the barrier before a restart.
+  std::optional<WorkerGroup> nextGroup() override;
+  void cancelWait() override;
+  // The exit barrier (a timeout is a warning), except after a signal or when
+  // no group ever formed. Returns result.exit_code.
+  int finishJob(const RunResult& result) override;
+
   // Connects to the store (retrying while node 0 is not up yet), publishes
   // this node and waits until all nnodes have joined. Returns this node's
-  // group: group_rank, world sizes, master_addr/port of the store, run id,
-  // role, use_agent_store. Throws TimeoutError naming the missing node ranks,
-  // or ConfigError for a node rank claimed twice or an --nproc-per-node that
-  // differs between nodes.
-  proto::WorkerEnv join();
+  // group for attempt 0. Throws TimeoutError naming the missing node ranks
+  // (or the store that never came up), or ConfigError for a node rank
+  // claimed twice or an --nproc-per-node that differs between nodes.
+  WorkerGroup join();
 
   // Empties the workers' store before attempt `attempt` (restarts only;
   // attempt 0 is a no-op: the store holds nothing but agent keys then).
@@ -79,7 +95,7 @@ class StaticRendezvous {
   // TimeoutError naming the missing node ranks.
   void exitBarrier(Duration timeout);
 
-  // The store's port: master_port, or the ephemeral one node 0 was given.
+  // The store's port: the endpoint's, or the ephemeral one node 0 was given.
   std::uint16_t port() const { return port_; }
   bool hostsStore() const { return server_ != nullptr; }
 
@@ -87,20 +103,27 @@ class StaticRendezvous {
   using TimePoint = std::chrono::steady_clock::time_point;
 
   std::string key(const std::string& suffix) const;
+  std::string storeAddress() const;
   // "<name>/<rank>" for ranks first..nnodes-1.
   std::vector<std::string> perNodeKeys(const std::string& name, int first) const;
   void connect(TimePoint deadline);
   void claimNodeRank();
   void checkNodes(const std::vector<std::string>& values) const;
-  void waitForNodes(const std::string& name, int first, TimePoint deadline,
-                    const std::string& what);
-  std::string timeoutMessage(const std::string& name, int first, const std::string& what);
-  proto::WorkerEnv groupEnv() const;
+  std::string missingRanks(const std::string& name, int first);
+  void waitForNodes(const std::string& name, int first, TimePoint deadline, Duration timeout,
+                    const std::string& waiting_for, const std::string& did_not);
+  void waitForKeys(const std::vector<std::string>& keys, WaitNotice& notice);
+  std::string timeoutMessage(const std::string& name, int first, const std::string& did_not,
+                             Duration timeout);
+  WorkerGroup firstGroup() const;
 
   StaticRendezvousOptions options_;
   std::uint16_t port_ = 0;
-  std::unique_ptr<rdzv::Server> server_;       // node 0 only
+  std::unique_ptr<rdzv::Server> server_;  // node 0 only
+  std::mutex client_mutex_;  // guards the pointer: cancelWait() may run on another thread
   std::unique_ptr<rdzv::StoreClient> client_;  // after join()
+  std::atomic<bool> cancelled_{false};
+  std::optional<WorkerGroup> group_;  // the group nextGroup() returned last
 };
 
 }  // namespace ddprun::launcher

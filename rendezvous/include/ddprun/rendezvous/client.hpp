@@ -3,8 +3,9 @@
 // ddprund and against PyTorch 2.5+ servers.
 //
 // Owns one socket. Not thread-safe: one thread at a time, like c10d's client
-// with its operation lock. Every call has a deadline; failures throw
-// NetworkError (connection), TimeoutError (deadline) or StoreError (protocol).
+// with its operation lock; only interrupt() may be called from another
+// thread. Every call has a deadline; failures throw NetworkError
+// (connection), TimeoutError (deadline) or StoreError (protocol).
 #pragma once
 
 #include <chrono>
@@ -49,6 +50,10 @@ class StoreClient {
   void multiSet(const std::vector<std::string>& keys, const std::vector<std::string>& values);
   std::vector<std::string> listKeys();
   void ping();
+  // Any thread: the call blocked on this client, if any, and every later one
+  // fail at once with NetworkError (the socket is shut down, not closed, so
+  // the descriptor stays valid for the thread using it).
+  void interrupt();
   // This end's IP address as the server sees it routed (getsockname), e.g.
   // the address other nodes can reach this host at.
   std::string localAddress() const;

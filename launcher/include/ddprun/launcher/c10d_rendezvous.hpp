@@ -1,0 +1,53 @@
+// An elastic job across nodes (--rdzv-backend=c10d, --nnodes MIN:MAX): the
+// rounds are decided by a ddprund at --rdzv-endpoint, embedded in this agent
+// when the endpoint is this host's (or is_host=1), and pushed to every agent
+// (ElasticMembership). Each agent serves a workers' store, announced when it
+// joins; node 0's serves the round, and is emptied when a new round starts.
+//
+// Owns the embedded daemon (if any), the workers' store server and the
+// membership. As a Rendezvous its calls come as rendezvous.hpp says; the
+// membership's own threads call the watchGroup() callback.
+#pragma once
+
+#include <memory>
+
+#include "ddprun/launcher/elastic_membership.hpp"
+#include "ddprun/launcher/rendezvous.hpp"
+
+namespace ddprun::rdzv {
+class Server;
+}
+
+namespace ddprun::launcher {
+
+class C10dRendezvous final : public Rendezvous {
+ public:
+  // Hosts the daemon if this agent is where the endpoint is (binding decides:
+  // it fails on another host's address, or where a ddprund already serves),
+  // and starts the workers' store. Contacts nobody.
+  C10dRendezvous(const LaunchConfig& config, const NodeInfo& node);
+  ~C10dRendezvous() override;
+
+  std::string describe() const override;
+  std::optional<WorkerGroup> nextGroup() override;
+  void cancelWait() override { membership_->cancelWait(); }
+  void watchGroup(std::function<void(int newer_attempt)> over) override;
+  void requestRestart() override { membership_->requestRestart(); }
+  // After a success: the exit barrier, then the run is closed. After a
+  // failure: the run is aborted, so every other agent stops too. After a
+  // signal: the run is left open for a replacement, as torchrun does.
+  int finishJob(const RunResult& result) override;
+
+ private:
+  void hostRendezvousIfHere(const LaunchConfig& config);
+  int endedElsewhere(const RunResult& result);
+
+  std::string endpoint_;
+  std::unique_ptr<rdzv::Server> daemon_;        // the embedded ddprund, if this agent hosts
+  std::unique_ptr<rdzv::Server> worker_store_;  // serves the workers when this node is node 0
+  std::unique_ptr<ElasticMembership> membership_;
+  bool joined_ = false;
+  std::int64_t store_round_ = -1;  // the round the workers' store was last emptied for
+};
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,86 @@
+// What a node needs from a rendezvous backend, whatever the backend is: the
+// next worker group (ranks, world, the workers' store, the attempt number),
+// word that the running group is over, a restart request, and the end of the
+// job. The Agent talks only to this interface; makeRendezvous() picks the
+// implementation (standalone, static, c10d) from the flags. A new backend is
+// one class implementing it and one line in makeRendezvous().
+//
+// Threads: nextGroup() runs on the agent's waiter thread and may block for as
+// long as the backend's timeout; cancelWait() may be called from any thread
+// and makes a blocked or later nextGroup() return nullopt soon; requestRestart()
+// runs on the agent's loop; finishJob() on main's thread after the agent's
+// loop has ended (no other call runs then). Callbacks given to watchGroup()
+// are called on the backend's own threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "ddprun/launcher/launch_config.hpp"
+#include "ddprun/launcher/run_result.hpp"
+
+namespace ddprun::launcher {
+
+// One attempt's worker group on this node, as the rendezvous decided it.
+struct WorkerGroup {
+  int attempt = 0;  // TORCHELASTIC_RESTART_COUNT: the same on every node of the group
+  int group_rank = 0;
+  int group_world_size = 1;
+  int base_rank = 0;  // global rank of local rank 0
+  int world_size = 1;
+  std::string store_host;  // the workers' store: MASTER_ADDR and MASTER_PORT
+  std::uint16_t store_port = 0;
+
+  bool operator==(const WorkerGroup&) const = default;
+};
+
+class Rendezvous {
+ public:
+  virtual ~Rendezvous() = default;
+
+  // One line for the log: which rendezvous, where, and this node's part in it.
+  virtual std::string describe() const = 0;
+
+  // Blocks until this node's next worker group, with its store ready for it
+  // (empty: attempts never share keys). Called once before the first attempt
+  // and once before every later one. nullopt: the job ended elsewhere, or
+  // cancelWait() was called. Throws Error with one line naming what never
+  // came (a node, a round, the store) when the backend's timeout passes.
+  virtual std::optional<WorkerGroup> nextGroup() = 0;
+
+  // Any thread: a blocked nextGroup() returns nullopt soon, later ones at once.
+  virtual void cancelWait() = 0;
+
+  // `over` is called (on a backend thread) with a newer attempt number when
+  // the running group is over because the membership changed; an empty
+  // function unregisters, and once that returns no call is running. Fixed
+  // memberships never call it.
+  virtual void watchGroup(std::function<void(int newer_attempt)> over) { (void)over; }
+
+  // This node's workers failed and it will restart them: tell the others.
+  virtual void requestRestart() {}
+
+  // The run is over on this node: ends the job as the backend must (the exit
+  // barrier, closing or aborting it for the others) and returns this agent's
+  // exit status, which is never 0 unless result.exit_code is 0 and the job
+  // did not fail elsewhere.
+  virtual int finishJob(const RunResult& result) = 0;
+};
+
+// What the factory needs besides the flags.
+struct NodeInfo {
+  int nproc = 1;         // workers on this node, resolved (gpu/cpu/auto counted)
+  std::string hostname;  // for messages and the agent's id
+};
+
+// The backend the flags ask for: --standalone (and torchrun's single-node
+// default, and c10d on one node), static, or c10d across nodes. Binds what it
+// hosts (node 0's store, an embedded rendezvous daemon) but contacts no other
+// node. Throws ConfigError for a backend ddprun does not have, NetworkError
+// when a port it must host is taken.
+std::unique_ptr<Rendezvous> makeRendezvous(const LaunchConfig& config, const NodeInfo& node);
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,38 @@
+// How one agent's run of its workers ended: the exit status it implies, every
+// failure (root cause first) and why the run stopped. A plain value the
+// Agent returns and the rendezvous backend and main read.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "ddprun/launcher/subprocess.hpp"
+
+namespace ddprun::launcher {
+
+// One worker's failure, for the report.
+struct WorkerFailure {
+  int attempt = 0;
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  ExitStatus status;
+  std::string error_file;  // the worker's TORCHELASTIC_ERROR_FILE
+  std::chrono::system_clock::time_point time;
+  std::chrono::steady_clock::time_point monotonic;  // orders the root cause
+};
+
+struct RunResult {
+  int exit_code = 0;                    // 0, the root cause's shell code, or 128 + signal
+  std::vector<WorkerFailure> failures;  // every attempt's failures, root cause first
+  int attempts = 0;                     // attempts that started workers
+  bool started = false;                 // a worker group was formed at least once
+  int signal = 0;                       // the handled signal that stopped the run, if any
+  bool closed_elsewhere = false;        // the rendezvous ended the job on another node first
+  std::string error;                    // why the run could not go on (one line), if it could not
+};
+
+}  // namespace ddprun::launcher

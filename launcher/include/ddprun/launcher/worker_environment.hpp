@@ -1,0 +1,60 @@
+// The environment of every worker an agent starts, assembled in one place
+// and in one order: the agent's own environment; then torchrun's defaults
+// where the user set nothing (OMP_NUM_THREADS=1 with several workers per
+// node, TORCH_NCCL_ASYNC_ERROR_HANDLING=1); then TORCHELASTIC_SIGNALS_TO_HANDLE
+// from --signals-to-handle, as torchrun exports it; last, the worker's
+// contract (RANK, WORLD_SIZE, MASTER_ADDR, ...; proto/env_contract.hpp),
+// which no inherited value can override. A value, built once by main; read
+// by the agent's thread.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ddprun/launcher/launch_config.hpp"
+#include "ddprun/proto/env_contract.hpp"
+
+namespace ddprun::launcher {
+
+struct WorkerGroup;
+
+class WorkerEnvironment {
+ public:
+  using Variables = std::vector<std::pair<std::string, std::string>>;
+
+  // What every worker of the job shares besides its group.
+  struct Job {
+    int nproc_per_node = 1;
+    int max_restarts = 0;
+    std::string role = "default";
+    std::string run_id = "none";
+    std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  };
+
+  // `inherited`: the agent's own environment, NAME and value (a later entry
+  // for a name wins, as in a shell).
+  WorkerEnvironment(Job job, Variables inherited);
+  static WorkerEnvironment forLaunch(const LaunchConfig& config, int nproc, Variables inherited);
+
+  // The contract of local rank `local_rank` of `group`.
+  proto::WorkerEnv contract(const WorkerGroup& group, int local_rank,
+                            const std::string& error_file) const;
+  // That worker's whole environment, sorted by name.
+  Variables forWorker(const WorkerGroup& group, int local_rank,
+                      const std::string& error_file) const;
+
+  // What to tell the user once (torchrun's OMP_NUM_THREADS warning).
+  const std::vector<std::string>& notices() const { return notices_; }
+
+ private:
+  Job job_;
+  Variables base_;  // inherited, with the defaults and the signals applied
+  std::string nccl_async_error_handling_;
+  std::vector<std::string> notices_;
+};
+
+// This process's environment, NAME and value.
+WorkerEnvironment::Variables processVariables();
+
+}  // namespace ddprun::launcher

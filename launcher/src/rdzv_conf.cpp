@@ -1,0 +1,115 @@
+#include "ddprun/launcher/rdzv_conf.hpp"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "ddprun/launcher/option_values.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+using Duration = RdzvConf::Duration;
+
+Duration seconds(std::string_view what, std::string_view text) {
+  const double value = parsePositiveDouble(what, text);
+  if (value > 1e9) {
+    failValue(what, text, "more seconds than ddprun can wait (at most 1e9)");
+  }
+  // At least 1 ms: a positive timeout never rounds down to "no time at all".
+  return Duration(std::max<std::int64_t>(1, std::llround(value * 1000.0)));
+}
+
+// torchrun's bool words (rendezvous/utils.py), nothing else.
+bool boolean(std::string_view what, std::string_view text) {
+  for (const char* yes : {"1", "true", "t", "yes", "y"}) {
+    if (text == yes) {
+      return true;
+    }
+  }
+  for (const char* no : {"0", "false", "f", "no", "n"}) {
+    if (text == no) {
+      return false;
+    }
+  }
+  failValue(what, text, "expected 1, true, t, yes, y or 0, false, f, no, n");
+}
+
+using Setter = std::function<void(RdzvConf&, std::string_view what, std::string_view text)>;
+
+Setter duration(std::optional<Duration> RdzvConf::*field) {
+  return [field](RdzvConf& conf, std::string_view what, std::string_view text) {
+    conf.*field = seconds(what, text);
+  };
+}
+
+Setter etcdSetting(std::string key) {
+  return [key](RdzvConf& conf, std::string_view, std::string_view text) {
+    conf.etcd[key] = std::string(text);
+  };
+}
+
+// Every key any of torchrun's backends reads (docs/torchrun-contract.md).
+const std::map<std::string, Setter, std::less<>>& knownKeys() {
+  static const std::map<std::string, Setter, std::less<>> keys = {
+      {"timeout", duration(&RdzvConf::timeout)},
+      {"join_timeout", duration(&RdzvConf::join_timeout)},
+      {"last_call_timeout", duration(&RdzvConf::last_call_timeout)},
+      {"close_timeout", duration(&RdzvConf::close_timeout)},
+      {"read_timeout", duration(&RdzvConf::read_timeout)},
+      {"heartbeat_timeout", duration(&RdzvConf::heartbeat_timeout)},
+      {"keep_alive_interval", duration(&RdzvConf::keep_alive_interval)},
+      {"keep_alive_max_attempt",
+       [](RdzvConf& conf, std::string_view what, std::string_view text) {
+         conf.keep_alive_max_attempt = parseInt(what, text, 1, std::numeric_limits<int>::max());
+       }},
+      {"is_host", [](RdzvConf& conf, std::string_view what,
+                     std::string_view text) { conf.is_host = boolean(what, text); }},
+      {"store_type",
+       [](RdzvConf&, std::string_view what, std::string_view text) {
+         if (text != "tcp") {
+           failValue(what, text, "ddprun's stores are TCP stores (store_type=tcp)");
+         }
+       }},
+      {"rank",  // torchrun replaces it with --node-rank; checked, then unused
+       [](RdzvConf&, std::string_view what, std::string_view text) {
+         parseInt(what, text, 0, std::numeric_limits<int>::max());
+       }},
+      {"use_libuv",  // how PyTorch's own store server is built; ddprund is one server
+       [](RdzvConf&, std::string_view what, std::string_view text) { boolean(what, text); }},
+      {"protocol", etcdSetting("protocol")},
+      {"cacert", etcdSetting("cacert")},
+      {"cert", etcdSetting("cert")},
+      {"key", etcdSetting("key")},
+      {"ca_cert", etcdSetting("ca_cert")},
+      {"ssl_cert", etcdSetting("ssl_cert")},
+      {"ssl_cert_key", etcdSetting("ssl_cert_key")},
+      {"etcd_prefix", etcdSetting("etcd_prefix")},
+  };
+  return keys;
+}
+
+std::string knownKeyList() {
+  std::string list;
+  for (const auto& [key, setter] : knownKeys()) {
+    list += (list.empty() ? "" : ", ") + key;
+  }
+  return list;
+}
+
+}  // namespace
+
+RdzvConf typeRdzvConf(std::string_view what, const std::map<std::string, std::string>& pairs) {
+  RdzvConf conf;
+  for (const auto& [key, value] : pairs) {
+    const std::string key_what = std::string(what) + " " + key;
+    const auto known = knownKeys().find(key);
+    if (known == knownKeys().end()) {
+      failValue(key_what, value, "unknown key (ddprun knows " + knownKeyList() + ")");
+    }
+    known->second(conf, key_what, value);
+  }
+  return conf;
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,109 @@
+// The rendezvous protocol between ddprun agents and the rendezvous they meet
+// at, defined once (as env_contract is for the workers): the reserved keys,
+// the verbs an agent writes, the events it reads and their JSON fields. The
+// daemon (rendezvous/) and the agent (launcher/) both encode and decode
+// through these functions, so a renamed field breaks the build, not a job.
+// docs/rendezvous-protocol.md describes the conversation.
+//
+// Every reserved key is "ddprun/<scope>/<run id>/<rest>":
+//   elastic: "ddprun/rdzv/<run id>/<verb>" (SET by an agent; the daemon acts
+//            on it and stores nothing) and "ddprun/rdzv/<run id>/events/
+//            <agent>/<n>" (the agent's n-th event, read with a blocking GET);
+//   static:  "ddprun/static/<run id>/<rest>", plain keys in node 0's store
+//            (node, claim, attempt, done, left and error entries).
+// Pure functions; nothing here does I/O.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ddprun::proto::rendezvous {
+
+// Which rendezvous a reserved key belongs to.
+enum class Scope { kElastic, kStatic };
+
+// "ddprun/rdzv/" or "ddprun/static/".
+std::string_view scopePrefix(Scope scope);
+// "ddprun/<scope>/<run id>/<rest>".
+std::string key(Scope scope, std::string_view run_id, std::string_view rest);
+// Whether a SET of `key` is a request to the elastic rendezvous.
+bool isElasticKey(std::string_view key);
+
+// What an agent asks of the elastic rendezvous. Each is a SET of
+// verbKey(run, verb): kJoin's value is a JoinRequest, every other verb's
+// value is the agent's id.
+enum class Verb { kJoin, kHeartbeat, kRestart, kLeave, kClose, kAbort, kDone };
+
+std::string_view verbName(Verb verb);
+std::string verbKey(std::string_view run_id, Verb verb);
+std::string eventKey(std::string_view run_id, std::string_view agent, std::int64_t n);
+
+// A SET key of the elastic scope, split. nullopt: not "ddprun/rdzv/<run>/<x>"
+// with a run id of 1..256 bytes. `verb` is nullopt for an unknown verb.
+struct ElasticRequestKey {
+  std::string run_id;
+  std::string verb_text;
+  std::optional<Verb> verb;
+};
+std::optional<ElasticRequestKey> parseElasticKey(std::string_view key);
+
+// An agent's join. `store_host:store_port` is the workers' store this agent
+// serves, announced up front so a round event can carry node 0's.
+struct JoinRequest {
+  std::string agent;  // unique per agent process; no '/'
+  int local_world_size = 1;
+  std::optional<int> node_rank;  // --node-rank, an ordering hint
+  int min_nodes = 1;
+  int max_nodes = 1;
+  std::chrono::milliseconds last_call_timeout{30'000};
+  std::chrono::milliseconds keep_alive_timeout{15'000};
+  std::string store_host;
+  std::uint16_t store_port = 0;
+
+  bool operator==(const JoinRequest&) const = default;
+};
+
+std::string encodeJoin(const JoinRequest& join);
+// nullopt with `why` set when the text is not a well-formed join (bad JSON,
+// a missing or mistyped field, an empty id or one with '/', bad node counts).
+std::optional<JoinRequest> decodeJoin(std::string_view text, std::string& why);
+
+// What the rendezvous tells one agent, in order.
+enum class EventType {
+  kRound,      // a round this agent is a member of: run its workers
+  kSuspended,  // the running round fell below min nodes: stop and wait
+  kSpare,      // the round is full: stand by
+  kClosed,     // the job is over (failed_on: the agent whose failure ended it)
+  kFinished,   // every member of `round` reported its workers done
+  kDropped,    // no heartbeat reached the rendezvous in time: out of the job
+  kLeft,       // the answer to this agent's own leave
+  kError,      // the rendezvous refused this agent (message)
+};
+
+std::string_view eventTypeName(EventType type);
+
+struct Event {
+  EventType type = EventType::kError;
+  std::int64_t round = -1;  // kRound, kSuspended, kFinished
+  // kRound: this node's place, and the workers' store (node 0's).
+  int group_rank = 0;
+  int group_world_size = 0;
+  int base_rank = 0;
+  int local_world_size = 0;
+  int world_size = 0;
+  std::string store_host;
+  std::uint16_t store_port = 0;
+  std::optional<std::string> failed_on;  // kClosed after an abort
+  std::string message;                   // kError
+
+  bool operator==(const Event&) const = default;
+};
+
+std::string encodeEvent(const Event& event);
+// Throws StoreError naming what is wrong when the text is not an event.
+Event decodeEvent(std::string_view text);
+
+}  // namespace ddprun::proto::rendezvous

@@ -1,0 +1,92 @@
+// --rdzv-conf, typed once: every key a torchrun backend reads, torchrun's
+// defaults, and a bad key or value as one line naming both.
+#include "ddprun/launcher/rdzv_conf.hpp"
+
+#include <gtest/gtest.h>
+
+#include "launcher_test_util.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::parse;
+using testing::parseError;
+
+TEST(RdzvConf, DefaultsAreTorchruns) {
+  const RdzvConf conf = parse({"--nnodes", "2", "t.py"}).rdzv_conf;
+  EXPECT_EQ(conf, RdzvConf{});
+  EXPECT_EQ(conf.staticTimeout(), 900s);
+  EXPECT_EQ(conf.joinTimeout(), 600s);
+  EXPECT_EQ(conf.lastCallTimeout(), 30s);
+  EXPECT_EQ(conf.keepAliveInterval(), 5s);
+  EXPECT_EQ(conf.keepAliveMaxAttempt(), 3);
+  EXPECT_FALSE(conf.is_host);
+}
+
+TEST(RdzvConf, EveryKeyIsTyped) {
+  const RdzvConf conf =
+      parse({"--rdzv-conf",
+             "join_timeout=12,last_call_timeout=0.5,keep_alive_interval=2,keep_alive_max_attempt="
+             "4,is_host=yes,close_timeout=3,read_timeout=4,heartbeat_timeout=5,store_type=tcp,"
+             "rank=1,use_libuv=0,protocol=https,cacert=/ca.pem",
+             "t.py"})
+          .rdzv_conf;
+  EXPECT_EQ(conf.joinTimeout(), 12s);
+  EXPECT_EQ(conf.lastCallTimeout(), 500ms);
+  EXPECT_EQ(conf.keepAliveInterval(), 2s);
+  EXPECT_EQ(conf.keepAliveMaxAttempt(), 4);
+  EXPECT_EQ(conf.is_host, true);
+  EXPECT_EQ(conf.close_timeout, 3s);
+  EXPECT_EQ(conf.read_timeout, 4s);
+  EXPECT_EQ(conf.heartbeat_timeout, 5s);
+  EXPECT_EQ(conf.etcd.at("protocol"), "https");
+  EXPECT_EQ(conf.etcd.at("cacert"), "/ca.pem");
+}
+
+// torchrun's static backend reads `timeout`; its c10d ignores it, which
+// surprises users, so ddprun's c10d reads it when join_timeout is absent.
+TEST(RdzvConf, TimeoutIsStaticsAndC10dsJoinTimeoutUnlessGiven) {
+  const RdzvConf timeout = parse({"--rdzv-conf", "timeout=60", "t.py"}).rdzv_conf;
+  EXPECT_EQ(timeout.staticTimeout(), 60s);
+  EXPECT_EQ(timeout.joinTimeout(), 60s);
+  const RdzvConf both = parse({"--rdzv-conf", "timeout=60,join_timeout=9", "t.py"}).rdzv_conf;
+  EXPECT_EQ(both.joinTimeout(), 9s);
+  EXPECT_EQ(both.staticTimeout(), 60s);
+}
+
+TEST(RdzvConf, IsHostTakesTorchrunsBoolWords) {
+  for (const std::string yes : {"1", "true", "t", "yes", "y"}) {
+    EXPECT_EQ(parse({"--rdzv-conf", "is_host=" + yes, "t.py"}).rdzv_conf.is_host, true) << yes;
+  }
+  for (const std::string no : {"0", "false", "f", "no", "n"}) {
+    EXPECT_EQ(parse({"--rdzv-conf", "is_host=" + no, "t.py"}).rdzv_conf.is_host, false) << no;
+  }
+}
+
+TEST(RdzvConf, ABadKeyOrValueIsOneLineNamingBoth) {
+  EXPECT_EQ(parseError({"--rdzv-conf", "timeout=abc", "t.py"}),
+            "--rdzv-conf timeout 'abc': not a number");
+  EXPECT_EQ(parseError({"--rdzv-conf", "join_timeout=0", "t.py"}),
+            "--rdzv-conf join_timeout '0': must be greater than 0");
+  EXPECT_EQ(parseError({"--rdzv-conf", "keep_alive_interval=-1", "t.py"}),
+            "--rdzv-conf keep_alive_interval '-1': must be greater than 0");
+  EXPECT_EQ(parseError({"--rdzv-conf", "keep_alive_max_attempt=0", "t.py"}),
+            "--rdzv-conf keep_alive_max_attempt '0': must be >= 1");
+  EXPECT_EQ(parseError({"--rdzv-conf", "is_host=maybe", "t.py"}),
+            "--rdzv-conf is_host 'maybe': expected 1, true, t, yes, y or 0, false, f, no, n");
+  EXPECT_EQ(parseError({"--rdzv-conf", "store_type=file", "t.py"}),
+            "--rdzv-conf store_type 'file': ddprun's stores are TCP stores (store_type=tcp)");
+  EXPECT_EQ(parseError({"--rdzv-conf", "timeout=1e12", "t.py"}),
+            "--rdzv-conf timeout '1e12': more seconds than ddprun can wait (at most 1e9)");
+  const std::string unknown = parseError({"--rdzv-conf", "join_timeuot=5", "t.py"});
+  EXPECT_EQ(unknown.rfind("--rdzv-conf join_timeuot '5': unknown key (ddprun knows ", 0), 0u)
+      << unknown;
+  EXPECT_NE(unknown.find("join_timeout"), std::string::npos) << unknown;
+  EXPECT_EQ(parseError({"t.py"}, {{"PET_RDZV_CONF", "is_host=2"}}),
+            "PET_RDZV_CONF (--rdzv-conf) is_host '2': expected 1, true, t, yes, y or 0, false, f, "
+            "no, n");
+}
+
+}  // namespace
+}  // namespace ddprun::launcher

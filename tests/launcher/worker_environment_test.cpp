@@ -1,0 +1,107 @@
+// The workers' environment, assembled in one place: inherited variables,
+// torchrun's defaults only where the user set nothing, the signals torchrun
+// exports, and the contract last.
+#include "ddprun/launcher/worker_environment.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "ddprun/launcher/rendezvous.hpp"
+#include "launcher_test_util.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+using Vars = std::map<std::string, std::string>;
+
+WorkerGroup group() {
+  WorkerGroup group;
+  group.attempt = 2;
+  group.group_rank = 1;
+  group.group_world_size = 2;
+  group.base_rank = 4;
+  group.world_size = 8;
+  group.store_host = "node0";
+  group.store_port = 29603;
+  return group;
+}
+
+Vars workerVars(const WorkerEnvironment& environment, int local_rank = 1) {
+  const auto list = environment.forWorker(group(), local_rank, "/logs/error.json");
+  return {list.begin(), list.end()};
+}
+
+WorkerEnvironment::Job job(int nproc) {
+  WorkerEnvironment::Job job;
+  job.nproc_per_node = nproc;
+  job.max_restarts = 3;
+  job.run_id = "job7";
+  job.role = "trainer";
+  return job;
+}
+
+TEST(WorkerEnvironment, TheContractFollowsTheGroupAndRank) {
+  const Vars vars = workerVars(WorkerEnvironment(job(4), {}));
+  EXPECT_EQ(vars.at("RANK"), "5");
+  EXPECT_EQ(vars.at("LOCAL_RANK"), "1");
+  EXPECT_EQ(vars.at("GROUP_RANK"), "1");
+  EXPECT_EQ(vars.at("ROLE_RANK"), "5");
+  EXPECT_EQ(vars.at("ROLE_NAME"), "trainer");
+  EXPECT_EQ(vars.at("LOCAL_WORLD_SIZE"), "4");
+  EXPECT_EQ(vars.at("WORLD_SIZE"), "8");
+  EXPECT_EQ(vars.at("GROUP_WORLD_SIZE"), "2");
+  EXPECT_EQ(vars.at("MASTER_ADDR"), "node0");
+  EXPECT_EQ(vars.at("MASTER_PORT"), "29603");
+  EXPECT_EQ(vars.at("TORCHELASTIC_RESTART_COUNT"), "2");
+  EXPECT_EQ(vars.at("TORCHELASTIC_MAX_RESTARTS"), "3");
+  EXPECT_EQ(vars.at("TORCHELASTIC_RUN_ID"), "job7");
+  EXPECT_EQ(vars.at("TORCHELASTIC_USE_AGENT_STORE"), "True");
+  EXPECT_EQ(vars.at("TORCHELASTIC_ERROR_FILE"), "/logs/error.json");
+}
+
+TEST(WorkerEnvironment, TorchrunsDefaultsApplyOnlyWhereTheUserSetNothing) {
+  WorkerEnvironment defaults(job(4), {{"PATH", "/bin"}});
+  Vars vars = workerVars(defaults);
+  EXPECT_EQ(vars.at("PATH"), "/bin");
+  EXPECT_EQ(vars.at("OMP_NUM_THREADS"), "1");
+  EXPECT_EQ(vars.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
+  ASSERT_EQ(defaults.notices().size(), 1u);
+  EXPECT_NE(defaults.notices()[0].find("OMP_NUM_THREADS"), std::string::npos);
+
+  WorkerEnvironment users(job(4),
+                          {{"OMP_NUM_THREADS", "8"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}});
+  vars = workerVars(users);
+  EXPECT_EQ(vars.at("OMP_NUM_THREADS"), "8");
+  EXPECT_EQ(vars.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "0");
+  EXPECT_TRUE(users.notices().empty());
+
+  EXPECT_EQ(workerVars(WorkerEnvironment(job(1), {})).count("OMP_NUM_THREADS"), 0u)
+      << "one worker per node needs no OMP_NUM_THREADS";
+}
+
+TEST(WorkerEnvironment, TheContractWinsOverInheritedValuesAndTheSignalsAreExported) {
+  WorkerEnvironment::Job with_signals = job(2);
+  with_signals.signals_to_handle = "SIGTERM,SIGUSR1";
+  const Vars vars = workerVars(WorkerEnvironment(
+      with_signals,
+      {{"RANK", "99"}, {"MASTER_ADDR", "stale"}, {"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGINT"}}));
+  EXPECT_EQ(vars.at("RANK"), "5");
+  EXPECT_EQ(vars.at("MASTER_ADDR"), "node0");
+  EXPECT_EQ(vars.at("TORCHELASTIC_SIGNALS_TO_HANDLE"), "SIGTERM,SIGUSR1");
+}
+
+TEST(WorkerEnvironment, ForLaunchTakesTheJobFromTheFlags) {
+  const LaunchConfig config =
+      testing::parse({"--nnodes", "2", "--role", "r", "--rdzv-id", "x", "--max-restarts", "5",
+                      "--signals-to-handle", "SIGTERM", "t.py"});
+  const Vars vars = workerVars(WorkerEnvironment::forLaunch(config, 3, {}));
+  EXPECT_EQ(vars.at("ROLE_NAME"), "r");
+  EXPECT_EQ(vars.at("TORCHELASTIC_RUN_ID"), "x");
+  EXPECT_EQ(vars.at("TORCHELASTIC_MAX_RESTARTS"), "5");
+  EXPECT_EQ(vars.at("LOCAL_WORLD_SIZE"), "3");
+  EXPECT_EQ(vars.at("TORCHELASTIC_SIGNALS_TO_HANDLE"), "SIGTERM");
+}
+
+}  // namespace
+}  // namespace ddprun::launcher

@@ -1,0 +1,121 @@
+// The rendezvous protocol's contract: one key scheme for every reserved key,
+// verbs and events that survive a round trip, and malformed joins or events
+// named rather than half-read.
+#include "ddprun/proto/rendezvous_protocol.hpp"
+
+#include <gtest/gtest.h>
+
+#include "ddprun/proto/errors.hpp"
+
+namespace ddprun::proto::rendezvous {
+namespace {
+
+TEST(RendezvousKeys, EveryReservedKeyIsDdprunScopeRunRest) {
+  EXPECT_EQ(key(Scope::kElastic, "job", "join"), "ddprun/rdzv/job/join");
+  EXPECT_EQ(key(Scope::kStatic, "none", "node/1"), "ddprun/static/none/node/1");
+  EXPECT_EQ(verbKey("job", Verb::kAbort), "ddprun/rdzv/job/abort");
+  EXPECT_EQ(eventKey("job", "h:42", 7), "ddprun/rdzv/job/events/h:42/7");
+  EXPECT_TRUE(isElasticKey("ddprun/rdzv/job/join"));
+  EXPECT_FALSE(isElasticKey(key(Scope::kStatic, "job", "node/0")));
+  EXPECT_FALSE(isElasticKey("/ddprun/rdzv/job/join"));
+}
+
+TEST(RendezvousKeys, ElasticKeysSplitIntoRunAndVerb) {
+  const auto join = parseElasticKey("ddprun/rdzv/job7/join");
+  ASSERT_TRUE(join);
+  EXPECT_EQ(join->run_id, "job7");
+  EXPECT_EQ(join->verb, Verb::kJoin);
+  const auto unknown = parseElasticKey("ddprun/rdzv/job7/explode");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->verb_text, "explode");
+  EXPECT_FALSE(unknown->verb);
+  EXPECT_FALSE(parseElasticKey("ddprun/rdzv//join"));
+  EXPECT_FALSE(parseElasticKey("ddprun/rdzv/job7"));
+  EXPECT_FALSE(parseElasticKey("ddprun/rdzv/" + std::string(257, 'r') + "/join"));
+  EXPECT_TRUE(parseElasticKey("ddprun/rdzv/" + std::string(256, 'r') + "/join"));
+}
+
+TEST(RendezvousJoin, RoundTripsWithAndWithoutANodeRank) {
+  JoinRequest join;
+  join.agent = "node3:4242";
+  join.local_world_size = 8;
+  join.min_nodes = 2;
+  join.max_nodes = 4;
+  join.last_call_timeout = std::chrono::milliseconds(1500);
+  join.keep_alive_timeout = std::chrono::milliseconds(15000);
+  join.store_host = "10.0.0.3";
+  join.store_port = 40123;
+  std::string why;
+  EXPECT_EQ(decodeJoin(encodeJoin(join), why), join) << why;
+  join.node_rank = 3;
+  EXPECT_EQ(decodeJoin(encodeJoin(join), why), join) << why;
+}
+
+TEST(RendezvousJoin, MalformedJoinsAreNamed) {
+  std::string why;
+  EXPECT_FALSE(decodeJoin("{not json", why));
+  EXPECT_NE(why.find("a bad rendezvous join"), std::string::npos) << why;
+  JoinRequest join;
+  join.agent = "a/b";
+  join.store_host = "h";
+  EXPECT_FALSE(decodeJoin(encodeJoin(join), why));
+  join.agent = "a";
+  join.min_nodes = 3;
+  join.max_nodes = 2;
+  EXPECT_FALSE(decodeJoin(encodeJoin(join), why));
+  join.max_nodes = 3;
+  join.keep_alive_timeout = std::chrono::milliseconds(0);
+  EXPECT_FALSE(decodeJoin(encodeJoin(join), why));
+  EXPECT_FALSE(decodeJoin(R"({"agent":"a","local_world_size":1,"min_nodes":1,"max_nodes":1,
+      "last_call_timeout_ms":0,"keep_alive_timeout_ms":1,"store_host":"h"})",
+                          why))
+      << "a join without the store's port";
+}
+
+TEST(RendezvousEvents, EveryTypeRoundTrips) {
+  Event round;
+  round.type = EventType::kRound;
+  round.round = 4;
+  round.group_rank = 1;
+  round.group_world_size = 3;
+  round.base_rank = 8;
+  round.local_world_size = 8;
+  round.world_size = 24;
+  round.store_host = "::1";
+  round.store_port = 29999;
+  EXPECT_EQ(decodeEvent(encodeEvent(round)), round);
+  Event closed;
+  closed.type = EventType::kClosed;
+  closed.failed_on = "node2:77";
+  EXPECT_EQ(decodeEvent(encodeEvent(closed)), closed);
+  Event error;
+  error.type = EventType::kError;
+  error.message = "wrong --nnodes";
+  EXPECT_EQ(decodeEvent(encodeEvent(error)), error);
+  for (EventType type : {EventType::kSuspended, EventType::kFinished}) {
+    Event event;
+    event.type = type;
+    event.round = 2;
+    EXPECT_EQ(decodeEvent(encodeEvent(event)), event) << eventTypeName(type);
+  }
+  for (EventType type : {EventType::kSpare, EventType::kDropped, EventType::kLeft}) {
+    Event event;
+    event.type = type;
+    EXPECT_EQ(decodeEvent(encodeEvent(event)), event) << eventTypeName(type);
+  }
+}
+
+TEST(RendezvousEvents, MalformedEventsThrowNamingThem) {
+  EXPECT_THROW(decodeEvent("{}"), StoreError);
+  EXPECT_THROW(decodeEvent(R"({"type":"party"})"), StoreError);
+  EXPECT_THROW(decodeEvent(R"({"type":"round","round":1})"), StoreError);
+  try {
+    decodeEvent("garbage");
+    FAIL();
+  } catch (const StoreError& error) {
+    EXPECT_NE(std::string(error.what()).find("garbage"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace ddprun::proto::rendezvous
