@@ -1,7 +1,8 @@
 // Static rendezvous across nodes (torchrun's --rdzv-backend=static with
-// --nnodes=N --node-rank=R --master-addr --master-port; reference §2.2, §2.3):
-// the node with rank 0 hosts the store, every agent derives its ranks from its
-// --node-rank, and an exit barrier keeps the store up until every node is done.
+// --nnodes=N --node-rank=R --master-addr --master-port; see
+// docs/torchrun-contract.md §6.2, §6.5, §6.6): the node with rank 0 hosts the
+// store, every agent derives its ranks from its --node-rank, and an exit
+// barrier keeps the store up until every node is done.
 //
 // Owns, on node 0 only, the embedded store server (bound to every address on
 // master_port, its own Asio threads) that the agents and all workers of the
