@@ -1,4 +1,4 @@
-// The pure-configuration rules of torchrun §1.3, applied once after parsing.
+// The pure-configuration rules of docs/torchrun-contract.md §3, applied once after parsing.
 #pragma once
 
 #include "ddprun/launcher/cli.hpp"

@@ -49,7 +49,7 @@ Setter etcdSetting(std::string key) {
   };
 }
 
-// Every key any of torchrun's backends reads (docs/torchrun-contract.md).
+// Every key any of torchrun's backends reads (docs/torchrun-contract.md §6.4).
 const std::map<std::string, Setter, std::less<>>& knownKeys() {
   static const std::map<std::string, Setter, std::less<>> keys = {
       {"timeout", duration(&RdzvConf::timeout)},

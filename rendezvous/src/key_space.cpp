@@ -1,4 +1,4 @@
-// Command semantics follow PyTorch's servers (protocol doc §7), choosing the
+// Command semantics follow PyTorch's servers (docs/tcpstore-protocol.md §7), choosing the
 // libuv behaviour where the backends differ: GET of a missing key replies
 // empty, and CAS wakes waiters when it creates a key. Nothing here throws on
 // a client's input; a bad request returns a reason and changes nothing.

@@ -125,7 +125,7 @@ TEST_F(LibtorchStoreTest, WaitOnSeveralKeysReturnsOnlyWhenTheLastIsSet) {
 }
 
 TEST_F(LibtorchStoreTest, AnotherClientsSetAfterAWaitTimeoutDoesNotShiftReplies) {
-  // Protocol doc section 8.2: 1.13 abandons a timed-out WAIT without telling
+  // docs/tcpstore-protocol.md §8.2: 1.13 abandons a timed-out WAIT without telling
   // the server. ddprund drops the registration when the next request arrives,
   // so the later SET must not send this client a stray STOP_WAITING byte.
   auto waiter = connect(2);

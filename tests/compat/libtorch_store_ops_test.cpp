@@ -1,6 +1,6 @@
 // Every operation of LibTorch 1.13's c10d::TCPStore client, one client at a
-// time, against ddprund. Expected values follow the reference 1.13 server as
-// captured in the protocol doc (section 7).
+// time, against ddprund. Expected values follow PyTorch 1.13's own server as
+// captured (docs/tcpstore-protocol.md §7).
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -92,7 +92,7 @@ Outcome run(const Limits& limits, Dialect legacy, std::string_view stream, std::
   return outcome;
 }
 
-// The dialect follows from the first five bytes alone (§4.6 of the protocol doc).
+// The dialect follows from the first five bytes alone (docs/tcpstore-protocol.md §4.6).
 Dialect expectedDialect(std::string_view stream, Dialect legacy) {
   if (stream.empty() || (stream[0] == 0 && stream.size() < 5)) {
     return Dialect::Undecided;

@@ -1,5 +1,5 @@
-// Table tests for the value parsers: endpoints (§1.3.7), rendezvous config,
-// -r/-t maps, signal lists and filter lists.
+// Table tests for the value parsers: endpoints (docs/torchrun-contract.md
+// §3.6), rendezvous config, -r/-t maps, signal lists and filter lists.
 #include "ddprun/launcher/option_values.hpp"
 
 #include <gtest/gtest.h>

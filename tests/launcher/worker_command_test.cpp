@@ -1,4 +1,4 @@
-// Worker argv building (§1.2): interpreter choice, -u, -m, --no-python,
+// Worker argv building (docs/torchrun-contract.md §4): interpreter choice, -u, -m, --no-python,
 // --run-path, ${local_rank} expansion and ddprun's direct-executable rule.
 #include "ddprun/launcher/worker_command.hpp"
 

@@ -149,8 +149,9 @@ TEST(CodecBadInput, SecondValidateIsBad) {
   expectFragment(result.error);
 }
 
-// A VALIDATE with a wrong magic is not a 2.2+ hello at all (§4.6); it reads as
-// a 1.13 SET whose key length is absurd, and is rejected for that.
+// A VALIDATE with a wrong magic is not a 2.2+ hello at all
+// (docs/tcpstore-protocol.md §4.6); it reads as a 1.13 SET whose key length
+// is absurd, and is rejected for that.
 TEST(CodecBadInput, WrongValidateMagicIsRejectedAsAnAbsurdLegacySet) {
   RequestDecoder decoder;
   const DecodeResult result = decodeOnce(decoder, fromHex("00 efbeadde 0d6b4f00 00"));

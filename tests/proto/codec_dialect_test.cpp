@@ -1,5 +1,6 @@
-// Per-connection dialect detection (§4.6): 00 CE F7 85 3C is a 2.2+ client,
-// anything else the configured legacy dialect, decided once per connection.
+// Per-connection dialect detection (docs/tcpstore-protocol.md §4.6):
+// 00 CE F7 85 3C is a 2.2+ client, anything else the configured legacy
+// dialect, decided once per connection.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -14,7 +15,7 @@ using ::testing::HasSubstr;
 
 // The 2.6 client's first segment (torch26-client-all-ops.jsonl, line 2).
 constexpr std::string_view kModernHello = "00 cef7853c 0d 6b4f0000";
-// A 1.13 SET "/k1" = "v1" (§7.1); it starts with 00 too.
+// A 1.13 SET "/k1" = "v1" (docs/tcpstore-protocol.md §7.1); it starts with 00 too.
 constexpr std::string_view kLegacySet = "00 0300000000000000 2f6b31 0200000000000000 7631";
 
 TEST(CodecDialect, ValidateMagicMeansModern) {
@@ -85,8 +86,8 @@ TEST(CodecDialect, NearMissMagicIsALegacySetWithAnAbsurdKey) {
   EXPECT_THAT(result.error, HasSubstr(std::to_string(0x3d85f7ceULL)));
 }
 
-// Byte 7 is WATCH_KEY in 1.13 and DELETE_KEY in 2.1 (§5); nothing in the
-// bytes tells them apart, so the configuration does.
+// Byte 7 is WATCH_KEY in 1.13 and DELETE_KEY in 2.1 (docs/tcpstore-protocol.md
+// §5.1); nothing in the bytes tells them apart, so the configuration does.
 TEST(CodecDialect, Byte7DependsOnTheConfiguredLegacyDialect) {
   const std::string bytes = fromHex("07 0300000000000000 2f6b31");
   Request request;

@@ -89,9 +89,8 @@ std::string commandsOf(const std::vector<OwnedRequest>& requests) {
 class CodecFixtures : public ::testing::TestWithParam<FixtureCase> {
  protected:
   void SetUp() override {
-    if (!fs::is_directory(fixturesDir())) {
-      GTEST_SKIP() << "TCPStore fixtures not found at " << fixturesDir()
-                   << "; configure with -DDDPRUN_FIXTURES_DIR=<dir>";
+    if (const auto problem = test_support::fixturesProblem()) {
+      FAIL() << *problem;
     }
     streams_ = clientStreams(fixturesDir() / GetParam().file);
   }
@@ -175,8 +174,8 @@ INSTANTIATE_TEST_SUITE_P(Captures, CodecFixtures, ::testing::ValuesIn(fixtureCas
 // Spot checks of decoded fields against the README's narrative, so a decoder
 // that got the command order right but mangled fields still fails.
 TEST(CodecFixturesFields, Torch113AllOpsFields) {
-  if (!fs::is_directory(fixturesDir())) {
-    GTEST_SKIP() << "TCPStore fixtures not found at " << fixturesDir();
+  if (const auto problem = test_support::fixturesProblem()) {
+    FAIL() << *problem;
   }
   const auto streams = clientStreams(fixturesDir() / "torch113-client-all-ops.jsonl");
   RequestDecoder decoder;
@@ -190,8 +189,8 @@ TEST(CodecFixturesFields, Torch113AllOpsFields) {
 }
 
 TEST(CodecFixturesFields, Torch26AllOpsFields) {
-  if (!fs::is_directory(fixturesDir())) {
-    GTEST_SKIP() << "TCPStore fixtures not found at " << fixturesDir();
+  if (const auto problem = test_support::fixturesProblem()) {
+    FAIL() << *problem;
   }
   const auto streams = clientStreams(fixturesDir() / "torch26-client-all-ops.jsonl");
   RequestDecoder decoder;

@@ -1,6 +1,6 @@
-// Golden bytes: encodeRequest produces the protocol doc's exact bytes for every
-// command of every dialect, and the decoder turns those bytes back into the
-// same request.
+// Golden bytes: encodeRequest produces the exact bytes given in
+// docs/tcpstore-protocol.md for every command of every dialect, and the decoder
+// turns those bytes back into the same request.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -94,8 +94,8 @@ TEST(CodecGoldenEncode, AppendsToExistingOutput) {
   EXPECT_EQ(toHex(out), "78790c0b");
 }
 
-// WireWriter is what replies are built with (§7): raw little-endian integers
-// and u64-length-prefixed bytes.
+// WireWriter is what replies are built with (docs/tcpstore-protocol.md §7):
+// raw little-endian integers and u64-length-prefixed bytes.
 TEST(CodecGoldenWriter, WritesTheDocumentedReplyPrimitives) {
   std::string out;
   WireWriter writer(out);

@@ -1,5 +1,5 @@
 // Incremental decoding: requests arrive split at any byte (the 1.13 client
-// sends the type byte on its own) or several to a segment (§3).
+// sends the type byte on its own) or several to a segment (docs/tcpstore-protocol.md §3.2).
 #include <gtest/gtest.h>
 
 #include "codec_test_support.hpp"

@@ -35,8 +35,9 @@ OwnedRequest make(Command command, std::vector<std::string> keys = {},
   return {command, std::move(keys), std::move(values), number, word};
 }
 
-// Dialect 2.2+ (D to G). Hex verbatim from Appendix A.1 and the 2.6 capture,
-// except the 2.8+ queues and 2.10+ LIST, laid out from §7.16 and §7.17.
+// Dialect 2.2+ (D to G). Hex verbatim from docs/tcpstore-protocol.md Appendix A.1
+// and the 2.6 capture, except the 2.8+ queues and 2.10+ LIST, laid out from
+// its §7.16 and §7.17.
 std::vector<GoldenCase> modernCases() {
   const Dialect d = Dialect::Modern;
   return {
@@ -74,8 +75,8 @@ std::vector<GoldenCase> modernCases() {
   };
 }
 
-// Dialect A (1.13 and 2.0). Hex verbatim from Appendix A.2, §7.1 and §7.14;
-// CHECK laid out from §7.5.
+// Dialect A (1.13 and 2.0). Hex verbatim from docs/tcpstore-protocol.md Appendix A.2,
+// §7.1 and §7.14; CHECK laid out from §7.5.
 std::vector<GoldenCase> legacy113Cases() {
   const Dialect d = Dialect::Legacy113;
   return {
@@ -100,7 +101,8 @@ std::vector<GoldenCase> legacy113Cases() {
   };
 }
 
-// Dialect C (2.1): the same layouts, bytes from the C column of §5.
+// Dialect C (2.1): the same layouts, bytes from the C column of
+// docs/tcpstore-protocol.md §5.1.
 std::vector<GoldenCase> legacy21Cases() {
   const Dialect d = Dialect::Legacy21;
   return {

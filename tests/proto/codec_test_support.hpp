@@ -1,6 +1,6 @@
 // Helpers shared by the codec suites: hex conversion, owned copies of decoded
 // requests (a Request only borrows its input), whole-stream decoding and the
-// golden request table taken from the protocol doc.
+// golden request table taken from docs/tcpstore-protocol.md.
 #pragma once
 
 #include <cstdint>
@@ -71,8 +71,8 @@ struct GoldenCase {
 
 void PrintTo(const GoldenCase& golden, std::ostream* os);
 
-// Every command of every dialect, bytes from the protocol doc (verbatim where
-// it gives them) or laid out from its §5 and §7 tables otherwise.
+// Every command of every dialect, bytes from docs/tcpstore-protocol.md (verbatim
+// where it gives them) or laid out from its §5 and §7 tables otherwise.
 const std::vector<GoldenCase>& goldenCases();
 
 // A request whose fields claim more than the default limits allow; decoding it

@@ -1,5 +1,5 @@
-// The wire vocabulary against the protocol doc's §5 tables, typed in here a
-// second time so that a reordered or renumbered enum fails a test.
+// The wire vocabulary against the tables of docs/tcpstore-protocol.md §5, typed in
+// here a second time so that a reordered or renumbered enum fails a test.
 #include "ddprun/proto/tcpstore_wire.hpp"
 
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@ struct CommandRow {
   int modern;     // columns D to G: 2.2+
 };
 
-// §5, one row per command, in the doc's order.
+// §5.1, one row per command, in the doc's order.
 constexpr std::array<CommandRow, 19> kSection5 = {{
     {Command::Validate, "VALIDATE", kAbsent, kAbsent, 0},
     {Command::Set, "SET", 0, 0, 1},
@@ -78,7 +78,7 @@ TEST(WireTable, WireByteMatchesSection5ForEveryCommandAndDialect) {
   }
 }
 
-// The reverse direction over all 256 byte values: exactly the §5 bytes mean
+// The reverse direction over all 256 byte values: exactly the §5.1 bytes mean
 // something, and each means its row's command.
 TEST(WireTable, CommandFromWireMatchesSection5ForEveryByte) {
   for (Dialect dialect : kDialects) {
@@ -110,7 +110,7 @@ TEST(WireTable, CommandNamesAreTheDocsNames) {
   }
 }
 
-// The per-dialect enums carry explicit values; each is checked against §5.
+// The per-dialect enums carry explicit values; each is checked against §5.1.
 TEST(WireTable, Legacy113EnumMatchesColumnA) {
   EXPECT_EQ(static_cast<int>(Legacy113Byte::Set), 0);
   EXPECT_EQ(static_cast<int>(Legacy113Byte::CompareSet), 1);
@@ -159,7 +159,7 @@ TEST(WireTable, ModernEnumMatchesColumnsDToG) {
   EXPECT_EQ(static_cast<int>(ModernByte::List), 17);
 }
 
-// §5.1: a single u8 each, unchanged in every version.
+// §5.2: a single u8 each, unchanged in every version.
 TEST(WireTable, ResponseEnumsMatchSection5_1) {
   EXPECT_EQ(static_cast<int>(CheckResponse::Ready), 0);
   EXPECT_EQ(static_cast<int>(CheckResponse::NotReady), 1);

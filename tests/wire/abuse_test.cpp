@@ -94,7 +94,7 @@ TEST_F(AbuseTest, UnknownCommandByteAfterValidate) {
   expectClosedAndLogged(abuser, {"unknown command"});
 }
 
-// The reference servers answer each request before reading the next, so a
+// PyTorch's servers answer each request before reading the next, so a
 // client whose bad request follows good ones in the same write still gets
 // the good ones' replies before the close.
 TEST_F(AbuseTest, RepliesToRequestsBeforeABadOneAreDelivered) {

@@ -1,5 +1,5 @@
 // Replays every captured PyTorch TCPStore conversation in
-// shared/fixtures/tcpstore/ against a fresh ddprund and requires ddprund's
+// tests/fixtures/tcpstore/ against a fresh ddprund and requires ddprund's
 // replies to be byte-identical to the real server's, wherever the captured
 // server was a compatible (same-version) one. The two cross-version captures
 // recorded real servers failing; there ddprund must succeed instead. Where a
@@ -40,10 +40,8 @@ const std::set<std::string> kReplayedCaptures = {
 class FixtureReplayTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::is_directory(test_support::fixturesDir())) {
-      GTEST_SKIP() << "TCPStore captures not found at '" << test_support::fixturesDir().string()
-                   << "'; configure with -DDDPRUN_FIXTURES_DIR=<shared>/fixtures/tcpstore "
-                      "or set DDPRUN_FIXTURES_DIR";
+    if (const auto problem = test_support::fixturesProblem()) {
+      FAIL() << *problem;
     }
     daemon_.emplace();
   }

@@ -40,7 +40,7 @@ class SplitValidateTest : public ProtocolEdgeTest,
 
 // The 5-byte VALIDATE cut after 1..4 bytes: the dialect cannot be decided
 // before byte 5, and the decision must not be made early (PyTorch's libuv
-// server closes the connection in this case; see the protocol doc, 4.4).
+// server closes the connection in this case; see docs/tcpstore-protocol.md §4.4).
 TEST_P(SplitValidateTest, ValidateSplitAcrossTwoWritesStillWorks) {
   RawConnection conn(port());
   const std::string validate = validateRequest();

@@ -3,7 +3,7 @@
 
 With torch 1.13 this is dialect A: no handshake, ADD "init/" on connect, a second idle
 callback connection, and client-side wait timeouts that leave the server's wait
-registration behind (protocol doc section 8.2).
+registration behind (docs/tcpstore-protocol.md §8.2).
 """
 
 import sys
@@ -42,7 +42,7 @@ def check_add(store):
 
 
 def check_compare_set(store):
-    # The four cases of protocol doc section 7.2, in the order the reference capture used.
+    # The four cases of docs/tcpstore-protocol.md §7.2, in the order the 1.13 capture used.
     expect_eq(store.compare_set("cs", "", "new"), b"new", "CAS absent key, empty expected")
     keys_before = store.num_keys()
     expect_eq(store.compare_set("cs2", "x", "y"), b"x",

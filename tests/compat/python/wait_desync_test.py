@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""A 1.13 wait timeout followed by another client's SET (protocol doc section 8.2).
+"""A 1.13 wait timeout followed by another client's SET (docs/tcpstore-protocol.md §8.2).
 
-The 1.13 client gives up on a WAIT locally and never tells the server. The reference
+The 1.13 client gives up on a WAIT locally and never tells the server. PyTorch's
 server keeps the registration and later sends a stray STOP_WAITING byte when another
 client creates the key; every later reply on that connection is read one byte off
 (the capture shows add(cnt, 0) returning -512 instead of -2). ddprund drops the stale

@@ -98,4 +98,21 @@ std::filesystem::path fixturesDir() {
   return DDPRUN_FIXTURES_DIR;
 }
 
+std::optional<std::string> fixturesProblem() {
+  const std::filesystem::path dir = fixturesDir();
+  const std::string fix =
+      ". They ship with the repository in tests/fixtures/tcpstore/: restore them, or point "
+      "DDPRUN_FIXTURES_DIR (environment or CMake cache variable) at a copy";
+  std::error_code error;
+  if (!std::filesystem::is_directory(dir, error)) {
+    return "TCPStore captures missing: '" + dir.string() + "' is not a directory" + fix;
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    if (entry.path().extension() == ".jsonl") {
+      return std::nullopt;
+    }
+  }
+  return "TCPStore captures missing: '" + dir.string() + "' holds no *.jsonl file" + fix;
+}
+
 }  // namespace ddprun::test_support

@@ -1,6 +1,7 @@
 // The ddprun command line: torchrun 2.14's options (both spellings), their
 // PET_* environment fallbacks, the positional script with its arguments
-// passed through verbatim, and the pure-configuration rules of torchrun §1.3.
+// passed through verbatim, and the pure-configuration rules of
+// docs/torchrun-contract.md §3.
 // Stateless free functions; safe on any thread.
 #pragma once
 

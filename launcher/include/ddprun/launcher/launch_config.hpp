@@ -1,6 +1,6 @@
 // LaunchConfig: everything torchrun 2.14's command line (plus its PET_*
 // fallbacks) says about one launch, parsed and typed, with the pure-config
-// derived rules of torchrun §1.3 already applied (see cli.hpp). A plain value:
+// derived rules of docs/torchrun-contract.md §3 already applied (see cli.hpp). A plain value:
 // built once on the main thread by parseCommandLine, then read-only.
 #pragma once
 
@@ -36,7 +36,8 @@ struct StdSpec {
   bool operator==(const StdSpec&) const = default;
 };
 
-// host and port of a rendezvous endpoint, after §1.3.7 parsing (IPv6 without brackets).
+// host and port of a rendezvous endpoint, parsed as docs/torchrun-contract.md §3.6 says
+// (IPv6 without brackets).
 struct Endpoint {
   std::string host;
   int port = 0;
@@ -67,7 +68,8 @@ struct LaunchConfig {
   RdzvConf rdzv_conf;
   // --standalone as given (its effects are already applied above).
   bool standalone = false;
-  // true when the single-node auto-port rule (§1.3.1) switched to standalone.
+  // true when the single-node auto-port rule (docs/torchrun-contract.md §3.4)
+  // switched to standalone.
   bool auto_standalone = false;
   // --max-restarts, >= 0. Default 0.
   int max_restarts = 0;
@@ -127,7 +129,7 @@ struct LaunchConfig {
   // -h/--help was given: the caller prints helpText() and exits 0; nothing
   // else in this struct is meaningful then.
   bool show_help = false;
-  // Warnings torchrun would log (§1.3.3), for the caller to print.
+  // Warnings torchrun would log (docs/torchrun-contract.md §3.8), for the caller to print.
   std::vector<std::string> warnings;
 };
 

@@ -41,7 +41,7 @@ StdSpec parseStdSpec(std::string_view what, std::string_view text);
 // trimmed; an empty key or value is an error; a repeated key keeps the last.
 std::map<std::string, std::string> parseRdzvConf(std::string_view what, std::string_view text);
 
-// §1.3.7: "[v6]", "[v6]:port", else split on the last ':'; port 1-5 digits
+// docs/torchrun-contract.md §3.6: "[v6]", "[v6]:port", else split on the last ':'; port 1-5 digits
 // < 65536; host of [A-Za-z0-9_.:-]; empty means localhost:<default_port>.
 // default_port < 0 means "no default": the caller decides what a missing port
 // means (returned as port -1).

@@ -1,8 +1,8 @@
 // --rdzv-conf, typed: every key one of torchrun's rendezvous backends reads,
 // checked once when the command line is parsed, so a bad key or value is one
 // line naming both (exit 2) whichever backend would have read it. Unset keys
-// stay unset; the accessors apply torchrun's defaults (see the --rdzv-conf
-// keys in docs/torchrun-contract.md). A plain value, read-only after parsing.
+// stay unset; the accessors apply torchrun's defaults (docs/torchrun-contract.md
+// §6.4). A plain value, read-only after parsing.
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,5 @@
 // Static rendezvous across nodes (torchrun's --rdzv-backend=static with
-// --nnodes=N --node-rank=R; docs/torchrun-contract.md): the node with rank 0
+// --nnodes=N --node-rank=R; docs/torchrun-contract.md §6.2): the node with rank 0
 // hosts the store at the endpoint (--rdzv-endpoint, else --master-addr:
 // --master-port), every agent derives its ranks from its --node-rank, a
 // barrier empties the store before each restart, and an exit barrier keeps

@@ -1,6 +1,6 @@
 // The worker environment contract: the variables an agent (ddprun, torchrun)
 // gives each worker, defined once so the launcher writes and the worker reads
-// the same names. Values follow torchrun 2.x (see torchrun-reference §2.1).
+// the same names. Values follow torchrun 2.x (docs/torchrun-contract.md §5).
 // Pure functions; no process state is touched except by fromProcessEnvironment().
 #pragma once
 

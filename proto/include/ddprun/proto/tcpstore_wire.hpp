@@ -3,7 +3,7 @@
 //
 // Byte values were checked on the wire against PyTorch 1.13.1 (dialect A) and
 // 2.6.0 (dialect E); 2.1 (C), the queues (2.8+) and LIST (2.10+) come from the
-// PyTorch sources. See docs/tcpstore-protocol.md in the shared docs.
+// PyTorch sources. See docs/tcpstore-protocol.md §2 (dialects) and §5 (bytes).
 #pragma once
 
 #include <cstddef>

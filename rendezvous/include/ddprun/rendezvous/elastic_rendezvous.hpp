@@ -8,7 +8,7 @@
 // clock; hosts' clocks are never compared) and returns the events to push.
 // Not thread-safe: owned and driven by one thread, or under the store's lock.
 //
-// Rules (torchrun-reference §3.2, and where we are better):
+// Rules (torchrun's, and where we are better: docs/torchrun-contract.md §6.3):
 //  - The first round completes at max_nodes, or last_call_timeout after
 //    min_nodes have joined.
 //  - A round is re-formed at once, and completes at once, when its membership

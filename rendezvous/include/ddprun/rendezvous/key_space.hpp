@@ -46,7 +46,7 @@ class KeySpace {
   // one) to `reply`. Returns a reason when the request must close the
   // connection (e.g. ADD on a non-numeric value); nothing is changed then.
   // On legacy connections a new request cancels a still-pending WAIT: 1.13
-  // clients give up waiting without telling the server (protocol doc §8.2).
+  // clients give up waiting without telling the server (docs/tcpstore-protocol.md §8.2).
   std::optional<std::string> execute(ClientId client, proto::Dialect dialect,
                                      const proto::Request& request, std::string& reply);
 

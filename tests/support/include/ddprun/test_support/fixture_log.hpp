@@ -1,4 +1,4 @@
-// FixtureLog owns one parsed relay capture from shared/fixtures/tcpstore/
+// FixtureLog owns one parsed relay capture from tests/fixtures/tcpstore/
 // (JSONL: one record per recv() chunk, see that directory's README.md). It
 // keeps the records in file order with their 1-based line numbers, which is
 // how the fixtures' README and the tests name them. Immutable after loading;
@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,5 +46,11 @@ class FixtureLog {
 // Where the captures live: the DDPRUN_FIXTURES_DIR CMake cache variable,
 // overridable at run time by the environment variable of the same name.
 std::filesystem::path fixturesDir();
+
+// Why the captures cannot be read: fixturesDir() is missing or holds no
+// *.jsonl file. nullopt when they can. The captures ship with the repository,
+// so their absence means a broken checkout or a wrong override: tests that
+// need them fail with this message instead of skipping.
+std::optional<std::string> fixturesProblem();
 
 }  // namespace ddprun::test_support

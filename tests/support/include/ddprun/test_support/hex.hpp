@@ -8,7 +8,7 @@
 
 namespace ddprun::test_support {
 
-// "0a0b" (spaces allowed between digits, as the protocol doc writes
+// "0a0b" (spaces allowed between digits, as docs/tcpstore-protocol.md writes
 // bytes) -> "\x0a\x0b". Throws std::invalid_argument on odd length or a
 // non-hex digit.
 std::string fromHex(std::string_view hex);
