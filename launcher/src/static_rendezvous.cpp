@@ -253,8 +253,10 @@ void StaticRendezvous::waitForNodes(const std::string& name, int first, TimePoin
                                     const std::string& did_not) {
   WaitNotice notice(
       [&] {
-        return "node rank(s) " + missingRanks(name, first) + " of " +
-               std::to_string(options_.nnodes) + " " + waiting_for;
+        const std::string missing = missingRanks(name, first);
+        return missing.empty() ? missing
+                               : "node rank(s) " + missing + " of " +
+                                     std::to_string(options_.nnodes) + " " + waiting_for;
       },
       deadline);
   try {

@@ -9,16 +9,23 @@ namespace ddprun::launcher {
 
 WaitNotice::WaitNotice(std::function<std::string()> what, Clock::time_point deadline,
                        Duration period)
-    : what_(std::move(what)), deadline_(deadline), period_(period), next_notice_(Clock::now()) {}
+    : what_(std::move(what)),
+      deadline_(deadline),
+      period_(period),
+      next_notice_(Clock::now() + kFirstNotice) {}
 
 void WaitNotice::tick() {
   const auto now = Clock::now();
   if (now < next_notice_ || now >= deadline_) {
     return;
   }
-  const auto left = std::chrono::duration_cast<Duration>(deadline_ - now);
-  log().info("waiting for {} ({} left)", what_(), describeSeconds(left));
   next_notice_ = now + period_;
+  const std::string what = what_();
+  if (what.empty()) {
+    return;
+  }
+  const auto left = std::chrono::duration_cast<Duration>(deadline_ - now);
+  log().info("waiting for {} ({} left)", what, describeSeconds(left));
 }
 
 WaitNotice::Duration WaitNotice::next() const {

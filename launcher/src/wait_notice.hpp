@@ -1,8 +1,10 @@
 // Says what a blocking wait of the agent waits for, so no agent ever waits in
-// silence: at once, then every `period`, each time with the time left
-// ("waiting for node rank(s) 1 of 2 to join the store at host0:29603 (895 s
-// left)"). The waiting loop blocks in slices of at most next() and calls
-// tick() between them. Used by one thread, the one that waits.
+// silence: as soon as the wait has lasted a moment (kFirstNotice: waits that
+// end sooner, the usual case, stay quiet), then every `period`, each time
+// with the time left ("waiting for node rank(s) 1 of 2 to join the store at
+// host0:29603 (895 s left)"). The waiting loop blocks in slices of at most
+// next() and calls tick() between them. Used by one thread, the one that
+// waits.
 #pragma once
 
 #include <chrono>
@@ -16,7 +18,10 @@ class WaitNotice {
   using Clock = std::chrono::steady_clock;
   using Duration = std::chrono::milliseconds;
 
-  // `what` is asked for the text each time, so it can say what is still missing.
+  static constexpr Duration kFirstNotice{200};
+
+  // `what` is asked for the text each time, so it can say what is still
+  // missing; an empty text means nothing is (the wait is about to end).
   WaitNotice(std::function<std::string()> what, Clock::time_point deadline,
              Duration period = std::chrono::seconds(5));
 

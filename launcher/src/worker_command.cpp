@@ -6,6 +6,7 @@
 #include <array>
 #include <cctype>
 #include <fstream>
+#include <optional>
 
 #include "ddprun/launcher/executable_path.hpp"
 #include "ddprun/proto/errors.hpp"
@@ -114,15 +115,39 @@ std::string pythonInterpreter(const Environment& env) {
   throw ConfigError("no Python interpreter: PYTHON_EXEC is unset and there is no python3 on PATH");
 }
 
+namespace {
+
+// The program to exec without Python, if the script is one: a path that
+// isDirectExecutable(), or a bare name that is no file here but such a
+// program on PATH (an installed `train`), found as a shell would find it.
+std::optional<std::string> directProgram(const std::string& script, const Environment& env) {
+  if (isDirectExecutable(script)) {
+    return script;
+  }
+  struct stat info {};
+  if (script.find('/') != std::string::npos || ::stat(script.c_str(), &info) == 0) {
+    return std::nullopt;
+  }
+  const auto found = findExecutable(script, env("PATH").value_or(""));
+  return found && isDirectExecutable(*found) ? found : std::nullopt;
+}
+
+}  // namespace
+
 std::vector<std::string> workerCommand(const LaunchConfig& config, int local_rank,
                                        const Environment& env) {
   std::vector<std::string> argv;
+  const auto direct = config.no_python || config.module || config.run_path
+                          ? std::nullopt
+                          : directProgram(config.training_script, env);
   if (config.run_path) {
     argv = interpreterPrefix(env);
     argv.insert(argv.end(), {"-c", kRunPathBootstrap});
     argv.push_back(config.training_script);
-  } else if (config.no_python || (!config.module && isDirectExecutable(config.training_script))) {
+  } else if (config.no_python) {
     argv.push_back(config.training_script);
+  } else if (direct) {
+    argv.push_back(*direct);
   } else {
     argv = interpreterPrefix(env);
     if (config.module) {

@@ -126,6 +126,20 @@ TEST(DirectExecutable, Rule) {
   EXPECT_FALSE(isDirectExecutable(dir.path() + "/missing"));
 }
 
+// `ddprun ... train` with train installed on PATH runs it, as a shell
+// would; a Python script found on PATH still goes to Python.
+TEST(DirectExecutable, ABareNameOnPathRunsDirectly) {
+  TempDir dir;
+  const auto program = dir.write("mytrain", "#!/bin/sh\nexit 0\n", true);
+  dir.write("mytool", "#!/usr/bin/env python3\n", true);
+  const auto env = mapEnvironment(
+      {{"PATH", "/nonexistent:" + dir.path()}, {"PYTHON_EXEC", "/opt/py/bin/python"}});
+  EXPECT_EQ(workerCommand(parse({"mytrain", "--epochs", "2"}), 0, env),
+            (Args{program, "--epochs", "2"}));
+  EXPECT_EQ(workerCommand(parse({"mytool"}), 0, env), (Args{"/opt/py/bin/python", "-u", "mytool"}));
+  EXPECT_EQ(workerCommand(parse({"-m", "mytrain"}), 0, env)[0], "/opt/py/bin/python");
+}
+
 TEST(DirectExecutable, ShellScriptRunsWithoutPython) {
   TempDir dir;
   const auto script = dir.write("job.sh", "#!/bin/sh\nexit 0\n", true);

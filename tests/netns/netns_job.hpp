@@ -87,13 +87,17 @@ class NetnsJobTest : public ::testing::Test {
     }
   }
 
-  // h0 (for ddprund) and h1..h<agents>, then ddprund on h0's address.
-  void buildLab(int agents) {
+  // h0 (for ddprund) and h1..h<agents>, then ddprund on h0's address unless
+  // the job needs none.
+  void buildLab(int agents, bool with_daemon = true) {
     std::vector<std::string> hosts = {"h0"};
     for (int i = 1; i <= agents; ++i) {
       hosts.push_back("h" + std::to_string(i));
     }
     lab_.emplace(hosts);
+    if (!with_daemon) {
+      return;
+    }
     // DaemonProcess appends --port 0 --port-file: the port is the daemon's pick.
     daemon_.emplace(ipBinary(),
                     std::vector<std::string>{"netns", "exec", lab_->namespaceOf("h0"),
@@ -105,35 +109,38 @@ class NetnsJobTest : public ::testing::Test {
   }
 
   // One agent named `name` on `host`: ddprun --nnodes <nnodes> --nproc-per-node
-  // 2 ... <program>. Its stdout and stderr (workers' output included) go to
-  // <tmp>/<name>/agent.log, its log dir is <tmp>/<name>/logs.
+  // 2 ... <program>, against the lab's ddprund. Its log dir is <tmp>/<name>/logs.
   Subprocess agent(const std::string& name, const std::string& host, const std::string& nnodes,
                    const std::vector<std::string>& program,
                    const std::vector<std::string>& launcher_args = {},
                    const std::string& run_id = "netns-job") {
-    const fs::path dir = dir_.path() / name;
+    std::vector<std::string> args = {
+        "--nnodes",       nnodes, "--nproc-per-node", "2",
+        "--rdzv-backend", "c10d", "--rdzv-endpoint",  endpoint(),
+        "--rdzv-id",      run_id, "--log-dir",        (dirOf(name) / "logs").string()};
+    args.insert(args.end(), launcher_args.begin(), launcher_args.end());
+    args.push_back("--no-python");
+    args.insert(args.end(), program.begin(), program.end());
+    return ddprunOn(name, host, args);
+  }
+
+  // `ddprun <args>` named `name` on `host`, exactly as a user would type it
+  // there. Its stdout and stderr (workers' output included) go to
+  // <tmp>/<name>/agent.log; $TMPDIR (where ddprun puts its logs by default)
+  // is <tmp>/<name>; `path_front` is put before the usual PATH.
+  Subprocess ddprunOn(const std::string& name, const std::string& host,
+                      const std::vector<std::string>& args, const std::string& path_front = "") {
+    const fs::path dir = dirOf(name);
     fs::create_directories(dir);
-    std::vector<std::string> argv = {DDPRUN_BINARY,
-                                     "--nnodes",
-                                     nnodes,
-                                     "--nproc-per-node",
-                                     "2",
-                                     "--rdzv-backend",
-                                     "c10d",
-                                     "--rdzv-endpoint",
-                                     endpoint(),
-                                     "--rdzv-id",
-                                     run_id,
-                                     "--log-dir",
-                                     (dir / "logs").string()};
-    argv.insert(argv.end(), launcher_args.begin(), launcher_args.end());
-    argv.push_back("--no-python");
-    argv.insert(argv.end(), program.begin(), program.end());
+    std::vector<std::string> argv = {DDPRUN_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
     launcher::SpawnOptions options;
     options.argv = lab_->onHost(host, argv);
     // Gloo picks the hostname's interface otherwise; the hostname is the
     // machine's, not this namespace's.
-    options.env = {{"PATH", kChildPath}, {"GLOO_SOCKET_IFNAME", NetLab::kInterface}};
+    options.env = {{"PATH", path_front.empty() ? kChildPath : path_front + ":" + kChildPath},
+                   {"GLOO_SOCKET_IFNAME", NetLab::kInterface},
+                   {"TMPDIR", dir.string()}};
     const int log =
         ::open((dir / "agent.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     options.stdout_fd = log;
@@ -153,7 +160,9 @@ class NetnsJobTest : public ::testing::Test {
     for (const std::string& name : names) {
       text += "\n===== agent " + name + " =====\n" + log(name);
     }
-    text += "\n===== ddprund =====\n" + daemon_->stderrText();
+    if (daemon_) {
+      text += "\n===== ddprund =====\n" + daemon_->stderrText();
+    }
     return text;
   }
 

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -21,6 +23,11 @@ namespace {
 
 constexpr const char* kNamePrefix = "ddprun-netns-";
 constexpr const char* kBridge = "br0";
+// `ip netns exec NAME` bind-mounts the files of /etc/netns/NAME over /etc:
+// each host's hosts file names every host of its lab.
+constexpr const char* kNetnsEtc = "/etc/netns";
+
+namespace fs = std::filesystem;
 
 std::string joined(const std::vector<std::string>& argv) {
   std::string text;
@@ -107,6 +114,8 @@ void removeStaleNamespaces(const std::string& ip) {
       ::kill(pid, SIGKILL);
     }
     runCommand({ip, "netns", "delete", name});
+    std::error_code ignored;
+    fs::remove_all(fs::path(kNetnsEtc) / name, ignored);
   }
 }
 
@@ -194,6 +203,7 @@ NetLab::NetLab(const std::vector<std::string>& hosts) : ip_(ipBinary()) {
       ip({"-n", ns, "addr", "add", address(host) + "/24", "dev", kInterface});
       ip({"-n", ns, "link", "set", kInterface, "up"});
     }
+    writeHostsFiles();
   } catch (...) {
     teardown();
     throw;
@@ -210,8 +220,26 @@ void NetLab::teardown() noexcept {
     } catch (...) {
       // Never throw from cleanup; the next lab deletes what is left.
     }
+    std::error_code ignored;
+    fs::remove_all(fs::path(kNetnsEtc) / *it, ignored);
   }
   created_.clear();
+}
+
+// The machine's own hosts file, then one line per host of the lab, so a host
+// is reachable by its name (h0, h1, ...) from every host of the lab.
+void NetLab::writeHostsFiles() const {
+  std::ifstream machine("/etc/hosts");
+  std::stringstream hosts;
+  hosts << machine.rdbuf() << "\n# the hosts of this test lab\n";
+  for (const auto& [host, position] : hosts_) {
+    hosts << address(host) << " " << host << "\n";
+  }
+  for (const auto& [host, position] : hosts_) {
+    const fs::path dir = fs::path(kNetnsEtc) / namespaceOf(host);
+    fs::create_directories(dir);
+    std::ofstream(dir / "hosts") << hosts.str();
+  }
 }
 
 void NetLab::ip(const std::vector<std::string>& args) const {

@@ -3,7 +3,9 @@
 // "eth0", addressed 10.77.0.<10 + its position>/24; the other ends of the
 // veths are ports of a bridge that lives in a namespace of its own, so
 // nothing is added to the machine's own network. Processes are put on a host
-// by running them under `ip netns exec`.
+// by running them under `ip netns exec`. Every host resolves every host's
+// name (/etc/netns/<namespace>/hosts, which `ip netns exec` mounts over
+// /etc/hosts), so a test can write "h1:29603" as a user writes "node0:29603".
 //
 // Namespace names carry the test process's pid and a counter, so parallel
 // tests never collide; the destructor deletes every namespace it made (a
@@ -74,6 +76,7 @@ class NetLab {
 
  private:
   void ip(const std::vector<std::string>& args) const;  // throws on failure
+  void writeHostsFiles() const;
   void teardown() noexcept;
   int position(const std::string& host) const;
 

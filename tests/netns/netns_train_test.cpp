@@ -86,6 +86,72 @@ TEST_F(NetnsTrainTest, TwoHostsTrainAsAWorldOfFour) {
       << log(node0);
 }
 
+// The mission's own line, as a user types it on each of two hosts:
+//   ddprun --nnodes=2 --node-rank=N --nproc-per-node=2 --rdzv-endpoint=h1:29603 train ...
+// (plus --rdzv-backend=c10d for the elastic variant): the endpoint is a host
+// name, `train` is found on PATH, node 1 starts before node 0, and nothing
+// else is given. Both train 2 x 2 to the end. Parameter: extra flags.
+class NetnsMissionLineTest : public NetnsTrainTest,
+                             public ::testing::WithParamInterface<std::vector<std::string>> {
+ protected:
+  std::vector<std::string> missionLine(int node_rank) {
+    std::vector<std::string> args = {"--nnodes=2", "--node-rank=" + std::to_string(node_rank),
+                                     "--nproc-per-node=2", "--rdzv-endpoint=h1:29603"};
+    args.insert(args.end(), GetParam().begin(), GetParam().end());
+    std::vector<std::string> program = train(3);
+    program.front() = "train";
+    args.insert(args.end(), program.begin(), program.end());
+    return args;
+  }
+};
+
+TEST_P(NetnsMissionLineTest, TrainsAcrossTwoHostsToTheEnd) {
+  buildLab(2, /*with_daemon=*/false);
+  const std::string train_dir = fs::path(TRAIN_BINARY).parent_path().string();
+  Subprocess b = ddprunOn("b", "h2", missionLine(1), train_dir);
+  Subprocess a = ddprunOn("a", "h1", missionLine(0), train_dir);
+  const auto a_status = waitExit(a, 180s);
+  const auto b_status = waitExit(b, 60s);
+  ASSERT_TRUE(a_status && a_status->success()) << describe(a_status) << logs({"a", "b"});
+  ASSERT_TRUE(b_status && b_status->success()) << describe(b_status) << logs({"a", "b"});
+  EXPECT_EQ(snapshotEpochs(), 3);
+  EXPECT_EQ(groupRank("a", 0), 0) << logs({"a", "b"});
+  EXPECT_EQ(groupRank("b", 0), 1) << logs({"a", "b"});
+  EXPECT_TRUE(contains(log("a"), "world 4 (gloo), batch 32 x 4")) << log("a");
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, NetnsMissionLineTest,
+                         ::testing::Values(std::vector<std::string>{},
+                                           std::vector<std::string>{"--rdzv-backend=c10d"}),
+                         [](const ::testing::TestParamInfo<std::vector<std::string>>& backend) {
+                           return backend.param.empty() ? std::string("StaticByDefault")
+                                                        : std::string("C10d");
+                         });
+
+// The static line's store is node 0's, at the endpoint: every worker's
+// MASTER_ADDR:MASTER_PORT is h1:29603 (torchrun reads a static endpoint so).
+TEST_F(NetnsTrainTest, TheStaticLinesWorkersUseTheEndpointAsTheirStore) {
+  buildLab(2, /*with_daemon=*/false);
+  std::vector<Subprocess> agents;
+  for (int node : {1, 0}) {
+    const std::string name = node == 0 ? "a" : "b";
+    agents.push_back(ddprunOn(name, node == 0 ? "h1" : "h2",
+                              {"--nnodes=2", "--node-rank=" + std::to_string(node),
+                               "--nproc-per-node=2", "--rdzv-endpoint=h1:29603", "--no-python",
+                               DDPRUN_FAKE_WORKER, "--env-to", dirOf(name).string()}));
+  }
+  for (Subprocess& agent : agents) {
+    const auto status = waitExit(agent, 60s);
+    ASSERT_TRUE(status && status->success()) << describe(status) << logs({"a", "b"});
+  }
+  for (const std::string name : {"a", "b"}) {
+    const auto env = test_support::readEnvFile(dirOf(name) / "1.env");
+    EXPECT_EQ(env.at("MASTER_ADDR"), "h1") << name;
+    EXPECT_EQ(env.at("MASTER_PORT"), "29603") << name;
+  }
+  EXPECT_TRUE(contains(log("a"), "workers' store at h1:29603")) << log("a");
+}
+
 // Node losses race with the survivors' own workers: a killed worker's Gloo
 // sockets reset its peers, which may fail (and be seen failing by their
 // agent) before that agent acts on ddprund's push of the next round. The

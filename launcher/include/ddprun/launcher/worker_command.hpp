@@ -20,7 +20,9 @@ namespace ddprun::launcher {
 //  - default:      <python> -u [-m] script args...
 //  - --no-python:  script args...
 //  - --run-path:   <python> -u -c <runpy.run_path(script) bootstrap> script args...
-//  - a script that isDirectExecutable(): script args... (ddprun's extra rule)
+//  - a script that isDirectExecutable(), or a bare name that is no file in
+//    the cwd but such a program on $PATH (e.g. an installed `train`): the
+//    program, then args... (ddprun's extra rule)
 std::vector<std::string> workerCommand(const LaunchConfig& config, int local_rank,
                                        const Environment& env);
 
