@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "child_process.hpp"
 #include "ddprun/proto/tcpstore_codec.hpp"
+#include "machine.hpp"
 
 namespace ddprun::bench {
 namespace {

@@ -2,17 +2,16 @@
 // on their logs and their workers' stamps (see elastic_job.hpp).
 #include "elastic_job.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <stdlib.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <iterator>
 #include <thread>
+
+#include "ddprun/test_support/files.hpp"
+#include "ddprun/test_support/port_file.hpp"
+#include "ddprun/test_support/temp_dir.hpp"
 
 namespace ddprun::bench {
 namespace {
@@ -52,14 +51,13 @@ std::optional<WorkerStamp> readStamp(const fs::path& path) {
 
 // The whole directory, copied where it outlives the benchmark's scratch
 // directory; empty if that fails too.
-fs::path keepCopy(const fs::path& dir) {
-  std::string pattern = (fs::temp_directory_path() / "rdzv_bench-failed.XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    return {};
-  }
+fs::path keepCopy(const fs::path& dir) try {
+  test_support::TempDir kept("rdzv_bench-failed");
   std::error_code error;
-  fs::copy(dir, pattern, fs::copy_options::recursive, error);
-  return error ? fs::path() : fs::path(pattern);
+  fs::copy(dir, kept.path(), fs::copy_options::recursive, error);
+  return error ? fs::path() : kept.keep();
+} catch (const std::exception&) {
+  return {};
 }
 
 }  // namespace
@@ -68,28 +66,11 @@ const char* nameOf(Launcher launcher) {
   return launcher == Launcher::Ddprun ? "ddprun" : "torchrun";
 }
 
-std::uint16_t freeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
-  if (fd >= 0) {
-    ::close(fd);
-  }
-  if (!ok) {
-    throw std::runtime_error("cannot find a free port on 127.0.0.1");
-  }
-  return ntohs(address.sin_port);
-}
-
 ElasticJob::ElasticJob(const ElasticPrograms& programs, ElasticJobSpec spec,
                        Clock::time_point deadline)
     : programs_(programs), spec_(std::move(spec)), deadline_(deadline) {
   if (spec_.launcher == Launcher::Torchrun) {
-    port_ = freeLoopbackPort();  // agent 0 binds it (is_host=1)
+    port_ = test_support::freeLoopbackPort();  // agent 0 binds it (is_host=1)
     return;
   }
   const fs::path port_file = spec_.dir / "ddprund.port";
@@ -97,14 +78,13 @@ ElasticJob::ElasticJob(const ElasticPrograms& programs, ElasticJobSpec spec,
   daemon.argv = {programs_.ddprund, "--port", "0", "--port-file", port_file.string()};
   daemon.env = programs_.base_env;
   daemon.log = spec_.dir / "ddprund.log";
-  daemon_ = std::make_unique<LauncherProcess>(daemon);
-  while (!fs::exists(port_file)) {  // written by rename: complete once it exists
-    if (!daemon_->running() || Clock::now() > deadline_) {
-      fail("ddprund never wrote its port (" + daemon_->describeStatus() + ")", daemon.log);
-    }
-    daemon_->waitExit(Clock::now() + kPollPeriod);
+  daemon_.emplace(startLogged(daemon).process);
+  const auto port = test_support::waitForPortFile(
+      port_file, *daemon_, std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now()));
+  if (!port) {
+    fail("ddprund never wrote its port (" + describeStatus(*daemon_) + ")", daemon.log);
   }
-  port_ = static_cast<std::uint16_t>(readNumber(port_file).value_or(0));
+  port_ = *port;
 }
 
 ElasticJob::~ElasticJob() { stopAll(); }
@@ -150,35 +130,36 @@ Clock::time_point ElasticJob::startAgent() {
   LaunchSpec agent;
   agent.argv = agentArgv(index);
   agent.env = programs_.base_env;
-  agent.env.push_back("LAUNCH_BENCH_DIR=" + spec_.dir.string());
-  agent.env.push_back("TMPDIR=" + spec_.dir.string());  // the launchers' log dirs go with it
+  agent.env.emplace_back("LAUNCH_BENCH_DIR", spec_.dir.string());
+  agent.env.emplace_back("TMPDIR", spec_.dir.string());  // the launchers' log dirs go with it
   if (spec_.launcher == Launcher::Torchrun) {
-    agent.env.push_back("LOGLEVEL=INFO");  // its default, WARNING, hides kTorchrunJoining
+    agent.env.emplace_back("LOGLEVEL", "INFO");  // its default, WARNING, hides kTorchrunJoining
   }
   if (spec_.hold_s > 0) {
-    agent.env.push_back("LAUNCH_BENCH_HOLD_S=" + std::to_string(spec_.hold_s));
+    agent.env.emplace_back("LAUNCH_BENCH_HOLD_S", std::to_string(spec_.hold_s));
   }
   agent.log = agentLog(index);
-  agents_.push_back(std::make_unique<LauncherProcess>(agent));
+  StartedChild started = startLogged(agent);
+  agents_.push_back(std::move(started.process));
   joined_.push_back(false);
-  return agents_.back()->started();
+  return started.started;
 }
 
 std::optional<int> ElasticJob::exitedAgent() {
   for (;;) {
     siginfo_t info{};
-    // WNOWAIT: only look; the LauncherProcess that owns the child reaps it.
+    // WNOWAIT: only look; the Subprocess that owns the child reaps it.
     if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) {
       return std::nullopt;
     }
     if (daemon_ && info.si_pid == daemon_->pid()) {
-      daemon_->waitExit(Clock::now() + std::chrono::seconds(1));
-      fail("ddprund exited mid-run (" + daemon_->describeStatus() + ")", spec_.dir / "ddprund.log");
+      daemon_->waitFor(std::chrono::seconds(1));
+      fail("ddprund exited mid-run (" + describeStatus(*daemon_) + ")", spec_.dir / "ddprund.log");
     }
     bool ours = false;
     for (std::size_t index = 0; index < agents_.size(); ++index) {
-      if (agents_[index]->pid() == info.si_pid) {
-        agents_[index]->waitExit(Clock::now() + std::chrono::seconds(1));
+      if (agents_[index].pid() == info.si_pid) {
+        agents_[index].waitFor(std::chrono::seconds(1));
         if (static_cast<int>(index) != killed_) {
           return static_cast<int>(index);
         }
@@ -202,7 +183,7 @@ void ElasticJob::waitJoined(int count) {
       continue;
     }
     if (const auto exited = exitedAgent()) {
-      fail("agent " + std::to_string(*exited) + " exited (" + agents_[*exited]->describeStatus() +
+      fail("agent " + std::to_string(*exited) + " exited (" + describeStatus(agents_[*exited]) +
                ") before every agent joined",
            agentLog(*exited));
     }
@@ -226,8 +207,8 @@ std::optional<std::vector<WorkerStamp>> ElasticJob::waitStampsUntil(int phase, i
       continue;
     }
     // An agent that succeeded is done with this round; one that failed ends the run.
-    if (const auto exited = exitedAgent(); exited && !agents_[*exited]->succeeded()) {
-      fail("agent " + std::to_string(*exited) + " exited (" + agents_[*exited]->describeStatus() +
+    if (const auto exited = exitedAgent(); exited && !succeeded(agents_[*exited])) {
+      fail("agent " + std::to_string(*exited) + " exited (" + describeStatus(agents_[*exited]) +
                ") before rank " + std::to_string(rank) + "'s " +
                (phase == 0 ? "first" : "replacement") + " worker started",
            agentLog(*exited));
@@ -253,7 +234,7 @@ Clock::time_point ElasticJob::killAgent(int index) {
   std::ofstream(spec_.dir / "killed").put('\n');  // closed before the kill
   killed_ = index;
   const Clock::time_point now = Clock::now();
-  ::kill(-agents_.at(index)->pid(), SIGKILL);  // its own group: the agent and its workers
+  agents_.at(index).signalGroup(SIGKILL);  // its own group: the agent and its workers
   return now;
 }
 
@@ -262,27 +243,28 @@ void ElasticJob::waitSuccess() {
     if (static_cast<int>(index) == killed_) {
       continue;
     }
-    LauncherProcess& agent = *agents_[index];
+    launcher::Subprocess& agent = agents_[index];
     const std::string which = "agent " + std::to_string(index);
-    if (!agent.waitExit(deadline_)) {
+    if (!waitExit(agent, deadline_)) {
       fail(which + " was still running at the timeout", agentLog(static_cast<int>(index)));
     }
-    if (!agent.succeeded()) {
-      fail(which + " failed (" + agent.describeStatus() + ")", agentLog(static_cast<int>(index)));
+    if (!succeeded(agent)) {
+      fail(which + " failed (" + describeStatus(agent) + ")", agentLog(static_cast<int>(index)));
     }
   }
 }
 
 void ElasticJob::stopAll() {
+  // SIGTERM to each agent itself, all at once: each stops its own workers.
   for (auto& agent : agents_) {
-    if (agent->running()) {
-      ::kill(agent->pid(), SIGTERM);
+    if (!agent.tryWait()) {
+      ::kill(agent.pid(), SIGTERM);
     }
   }
   const auto grace = Clock::now() + kStopGrace;
   for (auto& agent : agents_) {
-    agent->waitExit(grace);
-    agent->stop(std::chrono::milliseconds(0));  // SIGKILL to the group of one still up
+    waitExit(agent, grace);
+    agent.stop(std::chrono::milliseconds(0));  // SIGKILL to the group of one still up
   }
   if (daemon_) {
     daemon_->stop(std::chrono::seconds(2));

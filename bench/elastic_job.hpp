@@ -1,21 +1,21 @@
 // One elastic job on loopback as rdzv_bench runs it: N agents of one launcher
 // (ddprun against an external ddprund, or torchrun with agent 0 hosting the
-// c10d store on the endpoint), each in its own LauncherProcess, and the
+// c10d store on the endpoint), each a launcher::Subprocess, and the
 // stamps their workers leave (restart_worker's `rdzv` mode). Every wait has
 // the job's deadline; a job that goes wrong throws JobFailure after copying
 // its directory somewhere that outlives the benchmark, so the log it names
-// can still be read.
+// can still be read. Owns the agents and the daemon; used by rdzv_bench's
+// main thread.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
-#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "launcher_process.hpp"
+#include "child_runs.hpp"
 
 namespace ddprun::bench {
 
@@ -29,7 +29,7 @@ struct ElasticPrograms {
   std::string ddprund;
   std::string python;  // runs torchrun; empty: torchrun is not measured
   std::string worker;  // restart_worker
-  std::vector<std::string> base_env;
+  EnvVars base_env;
 };
 
 struct ElasticJobSpec {
@@ -56,7 +56,7 @@ struct WorkerStamp {
 
 class ElasticJob {
  public:
-  using Clock = LauncherProcess::Clock;
+  using Clock = bench::Clock;
 
   // Starts ddprund first for ddprun (and waits for its port); for torchrun,
   // picks a free port for agent 0 to host on.
@@ -100,13 +100,10 @@ class ElasticJob {
   ElasticJobSpec spec_;
   Clock::time_point deadline_;
   std::uint16_t port_ = 0;
-  std::unique_ptr<LauncherProcess> daemon_;
-  std::vector<std::unique_ptr<LauncherProcess>> agents_;
+  std::optional<launcher::Subprocess> daemon_;
+  std::vector<launcher::Subprocess> agents_;
   std::vector<bool> joined_;
   int killed_ = -1;
 };
-
-// A TCP port free on 127.0.0.1 just now (bound to port 0, then released).
-std::uint16_t freeLoopbackPort();
 
 }  // namespace ddprun::bench

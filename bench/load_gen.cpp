@@ -11,7 +11,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
-#include "child_process.hpp"
+#include "machine.hpp"
 
 namespace ddprun::bench {
 namespace {

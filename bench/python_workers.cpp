@@ -8,7 +8,7 @@
 #include <sstream>
 #include <vector>
 
-#include "launcher_process.hpp"
+#include "child_runs.hpp"
 
 namespace ddprun::bench {
 namespace {
@@ -84,11 +84,10 @@ std::vector<std::string> interpreterCandidates() {
 std::string torchVersion(const std::string& python, const std::filesystem::path& scratch) {
   LaunchSpec spec;
   spec.argv = {python, "-c", "import torch; print(torch.__version__)"};
-  spec.env = currentEnvironment();
+  spec.env = launcher::inheritedEnvironment();
   spec.log = scratch / "torch_probe.log";
-  LauncherProcess probe(spec);
-  if (!probe.waitExit(LauncherProcess::Clock::now() + std::chrono::seconds(60)) ||
-      !probe.succeeded()) {
+  launcher::Subprocess probe = startLogged(spec).process;
+  if (!waitExit(probe, Clock::now() + std::chrono::seconds(60)) || !succeeded(probe)) {
     return {};
   }
   // The last line: warnings on stderr, if any, come first.

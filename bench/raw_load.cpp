@@ -14,8 +14,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "child_process.hpp"
 #include "ddprun/proto/tcpstore_codec.hpp"
+#include "machine.hpp"
 
 namespace ddprun::bench {
 namespace {

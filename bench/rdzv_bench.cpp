@@ -19,15 +19,12 @@
 // falls on both alike. Any run that goes wrong ends the benchmark with one
 // line naming the run and its log (kept after exit), and status 1.
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
+#include <exception>
 #include <iostream>
-#include <sstream>
-#include <thread>
+#include <string>
 
-#include "format.hpp"
-#include "python_workers.hpp"
+#include "machine.hpp"
 #include "rdzv_runs.hpp"
 
 namespace bench = ddprun::bench;
@@ -48,57 +45,6 @@ namespace {
 
 std::string builtPath(const char* built, const char* sibling) {
   return built != nullptr ? built : (bench::selfDirectory() / sibling).string();
-}
-
-void findPrograms(bench::RdzvBench& setup) {
-  setup.programs.base_env = bench::launcherBaseEnvironment();
-  setup.programs.ddprun = setup.options.ddprun;
-  setup.programs.ddprund = setup.options.ddprund;
-  setup.programs.worker = setup.options.worker;
-  for (const auto& path : {setup.programs.ddprun, setup.programs.ddprund, setup.programs.worker}) {
-    if (::access(path.c_str(), X_OK) != 0) {
-      throw std::runtime_error("not an executable: " + path +
-                               " (build rdzv_bench's dependencies, or name them with "
-                               "--ddprun/--ddprund/--worker)");
-    }
-  }
-  if (setup.options.skip_torchrun) {
-    return;
-  }
-  const auto torch = bench::findTorchPython(setup.options.python, setup.scratch.path());
-  if (!torch.torch_version.empty()) {
-    setup.programs.python = torch.python;
-    setup.torch_version = torch.torch_version;
-  }
-}
-
-std::string describeSetup(const bench::RdzvBench& setup, const std::string& load_before) {
-  const bench::RdzvOptions& o = setup.options;
-  std::ostringstream out;
-  out << "Loopback, one worker per agent (restart_worker: it stamps CLOCK_MONOTONIC at entry). "
-      << o.runs << " timed run(s) per launcher and agent count, alternating the launchers "
-      << "(rendezvous: after one untimed warm-up run each). ddprun: `ddprun --nnodes N "
-         "--rdzv-backend c10d --rdzv-conf is_host=0` against one `ddprund --port 0` per run ("
-      << o.ddprun << "). torchrun: `"
-      << (setup.programs.python.empty() ? "python3" : setup.programs.python)
-      << " -m torch.distributed.run --rdzv_backend c10d --monitor_interval 0.1 -r 9:1 -t 9:1`, "
-         "agent 0 with is_host=1 hosting the store on the endpoint, LOGLEVEL=INFO so that it logs "
-         "entering the rendezvous (torch "
-      << (setup.torch_version.empty() ? "not found" : setup.torch_version)
-      << "); run only up to --torchrun-max-agents " << o.torchrun_max_agents
-      << " (recovery: --torchrun-recovery-max-agents " << o.torchrun_recovery_max_agents
-      << ") and where N × 250 MiB fits in 60% of MemAvailable. Rendezvous latency: the first "
-         "N-1 agents start and log that they joined, then the last starts; timed from just "
-         "before its fork, so its own start-up (ms for ddprun, a Python interpreter importing "
-         "torch for torchrun) is in the figure. Recovery: `--nnodes 1:N --max-restarts 3`, all N "
-         "started (the round completes at N, no last call), first workers hold; once all run, "
-         "the last agent and its workers get SIGKILL; timed from the kill. torchrun gets "
-      << bench::formatNumber("%.0f s", o.torchrun_recovery_timeout_s)
-      << " to restart its survivors. " << std::thread::hardware_concurrency()
-      << " CPUs, MemAvailable "
-      << bench::formatNumber("%.1f GiB", bench::memAvailableMiB() / 1024.0)
-      << ". Before: " << load_before << "; after: " << bench::loadAverageText() << ".";
-  return out.str();
 }
 
 void addOptions(CLI::App& app, bench::RdzvOptions& options) {
@@ -146,19 +92,7 @@ int main(int argc, char** argv) try {
   CLI::App app{"ddprun's elastic rendezvous against torchrun's c10d: latency and recovery"};
   addOptions(app, options);
   CLI11_PARSE(app, argc, argv);
-
-  const std::string load_before = bench::loadAverageText();
-  bench::raiseFdLimit();  // inherited: ddprund holds three connections per agent
-  bench::RdzvBench setup;
-  setup.options = options;
-  findPrograms(setup);
-  if (!options.skip_torchrun && setup.programs.python.empty()) {
-    setup.report.notes.push_back("no interpreter here can import torch: torchrun not measured");
-  }
-  bench::measureRendezvous(setup);
-  bench::measureRecovery(setup);
-  setup.report.setup = describeSetup(setup, load_before);
-  bench::printRdzvReport(std::cout, setup.report);
+  bench::runRdzvBench(options, std::cout);
   return 0;
 } catch (const std::exception& error) {
   std::cerr << "rdzv_bench: " << error.what() << '\n';

@@ -2,12 +2,21 @@
 // workers' stamps turned into the report's figures (see rdzv_bench.cpp).
 #include "rdzv_runs.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
 
+#include "child_runs.hpp"
 #include "format.hpp"
+#include "launch_report.hpp"
+#include "machine.hpp"
+#include "python_workers.hpp"
 
 namespace ddprun::bench {
 
@@ -162,6 +171,56 @@ void progress(const std::string& what, Launcher launcher, int agents, int run,
             << result << std::endl;
 }
 
+void findPrograms(RdzvBench& setup) {
+  setup.programs.base_env = launcherBaseEnvironment();
+  setup.programs.ddprun = setup.options.ddprun;
+  setup.programs.ddprund = setup.options.ddprund;
+  setup.programs.worker = setup.options.worker;
+  for (const auto& path : {setup.programs.ddprun, setup.programs.ddprund, setup.programs.worker}) {
+    if (::access(path.c_str(), X_OK) != 0) {
+      throw std::runtime_error("not an executable: " + path +
+                               " (build rdzv_bench's dependencies, or name them with "
+                               "--ddprun/--ddprund/--worker)");
+    }
+  }
+  if (setup.options.skip_torchrun) {
+    return;
+  }
+  const auto torch = findTorchPython(setup.options.python, setup.scratch.path());
+  if (!torch.torch_version.empty()) {
+    setup.programs.python = torch.python;
+    setup.torch_version = torch.torch_version;
+  }
+}
+
+std::string describeSetup(const RdzvBench& setup, const std::string& load_before) {
+  const RdzvOptions& o = setup.options;
+  std::ostringstream out;
+  out << "Loopback, one worker per agent (restart_worker: it stamps CLOCK_MONOTONIC at entry). "
+      << o.runs << " timed run(s) per launcher and agent count, alternating the launchers "
+      << "(rendezvous: after one untimed warm-up run each). ddprun: `ddprun --nnodes N "
+         "--rdzv-backend c10d --rdzv-conf is_host=0` against one `ddprund --port 0` per run ("
+      << o.ddprun << "). torchrun: `"
+      << (setup.programs.python.empty() ? "python3" : setup.programs.python)
+      << " -m torch.distributed.run --rdzv_backend c10d --monitor_interval 0.1 -r 9:1 -t 9:1`, "
+         "agent 0 with is_host=1 hosting the store on the endpoint, LOGLEVEL=INFO so that it logs "
+         "entering the rendezvous (torch "
+      << (setup.torch_version.empty() ? "not found" : setup.torch_version)
+      << "); run only up to --torchrun-max-agents " << o.torchrun_max_agents
+      << " (recovery: --torchrun-recovery-max-agents " << o.torchrun_recovery_max_agents
+      << ") and where N × 250 MiB fits in 60% of MemAvailable. Rendezvous latency: the first "
+         "N-1 agents start and log that they joined, then the last starts; timed from just "
+         "before its fork, so its own start-up (ms for ddprun, a Python interpreter importing "
+         "torch for torchrun) is in the figure. Recovery: `--nnodes 1:N --max-restarts 3`, all N "
+         "started (the round completes at N, no last call), first workers hold; once all run, "
+         "the last agent and its workers get SIGKILL; timed from the kill. torchrun gets "
+      << formatNumber("%.0f s", o.torchrun_recovery_timeout_s) << " to restart its survivors. "
+      << std::thread::hardware_concurrency() << " CPUs, MemAvailable "
+      << formatNumber("%.1f GiB", memAvailableMiB() / 1024.0) << ". Before: " << load_before
+      << "; after: " << loadAverageText() << ".";
+  return out.str();
+}
+
 }  // namespace
 
 void measureRendezvous(RdzvBench& bench) {
@@ -225,6 +284,21 @@ void measureRecovery(RdzvBench& bench) {
     row.other_cores = other.cores();
     bench.report.recovery.push_back(std::move(row));
   }
+}
+
+void runRdzvBench(const RdzvOptions& options, std::ostream& out) {
+  const std::string load_before = loadAverageText();
+  raiseFdLimit();  // inherited: ddprund holds three connections per agent
+  RdzvBench setup;
+  setup.options = options;
+  findPrograms(setup);
+  if (!options.skip_torchrun && setup.programs.python.empty()) {
+    setup.report.notes.push_back("no interpreter here can import torch: torchrun not measured");
+  }
+  measureRendezvous(setup);
+  measureRecovery(setup);
+  setup.report.setup = describeSetup(setup, load_before);
+  printRdzvReport(out, setup.report);
 }
 
 }  // namespace ddprun::bench

@@ -3,10 +3,11 @@
 // (see rdzv_bench.cpp for what each one times).
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
-#include "child_process.hpp"
+#include "ddprun/test_support/temp_dir.hpp"
 #include "elastic_job.hpp"
 #include "rdzv_report.hpp"
 
@@ -31,7 +32,7 @@ struct RdzvBench {
   RdzvOptions options;
   ElasticPrograms programs;  // programs.python empty: torchrun is not run
   std::string torch_version;
-  TempDir scratch{"rdzv_bench"};
+  test_support::TempDir scratch{"rdzv_bench"};
   int counter = 0;  // numbers the runs' directories
   RdzvReport report;
 };
@@ -39,6 +40,10 @@ struct RdzvBench {
 // Both throw JobFailure for a run that went wrong.
 void measureRendezvous(RdzvBench& bench);
 void measureRecovery(RdzvBench& bench);
+
+// Finds the programs, runs both measurements (progress on stderr) and prints
+// the report to `out`. Throws JobFailure for a run that went wrong.
+void runRdzvBench(const RdzvOptions& options, std::ostream& out);
 
 // MemAvailable from /proc/meminfo, in MiB.
 double memAvailableMiB();

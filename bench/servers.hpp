@@ -6,7 +6,8 @@
 #include <filesystem>
 #include <string>
 
-#include "child_process.hpp"
+#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/test_support/temp_dir.hpp"
 
 namespace ddprun::bench {
 
@@ -21,22 +22,26 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
 };
 
-// A server listening on a free port; stopped (SIGTERM, then SIGKILL) on
-// destruction.
+// A server listening on a free port. Owns its Subprocess: the server's
+// stdout is discarded (both print a banner we do not need), its stderr goes
+// to ours so its errors stay visible, and it dies with the benchmark. Killed
+// on destruction if stop() was not called. Used by store_bench's main thread.
 class RunningServer {
  public:
-  RunningServer(ServerKind kind, const ServerConfig& config, const TempDir& scratch);
+  RunningServer(ServerKind kind, const ServerConfig& config, const test_support::TempDir& scratch);
 
   ServerKind kind() const { return kind_; }
   std::uint16_t port() const { return port_; }
-  double cpuSeconds() const { return child_.cpuSeconds(); }
-  // Stops the server and says how it exited (a clean run is "exit 0").
-  std::string stop() { return child_.stop(); }
+  // User + system CPU seconds the server has used so far (from /proc).
+  double cpuSeconds() const;
+  // SIGTERM, then SIGKILL after a grace period; says how the server exited
+  // (a clean run is "exit 0").
+  std::string stop();
 
  private:
   ServerKind kind_;
   std::filesystem::path port_file_;
-  ChildProcess child_;
+  launcher::Subprocess child_;
   std::uint16_t port_ = 0;
 };
 

@@ -17,6 +17,7 @@
 #include "ddprun/launcher/cli.hpp"
 #include "ddprun/launcher/device_count.hpp"
 #include "ddprun/launcher/rendezvous.hpp"
+#include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/launcher/worker_command.hpp"
 #include "ddprun/launcher/worker_environment.hpp"
 #include "ddprun/proto/errors.hpp"
@@ -108,7 +109,7 @@ launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
   agent.signals_to_handle = config.signals_to_handle;
   agent.rendezvous = &rendezvous;
   agent.environment =
-      launcher::WorkerEnvironment::forLaunch(config, nproc, launcher::processVariables());
+      launcher::WorkerEnvironment::forLaunch(config, nproc, launcher::inheritedEnvironment());
   agent.command = [&config, env = launcher::processEnvironment()](int local_rank) {
     return launcher::workerCommand(config, local_rank, env);
   };

@@ -6,17 +6,24 @@
 
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <thread>
 
 #include "ddprun/launcher/executable_path.hpp"
+
+extern char** environ;
 
 namespace ddprun::launcher {
 namespace {
@@ -110,6 +117,18 @@ std::string ExitStatus::describe() const {
          " (signal " + std::to_string(code) + ")";
 }
 
+std::vector<std::pair<std::string, std::string>> inheritedEnvironment() {
+  std::vector<std::pair<std::string, std::string>> variables;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string text = *entry;
+    const auto equals = text.find('=');
+    if (equals != std::string::npos) {
+      variables.emplace_back(text.substr(0, equals), text.substr(equals + 1));
+    }
+  }
+  return variables;
+}
+
 Subprocess::Subprocess(const SpawnOptions& options) {
   if (options.argv.empty()) {
     throw SpawnError("cannot run a worker with an empty command line", EINVAL);
@@ -197,6 +216,41 @@ ExitStatus Subprocess::wait() {
     }
   }
   return *status_;
+}
+
+std::optional<ExitStatus> Subprocess::waitFor(std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
+  while (pid_ > 0 && !tryWait()) {
+    // Rounded up: a poll of 0 ms short of the deadline would spin.
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      break;
+    }
+    if (pidfd_ >= 0) {
+      pollfd exit_watch{pidfd_, POLLIN, 0};
+      // Readable once the child has exited; EINTR or not, tryWait looks again.
+      poll(&exit_watch, 1, static_cast<int>(std::min<long long>(left.count(), INT_MAX)));
+    } else {
+      std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(1)));
+    }
+  }
+  return status_;
+}
+
+ExitStatus Subprocess::stop(std::chrono::milliseconds grace) {
+  if (pid_ <= 0) {
+    throw std::logic_error("stop() on a Subprocess that owns no child");
+  }
+  if (const auto status = tryWait()) {
+    return *status;
+  }
+  signalGroup(SIGTERM);
+  if (const auto status = waitFor(grace)) {
+    return *status;
+  }
+  signalGroup(SIGKILL);
+  return wait();
 }
 
 }  // namespace ddprun::launcher

@@ -4,8 +4,6 @@
 
 #include "ddprun/launcher/rendezvous.hpp"
 
-extern char** environ;
-
 namespace ddprun::launcher {
 namespace {
 
@@ -72,18 +70,6 @@ WorkerEnvironment::Variables WorkerEnvironment::forWorker(const WorkerGroup& gro
     merged[std::move(name)] = std::move(value);
   }
   return {merged.begin(), merged.end()};
-}
-
-WorkerEnvironment::Variables processVariables() {
-  WorkerEnvironment::Variables vars;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    const std::string text = *entry;
-    const auto eq = text.find('=');
-    if (eq != std::string::npos) {
-      vars.emplace_back(text.substr(0, eq), text.substr(eq + 1));
-    }
-  }
-  return vars;
 }
 
 }  // namespace ddprun::launcher

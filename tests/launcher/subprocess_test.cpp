@@ -1,6 +1,7 @@
 // Subprocess with real processes and signals: exit codes, signals, exec
 // failures, the exact environment, own session, reset signal dispositions,
-// no orphan after the agent is SIGKILLed, the pidfd, and no zombie left.
+// no orphan after the agent is SIGKILLed, the pidfd, waits with a timeout,
+// stopping with a grace period, and no zombie left.
 #include "ddprun/launcher/subprocess.hpp"
 
 #include <gtest/gtest.h>
@@ -10,13 +11,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 #include "ddprun/launcher/executable_path.hpp"
 
 namespace ddprun::launcher {
 namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
 
 SpawnOptions shell(const std::string& script) {
   SpawnOptions options;
@@ -154,6 +161,77 @@ TEST(SubprocessTest, DestructorKillsAndReapsARunningChild) {
   EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), -1);
   EXPECT_EQ(errno, ECHILD);  // already reaped: no zombie
   EXPECT_EQ(kill(pid, 0), -1);
+}
+
+TEST(SubprocessTest, WaitForGivesUpAfterTheTimeoutAndReapsOnceTheChildExits) {
+  Subprocess sleeper(shell("sleep 30"));
+  const auto start = Clock::now();
+  EXPECT_FALSE(sleeper.waitFor(milliseconds(100)).has_value());
+  EXPECT_GE(Clock::now() - start, milliseconds(100));
+  ASSERT_TRUE(sleeper.signalGroup(SIGKILL));
+  EXPECT_EQ(sleeper.waitFor(milliseconds(10'000)),
+            (ExitStatus{ExitStatus::Kind::Signaled, SIGKILL}));
+  EXPECT_EQ(sleeper.exitStatus(), (ExitStatus{ExitStatus::Kind::Signaled, SIGKILL}));
+}
+
+TEST(SubprocessTest, WaitForReturnsAsSoonAsTheChildExits) {
+  Subprocess quick(shell("exit 4"));
+  const auto start = Clock::now();
+  EXPECT_EQ(quick.waitFor(milliseconds(60'000)), (ExitStatus{ExitStatus::Kind::Exited, 4}));
+  EXPECT_LT(Clock::now() - start, milliseconds(10'000));
+  EXPECT_EQ(quick.waitFor(milliseconds(0)), (ExitStatus{ExitStatus::Kind::Exited, 4}));
+}
+
+TEST(SubprocessTest, StopEndsAChildThatHeedsSigtermWithoutWaitingOutTheGrace) {
+  Subprocess child(shell("exec sleep 30"));
+  const auto start = Clock::now();
+  EXPECT_EQ(child.stop(milliseconds(60'000)), (ExitStatus{ExitStatus::Kind::Signaled, SIGTERM}));
+  EXPECT_LT(Clock::now() - start, milliseconds(10'000));
+  // Idempotent: the first result, and no signal to a pid that may be reused.
+  EXPECT_EQ(child.stop(milliseconds(0)), (ExitStatus{ExitStatus::Kind::Signaled, SIGTERM}));
+}
+
+TEST(SubprocessTest, StopKillsAChildThatIgnoresSigtermAfterTheGrace) {
+  // The ignored SIGTERM survives exec, so sleep itself ignores it.
+  Subprocess stubborn(shell("trap '' TERM; exec sleep 30"));
+  ASSERT_FALSE(stubborn.waitFor(milliseconds(200)).has_value());  // the trap is set by now
+  const auto start = Clock::now();
+  EXPECT_EQ(stubborn.stop(milliseconds(300)), (ExitStatus{ExitStatus::Kind::Signaled, SIGKILL}));
+  EXPECT_GE(Clock::now() - start, milliseconds(300));
+}
+
+// The whole group is told, so a launcher's own children hear SIGTERM too.
+// A subreaper again, to reap the grandchild and read how it ended.
+TEST(SubprocessTest, StopSignalsTheChildsWholeProcessGroup) {
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  SpawnOptions options = shell("sleep 30 & echo $!; wait");
+  options.stdout_fd = out[1];
+  Subprocess parent(options);
+  close(out[1]);
+  char buffer[32] = {};
+  ASSERT_GT(read(out[0], buffer, sizeof(buffer) - 1), 0);
+  close(out[0]);
+  const pid_t grandchild = static_cast<pid_t>(std::atoi(buffer));
+  ASSERT_GT(grandchild, 0);
+  EXPECT_EQ(parent.stop(milliseconds(10'000)), (ExitStatus{ExitStatus::Kind::Signaled, SIGTERM}));
+  int status = 0;
+  ASSERT_EQ(waitpid(grandchild, &status, 0), grandchild);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+TEST(SubprocessTest, InheritedEnvironmentSplitsAtTheFirstEqualsSign) {
+  ASSERT_EQ(setenv("DDPRUN_SUBPROCESS_TEST", "a=b", 1), 0);
+  const auto variables = inheritedEnvironment();
+  unsetenv("DDPRUN_SUBPROCESS_TEST");
+  const auto found = std::find_if(variables.begin(), variables.end(), [](const auto& variable) {
+    return variable.first == "DDPRUN_SUBPROCESS_TEST";
+  });
+  ASSERT_NE(found, variables.end());
+  EXPECT_EQ(found->second, "a=b");
 }
 
 TEST(SubprocessTest, FindExecutableSearchesPathInOrder) {

@@ -3,12 +3,11 @@
 #include "ddprun/launcher/worker_command.hpp"
 
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "ddprun/test_support/temp_dir.hpp"
 #include "launcher_test_util.hpp"
 
 namespace ddprun::launcher {
@@ -18,26 +17,17 @@ namespace fs = std::filesystem;
 using Args = std::vector<std::string>;
 using testing::parse;
 
-// A fresh temporary directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "ddprun-wc-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string write(const std::string& name, const std::string& content, bool executable) {
-    const auto file = path_ / name;
-    std::ofstream(file, std::ios::binary) << content;
-    fs::permissions(
-        file, executable ? fs::perms::owner_all : fs::perms::owner_read | fs::perms::owner_write);
-    return file.string();
-  }
-  std::string path() const { return path_.string(); }
+using test_support::TempDir;
 
- private:
-  fs::path path_;
-};
+// Writes `content` to `name` in `dir`, executable or not; returns its path.
+std::string writeFile(const TempDir& dir, const std::string& name, const std::string& content,
+                      bool executable) {
+  const auto file = dir / name;
+  std::ofstream(file, std::ios::binary) << content;
+  fs::permissions(
+      file, executable ? fs::perms::owner_all : fs::perms::owner_read | fs::perms::owner_write);
+  return file.string();
+}
 
 const Environment kEnv = mapEnvironment({{"PYTHON_EXEC", "/opt/py/bin/python"}});
 
@@ -95,54 +85,56 @@ TEST(WorkerCommand, RunPathUsesARunpyBootstrap) {
 }
 
 TEST(WorkerCommand, PythonFromPathWhenPythonExecIsUnsetOrEmpty) {
-  TempDir dir;
-  const auto python = dir.write("python3", "#!/bin/sh\n", true);
+  const TempDir dir{"ddprun-wc"};
+  const auto python = writeFile(dir, "python3", "#!/bin/sh\n", true);
   const auto config = parse({"t.py"});
-  const auto env = mapEnvironment({{"PATH", "/nonexistent:" + dir.path()}, {"PYTHON_EXEC", ""}});
+  const auto env =
+      mapEnvironment({{"PATH", "/nonexistent:" + dir.path().string()}, {"PYTHON_EXEC", ""}});
   EXPECT_EQ(workerCommand(config, 0, env)[0], python);
   EXPECT_EQ(pythonInterpreter(env), python);
 }
 
 TEST(WorkerCommand, NoPythonAnywhereIsAConfigError) {
-  TempDir dir;
-  dir.write("python3", "not executable", false);
-  EXPECT_THROW(pythonInterpreter(mapEnvironment({{"PATH", dir.path()}})), ConfigError);
+  const TempDir dir{"ddprun-wc"};
+  writeFile(dir, "python3", "not executable", false);
+  EXPECT_THROW(pythonInterpreter(mapEnvironment({{"PATH", dir.path().string()}})), ConfigError);
   EXPECT_THROW(workerCommand(parse({"t.py"}), 0, mapEnvironment({})), ConfigError);
 }
 
 TEST(DirectExecutable, Rule) {
-  TempDir dir;
-  EXPECT_TRUE(isDirectExecutable(dir.write("run.sh", "#!/bin/bash\necho hi\n", true)));
-  EXPECT_TRUE(isDirectExecutable(dir.write("bin",
+  const TempDir dir{"ddprun-wc"};
+  EXPECT_TRUE(isDirectExecutable(writeFile(dir, "run.sh", "#!/bin/bash\necho hi\n", true)));
+  EXPECT_TRUE(isDirectExecutable(writeFile(dir, "bin",
                                            std::string("\x7f"
                                                        "ELF\x02\x01",
                                                        6),
                                            true)));
-  EXPECT_FALSE(isDirectExecutable(dir.write("py", "#!/usr/bin/env python3\n", true)));
-  EXPECT_FALSE(isDirectExecutable(dir.write("t.py", "#!/bin/sh\n", true)));
-  EXPECT_FALSE(isDirectExecutable(dir.write("plain", "print(1)\n", true)));
-  EXPECT_FALSE(isDirectExecutable(dir.write("noexec.sh", "#!/bin/sh\n", false)));
-  EXPECT_FALSE(isDirectExecutable(dir.path()));
-  EXPECT_FALSE(isDirectExecutable(dir.path() + "/missing"));
+  EXPECT_FALSE(isDirectExecutable(writeFile(dir, "py", "#!/usr/bin/env python3\n", true)));
+  EXPECT_FALSE(isDirectExecutable(writeFile(dir, "t.py", "#!/bin/sh\n", true)));
+  EXPECT_FALSE(isDirectExecutable(writeFile(dir, "plain", "print(1)\n", true)));
+  EXPECT_FALSE(isDirectExecutable(writeFile(dir, "noexec.sh", "#!/bin/sh\n", false)));
+  EXPECT_FALSE(isDirectExecutable(dir.path().string()));
+  EXPECT_FALSE(isDirectExecutable(dir.path().string() + "/missing"));
 }
 
 // `ddprun ... train` with train installed on PATH runs it, as a shell
 // would; a Python script found on PATH still goes to Python.
 TEST(DirectExecutable, ABareNameOnPathRunsDirectly) {
-  TempDir dir;
-  const auto program = dir.write("mytrain", "#!/bin/sh\nexit 0\n", true);
-  dir.write("mytool", "#!/usr/bin/env python3\n", true);
-  const auto env = mapEnvironment(
-      {{"PATH", "/nonexistent:" + dir.path()}, {"PYTHON_EXEC", "/opt/py/bin/python"}});
+  const TempDir dir{"ddprun-wc"};
+  const auto program = writeFile(dir, "mytrain", "#!/bin/sh\nexit 0\n", true);
+  writeFile(dir, "mytool", "#!/usr/bin/env python3\n", true);
+  const auto env = mapEnvironment({{"PATH", "/nonexistent:" + dir.path().string()},
+                                   {"PYTHON_EXEC", "/opt/py/bin/python"}});
   EXPECT_EQ(workerCommand(parse({"mytrain", "--epochs", "2"}), 0, env),
             (Args{program, "--epochs", "2"}));
-  EXPECT_EQ(workerCommand(parse({"mytool"}), 0, env), (Args{"/opt/py/bin/python", "-u", "mytool"}));
+  EXPECT_EQ(workerCommand(parse({"mytool"}), 0, env),
+            (Args{"/opt/py/bin/python", "-u", "mytool"}));
   EXPECT_EQ(workerCommand(parse({"-m", "mytrain"}), 0, env)[0], "/opt/py/bin/python");
 }
 
 TEST(DirectExecutable, ShellScriptRunsWithoutPython) {
-  TempDir dir;
-  const auto script = dir.write("job.sh", "#!/bin/sh\nexit 0\n", true);
+  const TempDir dir{"ddprun-wc"};
+  const auto script = writeFile(dir, "job.sh", "#!/bin/sh\nexit 0\n", true);
   const auto config = parse({script, "${local_rank}"});
   EXPECT_EQ(workerCommand(config, 1, kEnv), (Args{script, "1"}));
   // With -m the name is a module, never a file to exec.

@@ -123,7 +123,7 @@ TEST_P(NetnsLinkDownTest, ASilentHostIsDroppedAfterTheKeepAliveAndTheOtherRestar
   // most 1 s before the cut; 10 s leaves room for a loaded machine.
   EXPECT_LT(restart_ms, 10'000) << logs({"a", "b"});
 
-  const auto status = waitExit(survivor_agent, 60s);
+  const auto status = survivor_agent.waitFor(60s);
   ASSERT_TRUE(status && status->success()) << describe(status) << logs({"a", "b"});
   expectAloneInRoundOne(survivor);
   EXPECT_FALSE(daemon_->exitedStatus().has_value()) << "ddprund died";
@@ -146,12 +146,12 @@ TEST_P(NetnsLinkDownTest, AHealedHostThatWasDroppedIsToldTheJobIsOver) {
   Subprocess& silenced_agent = silenced == "a" ? *a : *b;
   Subprocess& survivor_agent = silenced == "a" ? *b : *a;
   lab_->setLink(silenced == "a" ? "h1" : "h2", false);
-  const auto status = waitExit(survivor_agent, 60s);
+  const auto status = survivor_agent.waitFor(60s);
   ASSERT_TRUE(status && status->success()) << describe(status) << logs({"a", "b"});
 
   const auto healed = std::chrono::steady_clock::now();
   lab_->setLink(silenced == "a" ? "h1" : "h2", true);
-  const auto silenced_status = waitExit(silenced_agent, 30s);
+  const auto silenced_status = silenced_agent.waitFor(30s);
   report("link_up_to_dropped_agent_exit_ms", millisSince(healed));
   ASSERT_TRUE(silenced_status.has_value())
       << "the dropped agent still runs after its link came back" << logs({"a", "b"});
@@ -181,10 +181,10 @@ TEST_F(NetnsElasticTest, TheExternalDaemonOutlivesTheLossOfNodeZero) {
       test_support::eventually([&] { return inAttempt(survivor, 1); }, 30s, 10ms);
   report("kill_to_survivor_restarted_ms", millisSince(killed));
   ASSERT_TRUE(restarted) << logs({"a", "b"});
-  const auto status = waitExit(survivor_agent, 60s);
+  const auto status = survivor_agent.waitFor(60s);
   ASSERT_TRUE(status && status->success()) << describe(status) << logs({"a", "b"});
   expectAloneInRoundOne(survivor);
-  const auto victim_status = waitExit(victim_agent, 10s);
+  const auto victim_status = victim_agent.waitFor(10s);
   EXPECT_TRUE(victim_status && victim_status->kind == ExitStatus::Kind::Signaled &&
               victim_status->code == SIGKILL)
       << describe(victim_status);
@@ -195,7 +195,7 @@ TEST_F(NetnsElasticTest, TheExternalDaemonOutlivesTheLossOfNodeZero) {
   fs::create_directories(dir);
   Subprocess c =
       agent("c", "h1", "1", {DDPRUN_FAKE_WORKER, "--env-to", dir}, {}, "netns-job-after");
-  const auto after = waitExit(c, 60s);
+  const auto after = c.waitFor(60s);
   EXPECT_TRUE(after && after->success()) << describe(after) << logs({"c"});
   EXPECT_EQ(env("c", 0)["WORLD_SIZE"], "2");
   EXPECT_FALSE(daemon_->exitedStatus().has_value()) << "ddprund died";

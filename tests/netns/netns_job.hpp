@@ -166,18 +166,6 @@ class NetnsJobTest : public ::testing::Test {
     return text;
   }
 
-  // The child's exit status once it has exited, or nullopt after `timeout`.
-  static std::optional<ExitStatus> waitExit(Subprocess& child, std::chrono::milliseconds timeout) {
-    std::optional<ExitStatus> status;
-    test_support::eventually(
-        [&] {
-          status = child.tryWait();
-          return status.has_value();
-        },
-        timeout, 20ms);
-    return status;
-  }
-
   static std::string describe(const std::optional<ExitStatus>& status) {
     return status ? status->describe() : std::string("still running");
   }

@@ -1,11 +1,9 @@
 #include "netns_lab.hpp"
 
-#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -16,7 +14,6 @@
 #include <system_error>
 
 #include "ddprun/launcher/subprocess.hpp"
-#include "ddprun/test_support/eventually.hpp"
 
 namespace ddprun::netns_test {
 namespace {
@@ -63,31 +60,6 @@ std::string readAll(int fd) {
   }
 }
 
-// Waits for the child's exit: on its pidfd when there is one, else polling.
-std::optional<launcher::ExitStatus> waitWithDeadline(launcher::Subprocess& child,
-                                                     std::chrono::milliseconds timeout) {
-  if (child.pidfd() >= 0) {
-    pollfd exit_watch{child.pidfd(), POLLIN, 0};
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      const int ready = ::poll(&exit_watch, 1, static_cast<int>(std::max<long>(0, left.count())));
-      if (ready >= 0 || errno != EINTR) {
-        return child.tryWait();  // exited, or the deadline passed (nullopt)
-      }
-    }
-  }
-  std::optional<launcher::ExitStatus> status;
-  test_support::eventually(
-      [&] {
-        status = child.tryWait();
-        return status.has_value();
-      },
-      timeout, std::chrono::milliseconds(1));
-  return status;
-}
-
 // Deletes the namespaces of earlier test processes that are gone (killed by
 // a ctest timeout before their destructors ran). Once per process.
 void removeStaleNamespaces(const std::string& ip) {
@@ -107,8 +79,8 @@ void removeStaleNamespaces(const std::string& ip) {
     if (owner <= 0 || ::kill(owner, 0) == 0 || errno != ESRCH) {
       continue;  // its test still runs
     }
-    // What that test started there and left running (ddprund has no
-    // parent-death signal): nothing else lives in these namespaces.
+    // What that test started there and left running, should any of it have
+    // outlived its parent: nothing else lives in these namespaces.
     std::istringstream pids(runCommand({ip, "netns", "pids", name}).output);
     for (pid_t pid = 0; pids >> pid;) {
       ::kill(pid, SIGKILL);
@@ -132,7 +104,7 @@ CommandResult runCommand(const std::vector<std::string>& argv, std::chrono::mill
   options.stdout_fd = output.fd;
   options.stderr_fd = output.fd;
   launcher::Subprocess child(options);
-  const auto status = waitWithDeadline(child, timeout);
+  const auto status = child.waitFor(timeout);
   if (!status) {
     throw std::runtime_error("'" + joined(argv) + "' still runs after " +
                              std::to_string(timeout.count()) + " ms");

@@ -71,8 +71,8 @@ TEST_F(NetnsTrainTest, TwoHostsTrainAsAWorldOfFour) {
   const auto start = std::chrono::steady_clock::now();
   Subprocess a = agent("a", "h1", "2", train(3));
   Subprocess b = agent("b", "h2", "2", train(3));
-  const auto a_status = waitExit(a, 180s);
-  const auto b_status = waitExit(b, 60s);
+  const auto a_status = a.waitFor(180s);
+  const auto b_status = b.waitFor(60s);
   report("two_hosts_three_epochs_ms", millisSince(start));
   ASSERT_TRUE(a_status && a_status->success()) << describe(a_status) << logs({"a", "b"});
   ASSERT_TRUE(b_status && b_status->success()) << describe(b_status) << logs({"a", "b"});
@@ -110,8 +110,8 @@ TEST_P(NetnsMissionLineTest, TrainsAcrossTwoHostsToTheEnd) {
   const std::string train_dir = fs::path(TRAIN_BINARY).parent_path().string();
   Subprocess b = ddprunOn("b", "h2", missionLine(1), train_dir);
   Subprocess a = ddprunOn("a", "h1", missionLine(0), train_dir);
-  const auto a_status = waitExit(a, 180s);
-  const auto b_status = waitExit(b, 60s);
+  const auto a_status = a.waitFor(180s);
+  const auto b_status = b.waitFor(60s);
   ASSERT_TRUE(a_status && a_status->success()) << describe(a_status) << logs({"a", "b"});
   ASSERT_TRUE(b_status && b_status->success()) << describe(b_status) << logs({"a", "b"});
   EXPECT_EQ(snapshotEpochs(), 3);
@@ -141,7 +141,7 @@ TEST_F(NetnsTrainTest, TheStaticLinesWorkersUseTheEndpointAsTheirStore) {
                                DDPRUN_FAKE_WORKER, "--env-to", dirOf(name).string()}));
   }
   for (Subprocess& agent : agents) {
-    const auto status = waitExit(agent, 60s);
+    const auto status = agent.waitFor(60s);
     ASSERT_TRUE(status && status->success()) << describe(status) << logs({"a", "b"});
   }
   for (const std::string name : {"a", "b"}) {
@@ -199,7 +199,7 @@ TEST_P(NetnsTrainKillTest, TheSurvivorResumesFromTheSnapshotAsAWorldOfTwo) {
       30s, 10ms);
   report("kill_to_survivor_alone_ms", millisSince(killed));
   ASSERT_TRUE(moved_on) << logs({"a", "b"});
-  const auto status = waitExit(survivor_agent, 240s);
+  const auto status = survivor_agent.waitFor(240s);
   report("kill_to_survivor_done_ms", millisSince(killed));
   ASSERT_TRUE(status && status->success()) << describe(status) << logs({"a", "b"});
 
@@ -253,9 +253,9 @@ TEST_F(NetnsTrainTest, AThirdHostJoiningMidTrainingGrowsTheWorldToSix) {
   report("join_to_world_of_six_ms", millisSince(joined));
   ASSERT_TRUE(grown) << logs({"a", "b", "c"});
 
-  const auto a_status = waitExit(a, 240s);
-  const auto b_status = waitExit(b, 60s);
-  const auto c_status = waitExit(c, 60s);
+  const auto a_status = a.waitFor(240s);
+  const auto b_status = b.waitFor(60s);
+  const auto c_status = c.waitFor(60s);
   report("join_to_done_ms", millisSince(joined));
   EXPECT_TRUE(a_status && a_status->success()) << describe(a_status) << logs({"a", "b", "c"});
   EXPECT_TRUE(b_status && b_status->success()) << describe(b_status) << logs({"a", "b", "c"});

@@ -20,9 +20,17 @@ TempDir::TempDir(std::string_view prefix) {
 }
 
 TempDir::~TempDir() {
+  if (keep_) {
+    return;
+  }
   // Never throw from a destructor: a leftover directory is not worth a crash.
   std::error_code ignored;
   std::filesystem::remove_all(path_, ignored);
+}
+
+const std::filesystem::path& TempDir::keep() {
+  keep_ = true;
+  return path_;
 }
 
 }  // namespace ddprun::test_support

@@ -3,13 +3,18 @@
 // dispositions reset, every other descriptor closed, and a pidfd so an event
 // loop can wait for its exit without polling or SIGCHLD races.
 //
-// Owns the pid (reaped in wait()/tryWait(), or killed and reaped by the
-// destructor: no zombies, no orphans) and the pidfd. Not thread-safe: signal,
-// wait and destroy from one thread, the agent's supervision thread.
+// The one process helper of the project: the agent spawns its workers with
+// it, and the tests and benchmarks their daemons, agents and servers.
+//
+// Owns the pid (reaped in wait()/tryWait()/waitFor()/stop(), or killed and
+// reaped by the destructor: no zombies, no orphans) and the pidfd. Not
+// thread-safe: signal, wait and destroy from one thread (the agent's
+// supervision thread; a test's or a benchmark's main thread).
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <utility>
@@ -53,6 +58,10 @@ struct SpawnOptions {
   int death_signal = 9;  // sent to the child when the agent's thread that spawned it dies
 };
 
+// This process's own environment, as SpawnOptions::env wants it: for a child
+// that should inherit everything (a daemon under test, a benchmark's server).
+std::vector<std::pair<std::string, std::string>> inheritedEnvironment();
+
 class Subprocess {
  public:
   // Starts the child; throws SpawnError (e.g. "cannot run 'train': No such
@@ -75,6 +84,13 @@ class Subprocess {
   std::optional<ExitStatus> tryWait();
   // Blocks until the child exits and reaps it.
   ExitStatus wait();
+  // Waits up to `timeout` for the child to exit (on the pidfd, or polling
+  // where there is none) and reaps it; nullopt if it still runs.
+  std::optional<ExitStatus> waitFor(std::chrono::milliseconds timeout);
+  // Asks the whole group to stop (SIGTERM), SIGKILLs the group if the child
+  // has not exited after `grace`, and reaps it. Returns how it ended; at once
+  // if it already had.
+  ExitStatus stop(std::chrono::milliseconds grace);
   std::optional<ExitStatus> exitStatus() const { return status_; }
 
  private:

@@ -54,7 +54,4 @@ class WorkerEnvironment {
   std::vector<std::string> notices_;
 };
 
-// This process's environment, NAME and value.
-WorkerEnvironment::Variables processVariables();
-
 }  // namespace ddprun::launcher

@@ -1,8 +1,10 @@
-// DaemonProcess owns one child process (ddprund by default) started for a
-// test: its pid, its own process group, a TempDir holding the port file and
-// the captured stdout/stderr, and the duty to stop it (SIGTERM, then SIGKILL
-// after a grace period) when destroyed. The constructor returns only once the
-// child has written its port file. Used by one test thread.
+// DaemonProcess is the fixture for one daemon (ddprund by default) started
+// for a test. It owns a launcher::Subprocess (the child, in its own process
+// group, killed with the test process), a TempDir holding the port file and
+// the captured stdout/stderr, and the duty to stop the child (SIGTERM, then
+// SIGKILL after a grace period) when destroyed. The constructor returns only
+// once the child has written its port file. Used by one test thread, the one
+// that constructed it.
 #pragma once
 
 #include <sys/types.h>
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 
 namespace ddprun::test_support {
@@ -37,7 +40,7 @@ class DaemonProcess {
   static std::filesystem::path defaultBinary();
 
   std::uint16_t port() const { return port_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
 
   // Everything the child wrote so far (re-read on every call).
   std::string stderrText() const;
@@ -56,14 +59,13 @@ class DaemonProcess {
   std::optional<int> exitedStatus();
 
  private:
-  void spawn(const std::vector<std::string>& args);
-  void waitForPortFile(Millis timeout);
+  launcher::Subprocess spawn(std::vector<std::string> args) const;
+  void waitForPort(Millis timeout);
 
   std::filesystem::path binary_;
   TempDir dir_;
-  pid_t pid_ = -1;
+  launcher::Subprocess process_;
   std::uint16_t port_ = 0;
-  std::optional<int> exit_status_;
 };
 
 }  // namespace ddprun::test_support

@@ -1,5 +1,6 @@
 // TempDir owns a fresh directory made with mkdtemp under $TMPDIR (or /tmp)
-// and removes it, recursively, when destroyed. Used by one test thread.
+// and removes it, recursively, when destroyed, unless kept. The one scratch
+// directory of the tests and the benchmarks. Used by one thread.
 #pragma once
 
 #include <filesystem>
@@ -19,8 +20,13 @@ class TempDir {
   const std::filesystem::path& path() const { return path_; }
   std::filesystem::path operator/(std::string_view name) const { return path_ / name; }
 
+  // Leaves the directory in place when destroyed (a failed run's logs, for
+  // whoever reads the report); returns its path.
+  const std::filesystem::path& keep();
+
  private:
   std::filesystem::path path_;
+  bool keep_ = false;
 };
 
 }  // namespace ddprun::test_support

@@ -1,0 +1,352 @@
+// launch_bench's runs: each launcher started per variant, timed to its exit,
+// and its workers' stamps and the agent's memory read back (see
+// launch_runs.hpp for what is compared and how).
+#include "launch_runs.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "child_runs.hpp"
+#include "ddprun/launcher/executable_path.hpp"
+#include "ddprun/test_support/temp_dir.hpp"
+#include "launch_report.hpp"
+#include "machine.hpp"
+#include "python_workers.hpp"
+#include "run_files.hpp"
+
+namespace ddprun::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// An executable on this process's PATH, or an empty path.
+std::filesystem::path onPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  return ddprun::launcher::findExecutable(name, path != nullptr ? path : "").value_or("");
+}
+
+enum class Launcher { Ddprun, Torchrun };
+
+const char* nameOf(Launcher launcher) {
+  return launcher == Launcher::Ddprun ? "ddprun" : "torchrun";
+}
+
+// What every worker runs: a Python script through the launcher's interpreter
+// path, or a program with --no-python.
+struct Workers {
+  std::string label;
+  bool python = false;
+  std::vector<std::string> command;
+};
+
+struct Setup {
+  LaunchOptions options;
+  std::string python;  // runs the Python workers (and torchrun); empty: none found
+  std::string torch_version;
+  fs::path restart_worker;
+  fs::path true_program;
+  test_support::TempDir scratch{"launch_bench"};
+  EnvVars base_env;
+  int run_counter = 0;
+  LaunchReport report;
+};
+
+std::vector<std::string> launcherArgv(const Setup& setup, Launcher launcher, const Workers& workers,
+                                      int max_restarts) {
+  const std::string nproc = std::to_string(setup.options.nproc);
+  const std::string restarts = std::to_string(max_restarts);
+  std::vector<std::string> argv;
+  if (launcher == Launcher::Ddprun) {
+    argv = {setup.options.ddprun, "--standalone"};
+    argv.insert(argv.end(), {"--nproc-per-node", nproc, "--max-restarts", restarts});
+    if (!workers.python) {
+      argv.push_back("--no-python");
+    }
+  } else {
+    argv = {setup.python, "-m", "torch.distributed.run", "--standalone"};
+    argv.insert(argv.end(), {"--nproc_per_node", nproc, "--max_restarts", restarts});
+    // Debian's 1.13 crashes at start without -r/-t; 0.1 s is torchrun 2.x's
+    // default monitor interval (1.13's is 5 s).
+    argv.insert(argv.end(), {"--monitor_interval", "0.1", "-r", "9:1", "-t", "9:1"});
+    if (!workers.python) {
+      argv.push_back("--no_python");
+    }
+  }
+  argv.insert(argv.end(), workers.command.begin(), workers.command.end());
+  return argv;
+}
+
+std::vector<Launcher> launchers(const Setup& setup) {
+  if (setup.options.skip_torchrun || setup.python.empty() || setup.torch_version.empty()) {
+    return {Launcher::Ddprun};
+  }
+  return {Launcher::Ddprun, Launcher::Torchrun};
+}
+
+Samples& samplesOf(Comparison& row, Launcher launcher) {
+  return launcher == Launcher::Ddprun ? row.ddprun : row.torchrun;
+}
+
+// Runs while the launcher is up; false (with a reason) if the run failed.
+using During = std::function<bool(launcher::Subprocess&, const fs::path& dir, Clock::time_point)>;
+
+struct RunResult {
+  bool ok = false;
+  double ms = 0.0;  // launcher started -> launcher exited
+  fs::path dir;     // the workers' files
+};
+
+void noteFailure(Setup& setup, const std::string& what, const fs::path& log) {
+  constexpr std::size_t kMaxNotes = 20;  // a systematic failure should not flood the report
+  if (setup.report.notes.size() >= kMaxNotes) {
+    return;
+  }
+  const std::string tail = tailOf(log, 8);  // indented to sit inside the list item
+  setup.report.notes.push_back(what + (tail.empty()
+                                           ? "; it printed nothing"
+                                           : "; its output ended:\n  ```\n" + tail + "  ```"));
+}
+
+RunResult runOnce(Setup& setup, Launcher launcher, const Workers& workers, int max_restarts,
+                  const std::string& phase, const EnvVars& extra_env = {},
+                  const During& during = nullptr) {
+  RunResult result;
+  result.dir = setup.scratch.path() /
+               (phase + "." + nameOf(launcher) + "." + std::to_string(++setup.run_counter));
+  fs::create_directory(result.dir);
+  LaunchSpec spec;
+  spec.argv = launcherArgv(setup, launcher, workers, max_restarts);
+  spec.env = setup.base_env;
+  spec.env.emplace_back("PYTHON_EXEC", setup.python);
+  spec.env.emplace_back("LAUNCH_BENCH_DIR", result.dir.string());
+  spec.env.emplace_back("TMPDIR", result.dir.string());  // torchrun's log dirs go away with it
+  spec.env.insert(spec.env.end(), extra_env.begin(), extra_env.end());
+  spec.log = result.dir / "launcher.log";
+  const std::string what = std::string(nameOf(launcher)) + ", " + phase + ", " + workers.label;
+  auto [process, started] = startLogged(spec);
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(static_cast<long>(setup.options.timeout_s * 1000));
+  if (during && !during(process, result.dir, deadline)) {
+    process.stop(std::chrono::milliseconds(5000));
+    noteFailure(setup, what + ": the workers never got going (" + describeStatus(process) + ")",
+                spec.log);
+    return result;
+  }
+  const auto exited = waitExit(process, deadline);
+  if (!exited) {
+    process.stop(std::chrono::milliseconds(5000));
+    noteFailure(setup, what + ": still running after the timeout", spec.log);
+    return result;
+  }
+  if (!succeeded(process)) {
+    noteFailure(setup, what + ": " + describeStatus(process), spec.log);
+    return result;
+  }
+  result.ok = true;
+  result.ms = std::chrono::duration<double, std::milli>(*exited - started).count();
+  return result;
+}
+
+// Run -1 is the untimed warm-up; `record` gets every timed run's result.
+void alternate(Setup& setup, int runs,
+               const std::function<void(Launcher, int run, const RunResult&)>& record,
+               const std::function<RunResult(Launcher, int run)>& one) {
+  for (int run = -1; run < runs; ++run) {
+    for (Launcher launcher : launchers(setup)) {
+      const RunResult result = one(launcher, run);
+      if (run >= 0) {
+        record(launcher, run, result);
+      }
+    }
+  }
+}
+
+Comparison measureLaunch(Setup& setup, const Workers& workers) {
+  std::cerr << "launch_bench: launch, " << workers.label << "..." << std::endl;
+  Comparison row{workers.label, {}, {}, 0.0};
+  const OtherCpu other;
+  alternate(
+      setup, setup.options.runs,
+      [&row](Launcher launcher, int, const RunResult& result) {
+        auto& samples = samplesOf(row, launcher);
+        result.ok ? samples.add(result.ms) : samples.addFailure();
+      },
+      [&](Launcher launcher, int) { return runOnce(setup, launcher, workers, 0, "launch"); });
+  row.other_cores = other.cores();
+  return row;
+}
+
+// One restart run's figures into the row; false if a stamp is missing.
+bool recordRestart(RestartComparison& row, Launcher launcher, const fs::path& dir, int nproc) {
+  const auto stamps = readRestartStamps(dir, nproc);
+  if (!stamps) {
+    return false;
+  }
+  samplesOf(row.all_started, launcher).add(stamps->last_start_ms);
+  samplesOf(row.first_started, launcher).add(stamps->first_start_ms);
+  if (stamps->first_term_ms) {
+    samplesOf(row.survivors_told, launcher).add(*stamps->first_term_ms);
+  }
+  return true;
+}
+
+// When rank 0 crashes, after every rank is up: uniform over two of torchrun's
+// 0.1 s monitor intervals, so its polling is met at every phase instead of
+// always just after it started. Both launchers get the same moment in each
+// pair of runs; ddprun, event-driven, does not care.
+std::vector<std::string> crashDelays(int count) {
+  std::mt19937 random(20240601);  // fixed: the same moments in every benchmark run
+  std::uniform_int_distribution<int> delay_us(0, 199'999);
+  std::vector<std::string> delays;
+  for (int i = 0; i < count; ++i) {
+    delays.push_back(std::to_string(delay_us(random)));
+  }
+  return delays;
+}
+
+RestartComparison measureRestart(Setup& setup, const Workers& workers) {
+  std::cerr << "launch_bench: restart, " << workers.label << "..." << std::endl;
+  RestartComparison row;
+  row.label = row.all_started.label = workers.label;
+  const auto delays_us = crashDelays(setup.options.runs + 1);
+  const OtherCpu other;
+  alternate(
+      setup, setup.options.runs,
+      [&](Launcher launcher, int, const RunResult& result) {
+        if (!result.ok || !recordRestart(row, launcher, result.dir, setup.options.nproc)) {
+          samplesOf(row.all_started, launcher).addFailure();
+          if (result.ok) {
+            setup.report.notes.push_back(std::string(nameOf(launcher)) + ", restart, " +
+                                         workers.label + ": a worker stamp is missing");
+          }
+        }
+      },
+      [&](Launcher launcher, int run) {
+        const std::pair<std::string, std::string> delay{"LAUNCH_BENCH_CRASH_DELAY_US",
+                                                        delays_us[run + 1]};
+        return runOnce(setup, launcher, workers, 1, "restart", {delay});
+      });
+  row.all_started.other_cores = other.cores();
+  return row;
+}
+
+// The agent's VmHWM, sampled from the moment every worker is up until the
+// launcher exits; the workers wait for `release`, created after the first
+// sample, so the agent is seen with its whole group running.
+Comparison measurePeakRss(Setup& setup) {
+  std::cerr << "launch_bench: agent peak RSS..." << std::endl;
+  const Workers hold{"hold", false, {setup.restart_worker.string(), "hold"}};
+  Comparison row{"peak RSS", {}, {}, 0.0};
+  const OtherCpu other;
+  double peak_kib = 0.0;
+  const During sample_until_exit = [&](launcher::Subprocess& process, const fs::path& dir,
+                                       Clock::time_point deadline) {
+    std::vector<fs::path> up;
+    for (int rank = 0; rank < setup.options.nproc; ++rank) {
+      up.push_back(dir / ("up." + std::to_string(rank)));
+    }
+    if (!waitForFiles(up, process, deadline)) {
+      return false;
+    }
+    auto sample = [&] {
+      if (auto kib = peakRssKib(process.pid())) {
+        peak_kib = std::max(peak_kib, static_cast<double>(*kib));
+      }
+    };
+    sample();
+    std::ofstream(dir / "release").put('\n');
+    return waitExit(process, deadline, std::chrono::milliseconds(1), sample).has_value();
+  };
+  alternate(
+      setup, std::min(setup.options.runs, 3),
+      [&](Launcher launcher, int, const RunResult& result) {
+        if (result.ok && peak_kib > 0) {
+          samplesOf(row, launcher).add(peak_kib);
+        } else {
+          samplesOf(row, launcher).addFailure();
+        }
+      },
+      [&](Launcher launcher, int) {
+        peak_kib = 0.0;
+        return runOnce(setup, launcher, hold, 0, "rss", {}, sample_until_exit);
+      });
+  row.other_cores = other.cores();
+  return row;
+}
+
+void findPrograms(Setup& setup) {
+  setup.restart_worker = selfDirectory() / "restart_worker";
+  setup.true_program = onPath("true");
+  if (setup.true_program.empty() || !fs::exists(setup.restart_worker)) {
+    throw std::runtime_error("needs `true` on PATH and restart_worker next to launch_bench");
+  }
+  const auto torch = findTorchPython(setup.options.python, setup.scratch.path());
+  setup.python = torch.python;
+  setup.torch_version = torch.torch_version;
+  if (setup.python.empty()) {
+    setup.python = onPath("python3").string();
+  }
+  if (setup.torch_version.empty() && !setup.options.skip_torchrun) {
+    setup.report.notes.push_back("no interpreter here can import torch: torchrun not measured");
+  }
+}
+
+std::string describeSetup(const Setup& setup, const std::string& load_before) {
+  std::ostringstream out;
+  out << setup.options.nproc << " workers per launch; " << setup.options.runs
+      << " timed runs per launcher and variant after one untimed warm-up run each, alternating "
+         "the launchers. ddprun: `ddprun --standalone` ("
+      << setup.options.ddprun << "). torchrun: `" << setup.python
+      << " -m torch.distributed.run --standalone --monitor_interval 0.1 -r 9:1 -t 9:1` (torch "
+      << (setup.torch_version.empty() ? "not found" : setup.torch_version)
+      << "). Python workers run as `" << setup.python
+      << " -u script` under both (PYTHON_EXEC for ddprun). Restart: --max-restarts 1; rank 0 "
+         "crashes 0–200 ms (random, the same for both launchers) after every rank is up; the "
+         "others die at once of the launcher's SIGTERM. "
+      << std::thread::hardware_concurrency() << " CPUs. Before: " << load_before
+      << "; after: " << loadAverageText() << ".";
+  return out.str();
+}
+
+}  // namespace
+
+void runLaunchBench(const LaunchOptions& options, std::ostream& out) {
+  const std::string load_before = loadAverageText();
+  Setup setup;
+  setup.options = options;
+  setup.base_env = launcherBaseEnvironment();
+  findPrograms(setup);
+  const auto scripts = writeWorkerScripts(setup.scratch.path());
+  const std::string n = std::to_string(options.nproc);
+
+  const Workers python_noop{n + " × `import sys` (Python)", true, {scripts.noop.string()}};
+  const Workers true_noop{n + " × `true` (--no-python)", false, {setup.true_program.string()}};
+  const Workers cpp_restart{n + " × restart_worker (C++, --no-python)",
+                            false,
+                            {setup.restart_worker.string(), "restart"}};
+  const Workers python_restart{n + " × Python script", true, {scripts.restart.string()}};
+  if (!setup.python.empty()) {
+    setup.report.launch.push_back(measureLaunch(setup, python_noop));
+  }
+  setup.report.launch.push_back(measureLaunch(setup, true_noop));
+  setup.report.restart.push_back(measureRestart(setup, cpp_restart));
+  if (!setup.python.empty()) {
+    setup.report.restart.push_back(measureRestart(setup, python_restart));
+  }
+  setup.report.peak_rss = measurePeakRss(setup);
+  setup.report.setup = describeSetup(setup, load_before);
+  printLaunchReport(out, setup.report);
+}
+
+}  // namespace ddprun::bench

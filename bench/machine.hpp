@@ -1,0 +1,41 @@
+// What a benchmark reads about itself and the machine it shares: CPU time
+// (its own, its children's, everyone's), its fd limit, and where its sibling
+// programs are. The functions are stateless; any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+
+namespace ddprun::bench {
+
+// CPU seconds the whole machine has spent busy (all CPUs, from /proc/stat),
+// to tell how much of a window other people's processes used.
+double machineBusySeconds();
+
+// CPU seconds this process has used (user + system); with include_children,
+// also every descendant it (or a launcher under it) has reaped.
+double processCpuSeconds(bool include_children = false);
+
+// Raises the soft RLIMIT_NOFILE to the hard limit; returns the new soft limit.
+std::uint64_t raiseFdLimit();
+
+// The directory holding the running executable (for sibling programs).
+std::filesystem::path selfDirectory();
+
+// How many CPUs other processes kept busy from construction to cores(), on
+// average: the machine's busy time less ours and our launchers' (with their
+// workers). Says how far a section's figures were disturbed. Owns only the
+// readings it started from; used by the thread that made it.
+class OtherCpu {
+ public:
+  OtherCpu();
+  double cores() const;
+
+ private:
+  std::chrono::steady_clock::time_point wall_;
+  double busy_ = 0.0;
+  double own_ = 0.0;
+};
+
+}  // namespace ddprun::bench

@@ -1,0 +1,30 @@
+// The files a benchmark run leaves behind, read back: the numbers and
+// stamps its workers write (see restart_worker.cpp) and the tail of a log.
+// Stateless.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace ddprun::bench {
+
+// The first integer in a file, if it has one.
+std::optional<std::int64_t> readNumber(const std::filesystem::path& path);
+
+// A restart run's stamps (see restart_worker.cpp), in ms after the crash.
+struct RestartStamps {
+  double first_start_ms = 0.0;          // the first replacement worker entered main
+  double last_start_ms = 0.0;           // the last one did
+  std::optional<double> first_term_ms;  // the first survivor got SIGTERM
+};
+
+// Empty if the crash stamp or any of the `nproc` start stamps is missing.
+std::optional<RestartStamps> readRestartStamps(const std::filesystem::path& dir, int nproc);
+
+// The last `lines` lines of a text file, each indented by two spaces (to
+// sit inside a Markdown list item); empty for an empty or missing file.
+std::string tailOf(const std::filesystem::path& path, int lines);
+
+}  // namespace ddprun::bench

@@ -1,0 +1,232 @@
+// store_bench's runs: for each load point, a fresh server of each kind, the
+// load, and the server's exit; then the tables (see store_runs.hpp).
+#include "store_runs.hpp"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "barrier.hpp"
+#include "ddprun/test_support/temp_dir.hpp"
+#include "load_gen.hpp"
+#include "machine.hpp"
+#include "report.hpp"
+#include "servers.hpp"
+#include "watchdog.hpp"
+
+namespace ddprun::bench {
+namespace {
+
+using std::chrono::milliseconds;
+
+milliseconds toMs(double seconds) { return milliseconds(static_cast<long long>(seconds * 1000)); }
+
+LoadResult measureLoad(ServerKind kind, const ServerConfig& config,
+                       const test_support::TempDir& scratch, const StoreOptions& options,
+                       int clients, ReportContext& context) {
+  std::cerr << "store_bench: " << clients << " clients against " << serverName(kind) << "..."
+            << std::endl;
+  // Setup, warm-up, window and teardown, each bounded, plus slack.
+  Watchdog watchdog(
+      "the load point (" + std::to_string(clients) + " clients, " + serverName(kind) + ")",
+      toMs(options.warmup_s + options.duration_s) + milliseconds(150000));
+  RunningServer server(kind, config, scratch);
+  LoadOptions load;
+  load.port = server.port();
+  load.clients = clients;
+  load.warmup = toMs(options.warmup_s);
+  load.duration = toMs(options.duration_s);
+  load.server_cpu_seconds = [&server] { return server.cpuSeconds(); };
+  LoadResult result = runLoad(load);
+  const std::string exit_status = server.stop();
+  const std::string where = serverName(kind) + ", " + std::to_string(clients) + " clients";
+  if (!result.ok()) {
+    context.notes.push_back(where + ": " + std::to_string(result.errors) +
+                            " client error(s); first: " + result.first_error);
+  }
+  if (exit_status != "exit 0") {
+    context.notes.push_back(where + ": server " + exit_status + " on SIGTERM");
+  }
+  return result;
+}
+
+// The run with the median throughput, so one disturbed run cannot skew a row.
+LoadResult medianRun(std::vector<LoadResult> runs) {
+  std::sort(runs.begin(), runs.end(),
+            [](const auto& a, const auto& b) { return a.ops_per_second < b.ops_per_second; });
+  return runs[runs.size() / 2];
+}
+
+std::vector<LoadComparison> runLoadPoints(const ServerConfig& config,
+                                          const test_support::TempDir& scratch,
+                                          const StoreOptions& options, ReportContext& context) {
+  std::vector<LoadComparison> rows;
+  for (int clients : options.clients) {
+    // Alternating the servers spreads other users' load on the machine evenly.
+    std::vector<LoadResult> ddprund_runs, libtorch_runs;
+    for (int run = 0; run < options.repeat; ++run) {
+      ddprund_runs.push_back(
+          measureLoad(ServerKind::Ddprund, config, scratch, options, clients, context));
+      libtorch_runs.push_back(
+          measureLoad(ServerKind::Libtorch, config, scratch, options, clients, context));
+    }
+    LoadComparison row;
+    row.ddprund = medianRun(ddprund_runs);
+    row.libtorch = medianRun(libtorch_runs);
+    rows.push_back(row);
+  }
+  // Says how the largest point fits: a 1.13 client object holds two sockets
+  // and its own callback thread.
+  if (!rows.empty()) {
+    const LoadResult& largest = rows.back().libtorch;
+    context.notes.push_back(std::to_string(largest.clients) + " clients: store_bench held " +
+                            std::to_string(largest.threads) + " threads and " +
+                            std::to_string(largest.open_fds) + " fds once all had connected");
+  }
+  return rows;
+}
+
+RawLoadResult measureRaw(ServerKind kind, const ServerConfig& config,
+                         const test_support::TempDir& scratch, const StoreOptions& options,
+                         int connections, ReportContext& context) {
+  std::cerr << "store_bench: raw load, " << connections << " connections against "
+            << serverName(kind) << "..." << std::endl;
+  Watchdog watchdog("the raw load point against " + serverName(kind),
+                    toMs(options.warmup_s + options.duration_s) + milliseconds(60000));
+  RunningServer server(kind, config, scratch);
+  RawLoadOptions raw;
+  raw.port = server.port();
+  raw.connections = connections;
+  raw.warmup = toMs(options.warmup_s);
+  raw.duration = toMs(options.duration_s);
+  raw.server_cpu_seconds = [&server] { return server.cpuSeconds(); };
+  RawLoadResult result = runRawLoad(raw);
+  server.stop();
+  if (!result.ok()) {
+    context.notes.push_back(serverName(kind) + " raw load, " + std::to_string(connections) +
+                            " connections: " + result.error);
+  }
+  return result;
+}
+
+std::vector<RawComparison> runRawPoints(const ServerConfig& config,
+                                        const test_support::TempDir& scratch,
+                                        const StoreOptions& options, ReportContext& context) {
+  std::vector<RawComparison> rows;
+  for (int connections : options.clients) {
+    RawComparison row;
+    row.ddprund = measureRaw(ServerKind::Ddprund, config, scratch, options, connections, context);
+    row.libtorch = measureRaw(ServerKind::Libtorch, config, scratch, options, connections, context);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+BarrierResult measureBarrier(ServerKind kind, const ServerConfig& config,
+                             const test_support::TempDir& scratch, const StoreOptions& options,
+                             ReportContext& context) {
+  std::cerr << "store_bench: " << options.barrier_clients << "-connection barrier against "
+            << serverName(kind) << "..." << std::endl;
+  Watchdog watchdog("the barrier against " + serverName(kind),
+                    2 * toMs(options.barrier_timeout_s) + milliseconds(60000));
+  RunningServer server(kind, config, scratch);
+  BarrierOptions barrier;
+  barrier.port = server.port();
+  barrier.connections = options.barrier_clients;
+  barrier.connect_window = options.barrier_window;
+  barrier.source_addresses = options.barrier_sources;
+  barrier.connect_timeout = toMs(options.barrier_timeout_s);
+  barrier.barrier_timeout = toMs(options.barrier_timeout_s);
+  barrier.server_cpu_seconds = [&server] { return server.cpuSeconds(); };
+  BarrierResult result = runBarrier(barrier);
+  const std::string exit_status = server.stop();
+  if (!result.error.empty()) {
+    context.notes.push_back(serverName(kind) + " barrier: " + result.error);
+  }
+  if (exit_status != "exit 0") {
+    context.notes.push_back(serverName(kind) + " barrier: server " + exit_status + " on SIGTERM");
+  }
+  return result;
+}
+
+std::string describeSetup(const StoreOptions& options, std::uint64_t fd_limit) {
+  std::ostringstream out;
+  out << "LibTorch 1.13 c10d::TCPStore clients, one per thread; 25% each set/get/add/check on "
+         "the client's own keys, 64-byte values; get = WAIT+GET on the wire. "
+      << options.warmup_s << " s warm-up, " << options.duration_s << " s measured per point"
+      << (options.repeat > 1 ? ", median of " + std::to_string(options.repeat) + " runs" : "")
+      << "; ddprund --threads " << options.ddprund_threads << "; "
+      << std::thread::hardware_concurrency() << " CPUs shared by the server and the clients; "
+      << "fd limit " << fd_limit << "; 1-minute load average before the run " << std::fixed
+      << std::setprecision(2) << loadAverage() << ".";
+  return out.str();
+}
+
+struct StoreResults {
+  std::vector<LoadComparison> rows;
+  std::vector<RawComparison> raw_rows;
+  BarrierComparison barrier;
+};
+
+StoreResults measureAll(const StoreOptions& options, ReportContext& context) {
+  const ServerConfig config{options.ddprund, options.libtorch_server, options.ddprund_threads};
+  const test_support::TempDir scratch("store_bench");
+  StoreResults results;
+  if (!options.skip_load) {
+    results.rows = runLoadPoints(config, scratch, options, context);
+  }
+  if (options.raw_load) {
+    results.raw_rows = runRawPoints(config, scratch, options, context);
+  }
+  if (!options.skip_barrier) {
+    results.barrier.ddprund =
+        measureBarrier(ServerKind::Ddprund, config, scratch, options, context);
+    results.barrier.libtorch =
+        measureBarrier(ServerKind::Libtorch, config, scratch, options, context);
+  }
+  return results;
+}
+
+void printReport(std::ostream& out, const StoreOptions& options, const StoreResults& results,
+                 const ReportContext& context) {
+  out << "\n" << context.setup << "\n\n";
+  if (!options.skip_load) {
+    printLoadTable(out, results.rows);
+  }
+  if (!options.skip_load && options.detail) {
+    out << "\n";
+    printLoadDetail(out, results.rows);
+  }
+  if (options.raw_load) {
+    out << "\nThe same mix and bytes from one epoll thread (one send + one recv per round "
+           "trip), one connection per simulated client:\n\n";
+    printRawTable(out, results.raw_rows);
+  }
+  if (!options.skip_barrier) {
+    out << "\n";
+    printBarrierTable(out, results.barrier);
+  }
+  printNotes(out, context);
+}
+
+}  // namespace
+
+void runStoreBench(const StoreOptions& options, std::ostream& out) {
+  // A server that dies mid-run must show up as an error, not kill us.
+  ::signal(SIGPIPE, SIG_IGN);
+  // Children inherit the raised limit, so both servers can hold the barrier.
+  const std::uint64_t fd_limit = raiseFdLimit();
+  ReportContext context;
+  context.setup = describeSetup(options, fd_limit);
+  const StoreResults results = measureAll(options, context);
+  printReport(out, options, results, context);
+}
+
+}  // namespace ddprun::bench

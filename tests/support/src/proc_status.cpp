@@ -1,0 +1,46 @@
+#include "ddprun/test_support/proc_status.hpp"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace ddprun::test_support {
+
+std::optional<std::size_t> procStatusKiB(pid_t pid, const char* field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  const std::string prefix = std::string(field) + ":";
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(prefix, 0) == 0) {
+      return std::stoul(line.substr(prefix.size()));  // "VmRSS:    1234 kB"
+    }
+  }
+  return std::nullopt;
+}
+
+double cpuSecondsOf(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) {
+    return 0.0;
+  }
+  // Fields after the parenthesised command name (which may hold spaces);
+  // utime and stime are the 14th and 15th fields overall, i.e. the 12th and
+  // 13th after ") ".
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 1; i <= 13 && rest >> field; ++i) {
+    if (i == 12) {
+      utime = std::stoull(field);
+    }
+    if (i == 13) {
+      stime = std::stoull(field);
+    }
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace ddprun::test_support
