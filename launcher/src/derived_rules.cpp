@@ -83,9 +83,10 @@ void collectWarnings(LaunchConfig& config, bool endpoint_given) {
         "specified.");
   }
   if (config.node_rank != 0) {
+    // torchrun ignores it here; ddprun's c10d uses it to order the first round.
     config.warnings.push_back(
-        "node_rank is only used for static rdzv_backend; it is ignored with rdzv_backend " +
-        config.rdzv_backend + ".");
+        "node_rank is only used for static rdzv_backend (torchrun ignores it with " +
+        config.rdzv_backend + "); ddprun orders the first round by it, and ranks follow");
   }
 }
 
