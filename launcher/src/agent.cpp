@@ -162,8 +162,7 @@ void Agent::Impl::runLoop() {
 // signals; finish() cancels the wait.
 void Agent::Impl::startAttempt() {
   phase = Phase::Waiting;
-  joinWaiter();  // the previous wait has posted its result already
-  waiter = std::thread([this] {
+  const auto askForGroup = [this] {
     std::optional<WorkerGroup> next;
     std::exception_ptr error;
     try {
@@ -172,7 +171,13 @@ void Agent::Impl::startAttempt() {
       error = std::current_exception();
     }
     asio::post(io, [this, next, error] { onGroup(next, error); });
-  });
+  };
+  if (rendezvous.answersAtOnce()) {
+    askForGroup();  // nothing to wait for: no thread
+    return;
+  }
+  joinWaiter();  // the previous wait has posted its result already
+  waiter = std::thread(askForGroup);
 }
 
 void Agent::Impl::onGroup(std::optional<WorkerGroup> next, std::exception_ptr error) {

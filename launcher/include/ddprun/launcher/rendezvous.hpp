@@ -54,6 +54,10 @@ class Rendezvous {
   // Any thread: a blocked nextGroup() returns nullopt soon, later ones at once.
   virtual void cancelWait() = 0;
 
+  // True when nextGroup() never waits for anyone (one node): the agent then
+  // asks on its own loop and saves a thread per attempt.
+  virtual bool answersAtOnce() const { return false; }
+
   // `over` is called (on a backend thread) with a newer attempt number when
   // the running group is over because the membership changed; an empty
   // function unregisters, and once that returns no call is running. Fixed

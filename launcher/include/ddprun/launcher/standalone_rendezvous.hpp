@@ -24,6 +24,7 @@ class StandaloneRendezvous final : public Rendezvous {
   std::string describe() const override;
   std::optional<WorkerGroup> nextGroup() override;
   void cancelWait() override {}
+  bool answersAtOnce() const override { return true; }
   int finishJob(const RunResult& result) override { return result.exit_code; }
 
  private:
