@@ -54,10 +54,11 @@ ElasticOptions membershipOptions(const LaunchConfig& config, const NodeInfo& nod
 C10dRendezvous::C10dRendezvous(const LaunchConfig& config, const NodeInfo& node)
     : endpoint_(config.rdzv_endpoint) {
   hostRendezvousIfHere(config);
+  // Bound now, so its port can be announced; served (a thread started) only
+  // once this node is node 0 of a round.
   rdzv::ServerOptions store_options;  // every interface: other nodes' workers connect
   store_options.port = 0;
   worker_store_ = std::make_unique<rdzv::Server>(store_options);
-  worker_store_->start();
   membership_ =
       std::make_unique<ElasticMembership>(membershipOptions(config, node, worker_store_->port()));
 }
@@ -104,6 +105,7 @@ std::optional<WorkerGroup> C10dRendezvous::nextGroup() {
     return std::nullopt;
   }
   if (round->group_rank == 0 && store_round_ != round->round) {
+    worker_store_->start();          // at once the first time; then a no-op
     worker_store_->clearKeySpace();  // each round's workers start on an empty store
     store_round_ = round->round;
   }

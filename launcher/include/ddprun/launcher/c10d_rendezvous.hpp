@@ -1,8 +1,9 @@
 // An elastic job across nodes (--rdzv-backend=c10d, --nnodes MIN:MAX): the
 // rounds are decided by a ddprund at --rdzv-endpoint, embedded in this agent
 // when the endpoint is this host's (or is_host=1), and pushed to every agent
-// (ElasticMembership). Each agent serves a workers' store, announced when it
-// joins; node 0's serves the round, and is emptied when a new round starts.
+// (ElasticMembership). Each agent binds a workers' store and announces it
+// when it joins; node 0's serves the round (its thread starts the first time
+// the node is node 0), and is emptied when a new round starts.
 //
 // Owns the embedded daemon (if any), the workers' store server and the
 // membership. As a Rendezvous its calls come as rendezvous.hpp says; the
