@@ -25,9 +25,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "ddprun/net/asio.hpp"
@@ -39,24 +37,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace asio = net::asio;
-
-// When the worker recorded its error, if its error file says so finely
-// (extraInfo.monotonic_ns, CLOCK_MONOTONIC like ours). A worker that fails
-// first may be seen exiting after a peer it took down, whose exit the kernel
-// reported sooner; the recorded time puts the root cause first anyway.
-std::optional<Clock::time_point> recordedFailureTime(const std::string& error_file) {
-  std::ifstream in(error_file);
-  if (error_file.empty() || !in) {
-    return std::nullopt;
-  }
-  const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  try {
-    const std::string text = json.at("message").at("extraInfo").at("monotonic_ns");
-    return Clock::time_point(std::chrono::nanoseconds(std::stoll(text)));
-  } catch (const std::exception&) {
-    return std::nullopt;  // torch's own files carry whole seconds only
-  }
-}
 
 // The two ends of a pipe, closed unless handed on.
 struct Pipe {
@@ -102,7 +82,7 @@ struct Agent::Impl {
         rendezvous(*config.rendezvous),
         signals(io),
         grace(io),
-        drain(io) {}
+        relays(io) {}
   ~Impl() { joinWaiter(); }
 
   void runLoop();
@@ -115,24 +95,18 @@ struct Agent::Impl {
   void recordFailure(const Worker& worker, const ExitStatus& status);
   void stopGroup(int signal);
   void afterStop();
-  void orderFailures();
   void fail(const std::string& why);
   void finish(int exit_code);
   void joinWaiter();
   void waitForSignal();
-  void startRelay(int pipe_fd, bool to_console, int console_fd, const std::string& prefix,
-                  const std::string& file);
-  void drainRelaysThenStop();
 
   AgentConfig config;
   Rendezvous& rendezvous;
   asio::io_context io{1};
   asio::signal_set signals;
   asio::steady_timer grace;
-  asio::steady_timer drain;
   std::vector<Worker> workers;
-  std::vector<std::shared_ptr<LineRelay>> relays;
-  int open_relays = 0;    // relays not yet at end of stream
+  WorkerRelays relays;
   WorkerGroup group;      // the running attempt's
   int restarts_used = 0;  // failures restarted, against max_restarts
   int running = 0;
@@ -258,10 +232,10 @@ void Agent::Impl::spawnWorker(int local_rank) {
   options.stdout_fd = out.write;
   options.stderr_fd = err.write;
   Worker worker{Subprocess(options), nullptr, local_rank, rank, false, output.error_file};
-  startRelay(out.releaseRead(), output.stdout_to_console, STDOUT_FILENO, output.stdout_prefix,
-             output.stdout_file);
-  startRelay(err.releaseRead(), output.stderr_to_console, STDERR_FILENO, output.stderr_prefix,
-             output.stderr_file);
+  relays.relay(out.releaseRead(), output.stdout_to_console ? STDOUT_FILENO : -1,
+               output.stdout_prefix, output.stdout_file);
+  relays.relay(err.releaseRead(), output.stderr_to_console ? STDERR_FILENO : -1,
+               output.stderr_prefix, output.stderr_file);
   if (worker.process.pidfd() < 0) {
     throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);
   }
@@ -359,20 +333,8 @@ void Agent::Impl::afterStop() {
     finish(128 + result.signal);
     return;
   }
-  orderFailures();
+  orderRootCauseFirst(result.failures);
   finish(result.failures.empty() ? 1 : result.failures.front().status.shellCode());
-}
-
-// Root cause first: by the time each worker recorded its failure, if it did.
-void Agent::Impl::orderFailures() {
-  for (WorkerFailure& failure : result.failures) {
-    if (auto recorded = recordedFailureTime(failure.error_file)) {
-      failure.monotonic = std::min(failure.monotonic, *recorded);
-    }
-  }
-  std::stable_sort(
-      result.failures.begin(), result.failures.end(),
-      [](const WorkerFailure& a, const WorkerFailure& b) { return a.monotonic < b.monotonic; });
 }
 
 // An error on the loop: no restart; the workers are stopped and the run ends
@@ -401,48 +363,13 @@ void Agent::Impl::finish(int exit_code) {
   net::error_code ignored;
   signals.cancel(ignored);
   grace.cancel();
-  drainRelaysThenStop();
+  relays.drain();
 }
 
 void Agent::Impl::joinWaiter() {
   if (waiter.joinable()) {
     waiter.join();
   }
-}
-
-void Agent::Impl::startRelay(int pipe_fd, bool to_console, int console_fd,
-                             const std::string& prefix, const std::string& file) {
-  int file_fd = -1;
-  if (!file.empty()) {
-    std::error_code ignored;
-    std::filesystem::create_directories(std::filesystem::path(file).parent_path(), ignored);
-    file_fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  }
-  ++open_relays;
-  auto relay = std::make_shared<LineRelay>(io, pipe_fd, to_console ? console_fd : -1, prefix,
-                                           file_fd, [this] {
-                                             if (--open_relays == 0 && phase == Phase::Done) {
-                                               drain.cancel();
-                                             }
-                                           });
-  relay->start();
-  relays.push_back(std::move(relay));
-}
-
-// The workers have exited; their pipes reach end of stream at once unless a
-// process they started still holds them open. Give those half a second.
-void Agent::Impl::drainRelaysThenStop() {
-  if (open_relays == 0) {
-    return;
-  }
-  drain.expires_after(std::chrono::milliseconds(500));
-  drain.async_wait([this](const net::error_code& error) {
-    if (!error) {
-      for (auto& relay : relays) {
-        relay->stop();
-      }
-    }
-  });
 }
 
 void Agent::Impl::waitForSignal() {

@@ -1,6 +1,7 @@
 // torchrun's failure table, with what torch's @record wrote to each
 // worker's TORCHELASTIC_ERROR_FILE: {"message": {"message": ...,
 // "extraInfo": {"py_callstack": ..., "timestamp": ...}}}.
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -59,7 +60,34 @@ void describe(std::ostream& out, const WorkerFailure& failure, const std::string
       << "\n";
 }
 
+// When the worker recorded its failure, if its error file says so finely.
+std::optional<std::chrono::steady_clock::time_point> recordedFailureTime(
+    const std::string& error_file) {
+  std::ifstream in(error_file);
+  if (error_file.empty() || !in) {
+    return std::nullopt;
+  }
+  const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  try {
+    const std::string text = json.at("message").at("extraInfo").at("monotonic_ns");
+    return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(std::stoll(text)));
+  } catch (const std::exception&) {
+    return std::nullopt;  // torch's own files carry whole seconds only
+  }
+}
+
 }  // namespace
+
+void orderRootCauseFirst(std::vector<WorkerFailure>& failures) {
+  for (WorkerFailure& failure : failures) {
+    if (auto recorded = recordedFailureTime(failure.error_file)) {
+      failure.monotonic = std::min(failure.monotonic, *recorded);
+    }
+  }
+  std::stable_sort(
+      failures.begin(), failures.end(),
+      [](const WorkerFailure& a, const WorkerFailure& b) { return a.monotonic < b.monotonic; });
+}
 
 std::string formatFailureReport(const RunResult& result, const std::string& hostname,
                                 const std::string& program) {

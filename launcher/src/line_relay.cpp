@@ -1,8 +1,10 @@
 #include "line_relay.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 
 namespace ddprun::launcher {
 namespace {
@@ -106,6 +108,39 @@ void LineRelay::stop() {
   net::error_code ignored;
   pipe_.close(ignored);
   finish();
+}
+
+void WorkerRelays::relay(int pipe_fd, int console_fd, const std::string& prefix,
+                         const std::string& file) {
+  int file_fd = -1;
+  if (!file.empty()) {
+    std::error_code ignored;
+    std::filesystem::create_directories(std::filesystem::path(file).parent_path(), ignored);
+    file_fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  }
+  ++open_;
+  auto relay = std::make_shared<LineRelay>(io_, pipe_fd, console_fd, prefix, file_fd, [this] {
+    if (--open_ == 0 && draining_) {
+      drain_.cancel();
+    }
+  });
+  relay->start();
+  relays_.push_back(std::move(relay));
+}
+
+void WorkerRelays::drain() {
+  draining_ = true;
+  if (open_ == 0) {
+    return;
+  }
+  drain_.expires_after(std::chrono::milliseconds(500));
+  drain_.async_wait([this](const net::error_code& error) {
+    if (!error) {
+      for (auto& relay : relays_) {
+        relay->stop();
+      }
+    }
+  });
 }
 
 }  // namespace ddprun::launcher

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ddprun/net/asio.hpp"
 
@@ -46,6 +47,28 @@ class LineRelay : public std::enable_shared_from_this<LineRelay> {
   std::string partial_;  // the current line, not yet ended
   std::function<void()> on_finished_;
   bool finished_ = false;
+};
+
+// Every relay of one agent's workers. Opens each stream's log file (creating
+// its directory) and, once the workers are gone, gives the streams a child of
+// a worker still holds open half a second before cutting them, so the agent's
+// loop can end. Runs on the agent's io_context thread.
+class WorkerRelays {
+ public:
+  explicit WorkerRelays(net::asio::io_context& io) : io_(io), drain_(io) {}
+
+  // Relays `pipe_fd` (taken) to `console_fd` (-1: none) with `prefix`, and
+  // to `file` (empty: none), appending.
+  void relay(int pipe_fd, int console_fd, const std::string& prefix, const std::string& file);
+  // The workers have exited: streams still open get 500 ms, then are cut.
+  void drain();
+
+ private:
+  net::asio::io_context& io_;
+  net::asio::steady_timer drain_;
+  std::vector<std::shared_ptr<LineRelay>> relays_;
+  int open_ = 0;  // relays not yet at end of stream
+  bool draining_ = false;
 };
 
 }  // namespace ddprun::launcher

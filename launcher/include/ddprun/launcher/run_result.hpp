@@ -35,4 +35,11 @@ struct RunResult {
   std::string error;                    // why the run could not go on (one line), if it could not
 };
 
+// Sorts the failures root cause first: by when each worker recorded its
+// failure in its error file (extraInfo.monotonic_ns, CLOCK_MONOTONIC like
+// ours), else by when its exit was seen. A worker that fails first may be
+// seen exiting after a peer it took down; the recorded time still puts it
+// first.
+void orderRootCauseFirst(std::vector<WorkerFailure>& failures);
+
 }  // namespace ddprun::launcher
