@@ -26,11 +26,11 @@ namespace ddprun::launcher {
 namespace {
 
 using namespace std::chrono_literals;
+using test_support::readFile;
 using testing::countOf;
 using testing::DdprunBinaryTest;
 using testing::Outcome;
 using testing::runDir;
-using test_support::readFile;
 
 TEST_F(DdprunBinaryTest, SucceedsWithZero) {
   const Outcome outcome = run(fakeWorkers(3, {}));
@@ -78,50 +78,6 @@ TEST_F(DdprunBinaryTest, FlagsNotImplementedYetAreRefusedNotIgnored) {
     EXPECT_NE(outcome.stderr_text.find(flag.front() + " is not supported by ddprun yet"),
               std::string::npos)
         << outcome.stderr_text;
-  }
-}
-
-// Two agents on loopback, node 1 started first: node 0 hosts the store, ranks
-// come from --node-rank, and both finish through the exit barrier.
-TEST_F(DdprunBinaryTest, StaticTwoNodesOnLoopbackAgreeOnRanks) {
-  const std::string port = std::to_string(test_support::freeLoopbackPort());
-  std::vector<Subprocess> agents;
-  for (int node : {1, 0}) {
-    const auto env_dir = dir_.path() / ("node" + std::to_string(node));
-    std::filesystem::create_directories(env_dir);
-    SpawnOptions options;
-    options.argv = {DDPRUN_BINARY,
-                    "--nnodes",
-                    "2",
-                    "--node-rank",
-                    std::to_string(node),
-                    "--master-addr",
-                    "127.0.0.1",
-                    "--master-port",
-                    port,
-                    "--nproc-per-node",
-                    "2",
-                    "--no-python",
-                    DDPRUN_FAKE_WORKER,
-                    "--env-to",
-                    env_dir.string()};
-    options.env = {{"PATH", "/usr/bin:/bin"}};
-    agents.emplace_back(options);
-  }
-  for (Subprocess& agent : agents) {
-    EXPECT_TRUE(agent.wait().success());
-  }
-  for (int node : {0, 1}) {
-    for (int local_rank : {0, 1}) {
-      const std::string env = "\n" + readFile(dir_.path() / ("node" + std::to_string(node)) /
-                                              (std::to_string(local_rank) + ".env"));
-      EXPECT_NE(env.find("\nRANK=" + std::to_string(node * 2 + local_rank) + "\n"),
-                std::string::npos)
-          << env;
-      EXPECT_NE(env.find("WORLD_SIZE=4"), std::string::npos) << env;
-      EXPECT_NE(env.find("GROUP_RANK=" + std::to_string(node)), std::string::npos) << env;
-      EXPECT_NE(env.find("MASTER_PORT=" + port), std::string::npos) << env;
-    }
   }
 }
 

@@ -18,9 +18,9 @@ namespace ddprun::launcher {
 namespace {
 
 using namespace std::chrono_literals;
+using test_support::readFile;
 using testing::DdprunBinaryTest;
 using testing::Outcome;
-using test_support::readFile;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -35,37 +35,45 @@ class DdprunRendezvousTest : public DdprunBinaryTest {
   std::string stderrText() const { return readFile(dir_.path() / "stderr"); }
 };
 
-// torchrun reads a static --rdzv-endpoint as the store's address: workers get
-// its host and port as MASTER_ADDR/MASTER_PORT, and --master-port is unused.
-TEST_F(DdprunRendezvousTest, AStaticRdzvEndpointIsTheWorkersStore) {
+// Two static agents on loopback, node 1 started first: node 0 hosts the
+// store, ranks come from --node-rank, and both finish through the exit
+// barrier. The store is where torchrun puts it: at --rdzv-endpoint when one
+// is given (--master-port then unused), else at --master-addr:--master-port.
+TEST_F(DdprunRendezvousTest, TwoStaticNodesAgreeOnRanksAndTheStore) {
   const std::string port = std::to_string(test_support::freeLoopbackPort());
-  std::vector<Subprocess> agents;
-  for (int node : {1, 0}) {
-    const auto env_dir = dir_.path() / ("node" + std::to_string(node));
-    std::filesystem::create_directories(env_dir);
-    SpawnOptions options;
-    options.argv = {DDPRUN_BINARY,     "--nnodes",         "2",
-                    "--node-rank",     std::to_string(node), "--rdzv-endpoint",
-                    "127.0.0.1:" + port, "--rdzv-conf",     "timeout=20",
-                    "--nproc-per-node", "2",               "--no-python",
-                    DDPRUN_FAKE_WORKER, "--env-to",        env_dir.string()};
-    options.env = {{"PATH", "/usr/bin:/bin"}};
-    agents.emplace_back(options);
-  }
-  for (Subprocess& agent : agents) {
-    std::optional<ExitStatus> status;
-    ASSERT_TRUE(test_support::eventually([&] { return (status = agent.tryWait()).has_value(); },
-                                         30s, 20ms))
-        << "a static agent never finished";
-    EXPECT_TRUE(status->success()) << status->describe();
-  }
-  for (int node : {0, 1}) {
-    const auto env = test_support::readEnvFile(dir_.path() / ("node" + std::to_string(node)) /
-                                               "1.env");
-    EXPECT_EQ(env.at("MASTER_ADDR"), "127.0.0.1");
-    EXPECT_EQ(env.at("MASTER_PORT"), port);
-    EXPECT_EQ(env.at("RANK"), std::to_string(node * 2 + 1));
-    EXPECT_EQ(env.at("WORLD_SIZE"), "4");
+  const std::vector<std::vector<std::string>> endpoints = {
+      {"--rdzv-endpoint", "127.0.0.1:" + port, "--master-port", "1"},
+      {"--master-addr", "127.0.0.1", "--master-port", port}};
+  for (const auto& endpoint : endpoints) {
+    std::vector<Subprocess> agents;
+    for (int node : {1, 0}) {
+      const auto env_dir = dir_.path() / ("node" + std::to_string(node));
+      std::filesystem::create_directories(env_dir);
+      SpawnOptions options;
+      options.argv = {DDPRUN_BINARY, "--nnodes", "2", "--node-rank", std::to_string(node)};
+      options.argv.insert(options.argv.end(), endpoint.begin(), endpoint.end());
+      options.argv.insert(options.argv.end(),
+                          {"--rdzv-conf", "timeout=20", "--nproc-per-node", "2", "--no-python",
+                           DDPRUN_FAKE_WORKER, "--env-to", env_dir.string()});
+      options.env = {{"PATH", "/usr/bin:/bin"}};
+      agents.emplace_back(options);
+    }
+    for (Subprocess& agent : agents) {
+      const auto status = agent.waitFor(30s);
+      ASSERT_TRUE(status) << "a static agent never finished: " << endpoint.front();
+      EXPECT_TRUE(status->success()) << status->describe();
+    }
+    for (int node : {0, 1}) {
+      for (int local_rank : {0, 1}) {
+        const auto env = test_support::readEnvFile(dir_.path() / ("node" + std::to_string(node)) /
+                                                   (std::to_string(local_rank) + ".env"));
+        EXPECT_EQ(env.at("RANK"), std::to_string(node * 2 + local_rank)) << endpoint.front();
+        EXPECT_EQ(env.at("GROUP_RANK"), std::to_string(node));
+        EXPECT_EQ(env.at("WORLD_SIZE"), "4");
+        EXPECT_EQ(env.at("MASTER_ADDR"), "127.0.0.1");
+        EXPECT_EQ(env.at("MASTER_PORT"), port) << endpoint.front();
+      }
+    }
   }
 }
 
@@ -84,9 +92,8 @@ TEST_F(DdprunRendezvousTest, ABadRdzvConfValueIsOneLineAndExitTwo) {
 }
 
 TEST_F(DdprunRendezvousTest, AnUnknownRdzvConfKeyIsOneLineAndExitTwo) {
-  const Outcome outcome = runFor({"--standalone", "--rdzv-conf", "join_timeuot=5", "--no-python",
-                                  DDPRUN_FAKE_WORKER},
-                                 20s);
+  const Outcome outcome = runFor(
+      {"--standalone", "--rdzv-conf", "join_timeuot=5", "--no-python", DDPRUN_FAKE_WORKER}, 20s);
   EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 2}));
   EXPECT_EQ(outcome.stderr_text.rfind("ddprun: --rdzv-conf join_timeuot '5': unknown key", 0), 0u)
       << outcome.stderr_text;
