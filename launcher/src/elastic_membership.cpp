@@ -226,6 +226,9 @@ std::optional<ElasticRound> ElasticMembership::nextRound() {
     }
     if (spare_) {
       deadline = Clock::now() + options_.join_timeout;  // torchrun: no timeout as a spare
+      if (notice.expired()) {
+        notice = WaitNotice([this] { return waitingFor(); }, deadline);  // keep saying so
+      }
     } else if (Clock::now() >= deadline) {
       throw TimeoutError(timeoutMessage());
     }
