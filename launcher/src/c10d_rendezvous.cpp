@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <thread>
 
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
@@ -52,37 +53,54 @@ ElasticOptions membershipOptions(const LaunchConfig& config, const NodeInfo& nod
 }  // namespace
 
 C10dRendezvous::C10dRendezvous(const LaunchConfig& config, const NodeInfo& node)
-    : endpoint_(config.rdzv_endpoint) {
-  hostRendezvousIfHere(config);
+    : endpoint_(config.rdzv_endpoint),
+      is_host_(config.rdzv_conf.is_host),
+      host_(config.rdzv_address->host),
+      port_(static_cast<std::uint16_t>(config.rdzv_address->port)) {
   // Bound now, so its port can be announced; served (a thread started) only
   // once this node is node 0 of a round.
   rdzv::ServerOptions store_options;  // every interface: other nodes' workers connect
   store_options.port = 0;
   worker_store_ = std::make_unique<rdzv::Server>(store_options);
-  membership_ =
-      std::make_unique<ElasticMembership>(membershipOptions(config, node, worker_store_->port()));
+  ElasticOptions options = membershipOptions(config, node, worker_store_->port());
+  agent_id_ = options.agent_id;
+  run_id_ = options.run_id;
+  keep_alive_bound_ = options.keep_alive_interval * options.keep_alive_max_attempt;
+  hostRendezvousIfHere();
+  if (config.rdzv_conf.is_host != false) {
+    options.try_host = [this] { hostRendezvousIfHere(); };  // on the lease thread
+  }
+  membership_ = std::make_unique<ElasticMembership>(std::move(options));
 }
 
 C10dRendezvous::~C10dRendezvous() {
   membership_.reset();  // leave while the daemon this agent may host still runs
 }
 
-void C10dRendezvous::hostRendezvousIfHere(const LaunchConfig& config) {
-  const std::optional<bool> is_host = config.rdzv_conf.is_host;
-  if (is_host == false) {
+// The agent whose address is the endpoint embeds the daemon, unless
+// is_host=0; with is_host=1 it must. Binding decides "whose address": the
+// bind fails on another host's address, or while a ddprund or another agent
+// serves it. Tried at start and again while a lost rendezvous is awaited.
+void C10dRendezvous::hostRendezvousIfHere() {
+  if (is_host_ == false || daemon_) {
     return;
   }
   rdzv::ServerOptions options;
-  options.host = resolveHost(config.rdzv_address->host);
-  options.port = static_cast<std::uint16_t>(config.rdzv_address->port);
+  options.port = port_;
+  options.rendezvous_host_agent = agent_id_;
   try {
-    daemon_ = std::make_unique<rdzv::Server>(options);
-    daemon_->start();
-    log().info("hosting the rendezvous at {}", config.rdzv_endpoint);
+    options.host = resolveHost(host_);
+    auto daemon = std::make_unique<rdzv::Server>(options);
+    daemon->start();
+    daemon_ = std::move(daemon);
+    log().info("hosting the rendezvous at {}", endpoint_);
+  } catch (const ConfigError&) {
+    if (!membership_) {
+      throw;  // at start: an endpoint that does not resolve is a bad flag
+    }
   } catch (const Error&) {
-    daemon_.reset();
-    if (is_host == true) {
-      throw;
+    if (is_host_ == true && !membership_) {
+      throw;  // is_host=1 at start: this agent must host it
     }
   }
 }
@@ -146,21 +164,42 @@ int C10dRendezvous::finishJob(const RunResult& result) {
     switch (membership_->finish(std::chrono::seconds(300))) {
       case Finish::kAllDone:
         membership_->close(/*failed=*/false);
-        break;
+        lingerWhileOthersConnected();
+        return 0;
       case Finish::kRoundMoved:
-        log().warn("the job moved to a new round after this node's workers finished; leaving it");
-        break;
+        log().error(
+            "the job moved to a new round after this node's workers succeeded (a node was lost "
+            "or joined); this node leaves it and cannot report the job a success");
+        return 1;
       case Finish::kClosed:
-        break;
+        log().error("the job was closed before every node reported success");
+        return 1;
+      case Finish::kLost:
+        log().error("{}; this node's workers succeeded, but not every node's is known to have",
+                    membership_->error());
+        return 1;
       case Finish::kTimedOut:
-        log().warn("exit barrier: not every node finished within 300 s");
+        log().error("exit barrier: not every node finished within 300 s; closing the job");
         membership_->close(/*failed=*/false);
-        break;
+        return 1;
     }
   } catch (const std::exception& error) {
-    log().warn("rendezvous at the end of the job: {}", error.what());
+    log().error("rendezvous at the end of the job: {}", error.what());
   }
-  return result.exit_code;
+  return 1;
+}
+
+// The agent that hosts the rendezvous leaves last: the others may not have
+// read their "finished" yet, and it must not vanish under them. Bounded by
+// the keep-alive bound (they leave when their agents exit).
+void C10dRendezvous::lingerWhileOthersConnected() {
+  if (!daemon_) {
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + keep_alive_bound_;
+  while (daemon_->agentsConnected(run_id_) > 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a short wait at exit
+  }
 }
 
 // The rendezvous ended the job before this node's workers did.
@@ -176,7 +215,11 @@ int C10dRendezvous::endedElsewhere(const RunResult& result) {
     log().error("the job failed on {} (its restarts are spent); this node stops too", *failed_on);
     return failed;
   }
-  log().warn("the job was closed by another agent; stopping");
+  if (membership_->wasMember()) {
+    log().error("the job was closed by another agent before this node's workers finished");
+    return failed;
+  }
+  log().info("the job is over; this spare was not needed");
   return result.exit_code;
 }
 

@@ -1,8 +1,17 @@
+// ElasticMembership's reader thread and the rounds it learns: the reader
+// reads this agent's events, session by session (every join starts one),
+// through blocking GETs on a connection of its own, and hands them to
+// nextRound()/finish() under mutex_, calling the change callback when the
+// running round is over. The connection, requests and reconnection are the
+// lease thread's (elastic_lease.cpp).
+//
+// Exception boundaries: the reader catches every error; a dropped connection
+// is the loss of the rendezvous (the lease thread recovers), a malformed
+// event ends the membership with an error. nextRound() throws to its caller.
 #include "ddprun/launcher/elastic_membership.hpp"
 
 #include "ddprun/proto/errors.hpp"
 #include "log.hpp"
-#include "store_connection.hpp"
 #include "wait_notice.hpp"
 
 namespace ddprun::launcher {
@@ -10,8 +19,6 @@ namespace {
 
 namespace protocol = proto::rendezvous;
 using protocol::EventType;
-using protocol::Verb;
-using Clock = std::chrono::steady_clock;
 
 // The event reader waits for the daemon's next push for as long as the run
 // lasts; shutdown interrupts it, it never times out in practice.
@@ -19,84 +26,93 @@ constexpr std::chrono::hours kEventWait{24 * 365};
 
 ElasticRound roundFrom(const protocol::Event& event) {
   return {event.round,      event.group_rank, event.group_world_size, event.base_rank,
-          event.world_size, event.store_host, event.store_port};
+          event.world_size, event.store_host, event.store_port,       event.rendezvous_host};
 }
 
 std::string nodes(const ElasticOptions& options) {
   return "--nnodes " + std::to_string(options.min_nodes) + ":" + std::to_string(options.max_nodes);
 }
 
+bool isLast(EventType type) {
+  return type == EventType::kClosed || type == EventType::kLeft || type == EventType::kError ||
+         type == EventType::kDropped;
+}
+
 }  // namespace
 
-ElasticMembership::ElasticMembership(ElasticOptions options) : options_(std::move(options)) {}
-
-ElasticMembership::~ElasticMembership() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  changed_.notify_all();
-  if (lease_) {
-    try {
-      send(Verb::kLeave, options_.agent_id);
-    } catch (const std::exception&) {
-      // The daemon is gone; dropping the connection below says the same.
+void ElasticMembership::readEvents() {
+  for (;;) {
+    std::int64_t session = 0;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [this] { return stopping_ || closed_ || (connected_ && !lost_); });
+      if (stopping_ || closed_) {
+        return;
+      }
+      session = session_;
     }
-  }
-  if (heartbeat_.joinable()) {
-    heartbeat_.join();
-  }
-  if (reader_.joinable()) {
-    reader_.join();
+    if (readSession(session) != StreamEnd::kLost) {
+      return;
+    }
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return stopping_ || closed_ || session_ != session; });
   }
 }
 
-std::string ElasticMembership::endpoint() const {
-  const bool v6 = options_.host.find(':') != std::string::npos;
-  return (v6 ? "[" + options_.host + "]" : options_.host) + ":" + std::to_string(options_.port);
-}
-
-bool ElasticMembership::join() {
-  WaitNotice notice(
-      [this] {
-        return "the rendezvous at " + endpoint() + " (rendezvous '" + options_.run_id +
-               "'; an agent that hosts it, or ddprund, must serve it there)";
-      },
-      Clock::now() + options_.join_timeout);
-  std::unique_ptr<rdzv::StoreClient> lease;
+// Reads one session's events until its last one, this membership stops, or
+// the connection is lost.
+ElasticMembership::StreamEnd ElasticMembership::readSession(std::int64_t session) {
   try {
-    lease = connectToStore(options_.host, options_.port, notice, cancelled_);
-  } catch (const TimeoutError& error) {
-    throw TimeoutError("rendezvous '" + options_.run_id + "': nothing served it at " + endpoint() +
-                       " within join_timeout (" + describeSeconds(options_.join_timeout) +
-                       "): " + error.what());
+    rdzv::StoreClient events(options_.host, options_.port, keepAliveBound());
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_ || session_ != session) {
+        return stopping_ ? StreamEnd::kStopping : StreamEnd::kLost;
+      }
+      events_ = &events;
+    }
+    events.setTimeout(std::chrono::duration_cast<std::chrono::milliseconds>(kEventWait));
+    for (std::int64_t n = 0;; ++n) {
+      const protocol::Event event = protocol::decodeEvent(
+          events.get(protocol::eventKey(options_.run_id, options_.agent_id, session, n)));
+      const bool round_over = recordEvent(event);
+      changed_.notify_all();
+      if (round_over) {
+        const bool aborted = event.type == EventType::kClosed || event.type == EventType::kDropped;
+        notifyChange(aborted ? kAborted : event.round);
+      }
+      if (isLast(event.type)) {
+        std::lock_guard lock(mutex_);
+        events_ = nullptr;
+        return StreamEnd::kFinal;
+      }
+    }
+  } catch (const StoreError& error) {
+    std::lock_guard lock(mutex_);
+    events_ = nullptr;
+    error_ = std::string("the rendezvous sent a bad event: ") + error.what();
+    closed_ = true;
+    changed_.notify_all();
+    return StreamEnd::kFinal;
+  } catch (const Error& error) {
+    std::lock_guard lock(mutex_);
+    events_ = nullptr;
+    if (stopping_) {
+      return StreamEnd::kStopping;
+    }
+    if (session_ == session) {
+      markLost(error.what());
+    }
+    return StreamEnd::kLost;
   }
-  if (!lease) {
-    return false;
-  }
-  protocol::JoinRequest request;
-  request.agent = options_.agent_id;
-  request.local_world_size = options_.local_world_size;
-  request.node_rank = options_.node_rank_hint;
-  request.min_nodes = options_.min_nodes;
-  request.max_nodes = options_.max_nodes;
-  request.last_call_timeout = options_.last_call_timeout;
-  request.keep_alive_timeout = options_.keep_alive_interval * options_.keep_alive_max_attempt;
-  request.store_host = options_.local_addr.empty() ? lease->localAddress() : options_.local_addr;
-  request.store_port = options_.store_port;
-  {
-    std::lock_guard lock(lease_mutex_);
-    lease_ = std::move(lease);
-    lease_->set(protocol::verbKey(options_.run_id, Verb::kJoin), protocol::encodeJoin(request));
-  }
-  reader_ = std::thread([this] { readEvents(); });
-  heartbeat_ = std::thread([this] { sendHeartbeats(); });
-  return true;
 }
 
-void ElasticMembership::send(Verb verb, const std::string& value) {
-  std::lock_guard lock(lease_mutex_);
-  lease_->set(protocol::verbKey(options_.run_id, verb), value);
+void ElasticMembership::notifyChange(std::int64_t newer_round) {
+  // Under notify_mutex_, so onChange({}) returning means no call runs.
+  std::lock_guard callback_lock(notify_mutex_);
+  if (notify_) {
+    notify_(newer_round);
+  }
 }
 
 // Records one event; returns whether the agent's running round is over.
@@ -128,6 +144,7 @@ bool ElasticMembership::recordEvent(const protocol::Event& event) {
       break;
     case EventType::kError:
       error_ = event.message;
+      closed_ = true;
       break;
   }
   // "suspended" and "spare" only mean: no round to run now. A plain close
@@ -137,58 +154,13 @@ bool ElasticMembership::recordEvent(const protocol::Event& event) {
                             event.type == EventType::kSuspended || failed_on_ || dropped_);
 }
 
-void ElasticMembership::readEvents() {
-  try {
-    rdzv::StoreClient events(options_.host, options_.port, options_.join_timeout);
-    events.setTimeout(std::chrono::duration_cast<std::chrono::milliseconds>(kEventWait));
-    for (std::int64_t n = 0;; ++n) {
-      const protocol::Event event = protocol::decodeEvent(
-          events.get(protocol::eventKey(options_.run_id, options_.agent_id, n)));
-      const bool round_over = recordEvent(event);
-      changed_.notify_all();
-      if (round_over) {
-        // Under notify_mutex_, so onChange({}) returning means no call runs.
-        std::lock_guard callback_lock(notify_mutex_);
-        if (notify_) {
-          const bool aborted =
-              event.type == EventType::kClosed || event.type == EventType::kDropped;
-          notify_(aborted ? kAborted : event.round);
-        }
-      }
-      if (event.type == EventType::kClosed || event.type == EventType::kLeft ||
-          event.type == EventType::kError || event.type == EventType::kDropped) {
-        return;  // the last event this agent gets
-      }
-    }
-  } catch (const std::exception& error) {
-    std::lock_guard lock(mutex_);
-    if (!stopping_) {
-      error_ = std::string("lost the rendezvous daemon: ") + error.what();
-    }
-    closed_ = true;
-  }
-  changed_.notify_all();
-}
-
-void ElasticMembership::sendHeartbeats() {
-  try {
-    rdzv::StoreClient beats(options_.host, options_.port, options_.join_timeout);
-    std::unique_lock lock(mutex_);
-    while (!changed_.wait_for(lock, options_.keep_alive_interval,
-                              [this] { return stopping_ || closed_; })) {
-      lock.unlock();
-      beats.set(protocol::verbKey(options_.run_id, Verb::kHeartbeat), options_.agent_id);
-      lock.lock();
-    }
-  } catch (const std::exception&) {
-    // The reader sees the same loss and reports it.
-  }
-}
-
-// What nextRound() waits for, as the daemon last said.
+// What nextRound() waits for, as the rendezvous last said.
 std::string ElasticMembership::waitingFor() {
   std::lock_guard lock(mutex_);
   const std::string where = "rendezvous '" + options_.run_id + "' at " + endpoint();
+  if (lost_) {
+    return "the rendezvous at " + endpoint() + " to serve again (lost: " + *lost_ + ")";
+  }
   if (spare_) {
     return "a place in " + where + ": the round is full (" + nodes(options_) +
            "), so this node stands by as a spare";
@@ -219,13 +191,16 @@ std::optional<ElasticRound> ElasticMembership::nextRound() {
     }
     if (latest_ && latest_->round > returned_) {
       returned_ = latest_->round;
+      running_ = latest_;
       return latest_;
     }
     if (closed_) {
       return std::nullopt;
     }
-    if (spare_) {
-      deadline = Clock::now() + options_.join_timeout;  // torchrun: no timeout as a spare
+    if (spare_ || lost_) {
+      // torchrun: no timeout as a spare; and an outage has the lease
+      // thread's own deadline.
+      deadline = Clock::now() + options_.join_timeout;
       if (notice.expired()) {
         notice = WaitNotice([this] { return waitingFor(); }, deadline);  // keep saying so
       }
@@ -258,12 +233,6 @@ void ElasticMembership::onChange(std::function<void(std::int64_t)> notify) {
   notify_ = std::move(notify);
 }
 
-void ElasticMembership::requestRestart() { send(Verb::kRestart, options_.agent_id); }
-
-void ElasticMembership::close(bool failed) {
-  send(failed ? Verb::kAbort : Verb::kClose, options_.agent_id);
-}
-
 bool ElasticMembership::dropped() {
   std::lock_guard lock(mutex_);
   return dropped_;
@@ -274,8 +243,22 @@ std::optional<std::string> ElasticMembership::failedOn() {
   return failed_on_;
 }
 
+bool ElasticMembership::wasMember() {
+  std::lock_guard lock(mutex_);
+  return returned_ >= 0;
+}
+
+std::string ElasticMembership::error() {
+  std::lock_guard lock(mutex_);
+  return error_;
+}
+
 ElasticMembership::Finish ElasticMembership::finish(std::chrono::milliseconds timeout) {
-  send(Verb::kDone, options_.agent_id);
+  {
+    std::lock_guard lock(mutex_);
+    done_sent_ = true;  // a rejoin after an outage says so too
+  }
+  enqueue(protocol::Verb::kDone);
   WaitNotice notice(
       [this] {
         return "the other nodes of rendezvous '" + options_.run_id +
@@ -298,7 +281,10 @@ ElasticMembership::Finish ElasticMembership::finish(std::chrono::milliseconds ti
   if (latest_ && latest_->round > returned_) {
     return Finish::kRoundMoved;
   }
-  return closed_ || !error_.empty() ? Finish::kClosed : Finish::kTimedOut;
+  if (!error_.empty()) {
+    return Finish::kLost;
+  }
+  return closed_ ? Finish::kClosed : Finish::kTimedOut;
 }
 
 }  // namespace ddprun::launcher

@@ -25,6 +25,8 @@ std::unique_ptr<Rendezvous> makeStatic(const LaunchConfig& config, const NodeInf
   options.port = static_cast<std::uint16_t>(config.rdzv_address->port);
   options.run_id = config.rdzv_id;
   options.join_timeout = config.rdzv_conf.staticTimeout();
+  options.keep_alive_bound =
+      config.rdzv_conf.keepAliveInterval() * config.rdzv_conf.keepAliveMaxAttempt();
   options.hostname = node.hostname;
   return std::make_unique<StaticRendezvous>(options);
 }

@@ -13,6 +13,7 @@
 #include "ddprun/rendezvous/server.hpp"
 #include "log.hpp"
 #include "store_connection.hpp"
+#include "store_watch.hpp"
 #include "wait_notice.hpp"
 
 namespace ddprun::launcher {
@@ -56,13 +57,14 @@ void validate(const StaticRendezvousOptions& options) {
 struct NodeKey {
   int nproc = 0;
   std::string host;
+  int next_attempt = 0;
 };
 
-// A node key's value is "<nproc> <hostname>".
+// A node key's value is "<nproc> <hostname> <next attempt>".
 NodeKey parseNode(const std::string& value) {
   NodeKey info;
   std::istringstream in(value);
-  in >> info.nproc >> info.host;
+  in >> info.nproc >> info.host >> info.next_attempt;
   return info;
 }
 
@@ -87,6 +89,7 @@ StaticRendezvous::StaticRendezvous(StaticRendezvousOptions options)
 }
 
 StaticRendezvous::~StaticRendezvous() {
+  watch_.reset();   // its callback uses the members below
   client_.reset();  // close our connection before the server goes
   if (server_) {
     server_->stop();
@@ -101,8 +104,13 @@ std::string StaticRendezvous::describe() const {
 
 std::optional<WorkerGroup> StaticRendezvous::nextGroup() {
   try {
-    if (!group_) {
-      group_ = join();
+    if (!group_ || lost_) {
+      // The first join, or again once node 0 (the store) is back.
+      watch_.reset();
+      const int next_attempt = group_ ? group_->attempt + 1 : 0;
+      lost_ = false;
+      group_ = join(next_attempt);
+      watchStore();
     } else {
       beforeAttempt(group_->attempt + 1);
       ++group_->attempt;
@@ -119,6 +127,34 @@ std::optional<WorkerGroup> StaticRendezvous::nextGroup() {
   return group_;
 }
 
+void StaticRendezvous::watchGroup(std::function<void(int)> over) {
+  std::lock_guard lock(over_mutex_);
+  over_ = std::move(over);
+}
+
+// Every node but node 0 depends on node 0's agent, which hosts the store:
+// losing it ends the running group at once (its workers would hang in their
+// next collective), and the next group waits for node 0 to be back.
+void StaticRendezvous::watchStore() {
+  if (server_) {
+    return;
+  }
+  const int attempt = group_->attempt;
+  watch_ = std::make_unique<StoreWatch>(
+      options_.host, port_, key("watch"), std::chrono::seconds(2), options_.keep_alive_bound,
+      [this, attempt](const std::string& why) {
+        lost_ = true;
+        log().error(
+            "lost node rank 0, which hosts the store at {} ({}): stopping this node's workers and "
+            "waiting up to {} for node rank 0 to be back",
+            storeAddress(), why, describeSeconds(options_.join_timeout));
+        std::lock_guard lock(over_mutex_);
+        if (over_) {
+          over_(attempt + 1);
+        }
+      });
+}
+
 void StaticRendezvous::cancelWait() {
   cancelled_ = true;
   std::lock_guard lock(client_mutex_);
@@ -128,6 +164,7 @@ void StaticRendezvous::cancelWait() {
 }
 
 int StaticRendezvous::finishJob(const RunResult& result) {
+  watch_.reset();  // node 0 may go first now
   if (!group_ || cancelled_) {
     return result.exit_code;  // never formed a group, or stopped while waiting
   }
@@ -160,7 +197,7 @@ std::vector<std::string> StaticRendezvous::perNodeKeys(const std::string& name, 
   return keys;
 }
 
-WorkerGroup StaticRendezvous::join() {
+WorkerGroup StaticRendezvous::join(int next_attempt) {
   const auto deadline = Clock::now() + options_.join_timeout;
   connect(deadline);
   if (cancelled_) {
@@ -168,11 +205,19 @@ WorkerGroup StaticRendezvous::join() {
   }
   claimNodeRank();
   client_->set(key("node/" + std::to_string(options_.node_rank)),
-               std::to_string(options_.nproc_per_node) + " " + options_.hostname);
+               std::to_string(options_.nproc_per_node) + " " + options_.hostname + " " +
+                   std::to_string(next_attempt));
   waitForNodes("node", 0, deadline, options_.join_timeout, "to join the store at " + storeAddress(),
                "join");
-  checkNodes(client_->multiGet(perNodeKeys("node", 0)));
-  return firstGroup();
+  const auto nodes = client_->multiGet(perNodeKeys("node", 0));
+  checkNodes(nodes);
+  // Every node proposes the attempt after its last: a node 0 that was
+  // restarted proposes 0, the others go on counting.
+  int attempt = 0;
+  for (const std::string& value : nodes) {
+    attempt = std::max(attempt, parseNode(value).next_attempt);
+  }
+  return firstGroup(attempt);
 }
 
 void StaticRendezvous::connect(TimePoint deadline) {
@@ -199,8 +244,10 @@ void StaticRendezvous::connect(TimePoint deadline) {
 
 void StaticRendezvous::claimNodeRank() {
   const std::string rank = std::to_string(options_.node_rank);
-  // ADD is atomic on the store: exactly one agent per rank sees 1.
-  if (client_->add(key("claim/" + rank), 1) == 1) {
+  // COMPARE_SET is atomic on the store: exactly one agent per rank finds its
+  // own id there (the same agent joining again, after node 0 was lost, too).
+  const std::string me = options_.hostname + ":" + std::to_string(::getpid());
+  if (client_->compareSet(key("claim/" + rank), "", me) == me) {
     return;
   }
   std::string message = "--node-rank " + rank + " is claimed by more than one agent (this one on " +
@@ -351,9 +398,9 @@ void StaticRendezvous::exitBarrier(Duration timeout) {
   }
 }
 
-WorkerGroup StaticRendezvous::firstGroup() const {
+WorkerGroup StaticRendezvous::firstGroup(int attempt) const {
   WorkerGroup group;
-  group.attempt = 0;
+  group.attempt = attempt;
   group.group_rank = options_.node_rank;
   group.group_world_size = options_.nnodes;
   group.base_rank = options_.node_rank * options_.nproc_per_node;

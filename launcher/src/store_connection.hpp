@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -17,9 +18,12 @@
 namespace ddprun::launcher {
 
 // The connected client; nullptr when `cancelled` was set first. Throws
-// TimeoutError (with the last connect error) once the notice's deadline passes.
+// TimeoutError (with the last connect error) once the notice's deadline
+// passes. `before_attempt`, if set, runs before every attempt (e.g. to host
+// the store here if this agent can).
 std::unique_ptr<rdzv::StoreClient> connectToStore(const std::string& host, std::uint16_t port,
                                                   WaitNotice& notice,
-                                                  const std::atomic<bool>& cancelled);
+                                                  const std::atomic<bool>& cancelled,
+                                                  const std::function<void()>& before_attempt = {});
 
 }  // namespace ddprun::launcher

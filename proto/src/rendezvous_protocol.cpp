@@ -53,6 +53,11 @@ constexpr const char* kBaseRank = "base_rank";
 constexpr const char* kWorldSize = "world_size";
 constexpr const char* kFailedOn = "failed_on";
 constexpr const char* kMessage = "message";
+constexpr const char* kSession = "session";
+constexpr const char* kLastRound = "last_round";
+constexpr const char* kRejoin = "rejoin";
+constexpr const char* kWorkersDone = "workers_done";
+constexpr const char* kRendezvousHost = "rendezvous_host";
 }  // namespace field
 
 bool hasRound(EventType type) {
@@ -86,8 +91,11 @@ std::string verbKey(std::string_view run_id, Verb verb) {
   return key(Scope::kElastic, run_id, verbName(verb));
 }
 
-std::string eventKey(std::string_view run_id, std::string_view agent, std::int64_t n) {
-  return key(Scope::kElastic, run_id, "events/" + std::string(agent) + "/" + std::to_string(n));
+std::string eventKey(std::string_view run_id, std::string_view agent, std::int64_t session,
+                     std::int64_t n) {
+  return key(
+      Scope::kElastic, run_id,
+      "events/" + std::string(agent) + "/" + std::to_string(session) + "/" + std::to_string(n));
 }
 
 std::optional<ElasticRequestKey> parseElasticKey(std::string_view text) {
@@ -119,9 +127,17 @@ std::string encodeJoin(const JoinRequest& join) {
       {field::kKeepAliveMs, join.keep_alive_timeout.count()},
       {field::kStoreHost, join.store_host},
       {field::kStorePort, join.store_port},
+      {field::kSession, join.session},
+      {field::kLastRound, join.last_round},
   };
   if (join.node_rank) {
     request[field::kNodeRank] = *join.node_rank;
+  }
+  if (join.rejoin) {
+    request[field::kRejoin] = {{field::kRound, join.rejoin->round},
+                               {field::kGroupRank, join.rejoin->group_rank},
+                               {field::kGroupWorldSize, join.rejoin->group_world_size},
+                               {field::kWorkersDone, join.rejoin->workers_done}};
   }
   return request.dump();
 }
@@ -143,16 +159,27 @@ std::optional<JoinRequest> decodeJoin(std::string_view text, std::string& why) {
         std::chrono::milliseconds(request.at(field::kKeepAliveMs).get<std::int64_t>());
     join.store_host = request.at(field::kStoreHost).get<std::string>();
     join.store_port = request.at(field::kStorePort).get<std::uint16_t>();
+    join.session = request.at(field::kSession).get<std::int64_t>();
+    join.last_round = request.at(field::kLastRound).get<std::int64_t>();
+    if (request.contains(field::kRejoin)) {
+      const json& rejoin = request.at(field::kRejoin);
+      join.rejoin = Rejoin{
+          rejoin.at(field::kRound).get<std::int64_t>(), rejoin.at(field::kGroupRank).get<int>(),
+          rejoin.at(field::kGroupWorldSize).get<int>(), rejoin.at(field::kWorkersDone).get<bool>()};
+    }
   } catch (const json::exception& error) {
     why = std::string("a bad rendezvous join: ") + error.what();
     return std::nullopt;
   }
   if (join.agent.empty() || join.agent.find('/') != std::string::npos || join.min_nodes < 1 ||
       join.max_nodes < join.min_nodes || join.local_world_size < 1 ||
-      join.keep_alive_timeout.count() <= 0 || join.last_call_timeout.count() < 0) {
+      join.keep_alive_timeout.count() <= 0 || join.last_call_timeout.count() < 0 ||
+      join.session < 0 || join.last_round < -1 ||
+      (join.rejoin && (join.rejoin->round < 0 || join.rejoin->group_rank < 0 ||
+                       join.rejoin->group_rank >= join.rejoin->group_world_size))) {
     why =
-        "a bad rendezvous join (empty agent id or one with '/', bad node counts or bad "
-        "timeouts)";
+        "a bad rendezvous join (empty agent id or one with '/', bad node counts, timeouts, "
+        "session or rejoin)";
     return std::nullopt;
   }
   return join;
@@ -180,6 +207,7 @@ std::string encodeEvent(const Event& event) {
     out[field::kWorldSize] = event.world_size;
     out[field::kStoreHost] = event.store_host;
     out[field::kStorePort] = event.store_port;
+    out[field::kRendezvousHost] = event.rendezvous_host;
   }
   if (event.failed_on) {
     out[field::kFailedOn] = *event.failed_on;
@@ -216,6 +244,7 @@ Event decodeEvent(std::string_view text) {
       event.world_size = in.at(field::kWorldSize).get<int>();
       event.store_host = in.at(field::kStoreHost).get<std::string>();
       event.store_port = in.at(field::kStorePort).get<std::uint16_t>();
+      event.rendezvous_host = in.at(field::kRendezvousHost).get<std::string>();
     }
     if (in.contains(field::kFailedOn)) {
       event.failed_on = in.at(field::kFailedOn).get<std::string>();

@@ -15,12 +15,72 @@ JoinStatus ElasticRendezvous::join(const AgentInfo& agent, Clock::time_point now
     heartbeat(agent.id, now);
     return JoinStatus::kAlreadyKnown;
   }
+  next_round_floor_ = std::max(next_round_floor_, agent.last_round + 1);
+  if (restore_) {
+    restore_->arrivals.push_back({agent, now});  // placed once the round is restored
+    return JoinStatus::kMember;
+  }
   if (static_cast<int>(members_.size()) >= settings_.max_nodes) {
     spares_.push_back({agent, now});  // waits; triggers nothing
     return JoinStatus::kSpare;
   }
   addMember({agent, now}, now, events);
   return JoinStatus::kMember;
+}
+
+JoinStatus ElasticRendezvous::rejoin(const AgentInfo& agent, const RoundMembership& membership,
+                                     Clock::time_point now, Events& events) {
+  const bool restorable = !closed_ && !ever_completed_ && !knows(agent.id) &&
+                          (restore_ ? restore_->round == membership.round &&
+                                          restore_->group_world_size == membership.group_world_size
+                                    : members_.empty() && spares_.empty());
+  if (!restorable) {
+    return join(agent, now, events);  // the rendezvous kept its state: a plain join
+  }
+  if (!restore_) {
+    // The others get one keep-alive timeout to come back.
+    restore_ = Restore{
+        membership.round, membership.group_world_size, {}, {}, now + settings_.keep_alive_timeout};
+  }
+  restore_->back.emplace_back(membership.group_rank, Agent{agent, now});
+  if (static_cast<int>(restore_->back.size()) == restore_->group_world_size) {
+    finishRestore(now, events);
+  }
+  return JoinStatus::kMember;
+}
+
+// The restored round continues as it was, in group-rank order. A member that
+// never came back, or a newcomer meanwhile, moves everyone on to a new round.
+void ElasticRendezvous::finishRestore(Clock::time_point now, Events& events) {
+  Restore restore = std::move(*restore_);
+  restore_.reset();
+  next_round_floor_ = std::max(next_round_floor_, restore.round + 1);
+  if (restore.back.empty()) {
+    // Nobody of that round is left: whoever arrived meanwhile starts afresh.
+    for (Agent& arrival : restore.arrivals) {
+      addMember(std::move(arrival), now, events);
+    }
+    return;
+  }
+  std::stable_sort(restore.back.begin(), restore.back.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [group_rank, agent] : restore.back) {
+    members_.push_back(std::move(agent));
+  }
+  round_ = restore.round;
+  complete_ = true;
+  ever_completed_ = true;
+  const bool changed = static_cast<int>(members_.size()) != restore.group_world_size;
+  for (Agent& arrival : restore.arrivals) {
+    if (static_cast<int>(members_.size()) < settings_.max_nodes) {
+      members_.push_back(std::move(arrival));
+    } else {
+      spares_.push_back(std::move(arrival));
+    }
+  }
+  if (changed || static_cast<int>(members_.size()) != restore.group_world_size) {
+    reform(now, events);
+  }
 }
 
 void ElasticRendezvous::addMember(Agent agent, Clock::time_point now, Events& events) {
@@ -48,6 +108,10 @@ void ElasticRendezvous::heartbeat(const std::string& id, Clock::time_point now) 
 
 Events ElasticRendezvous::lose(const std::string& id, Clock::time_point now) {
   Events events;
+  if (restore_) {
+    std::erase_if(restore_->back, [&](const auto& entry) { return entry.second.info.id == id; });
+    std::erase_if(restore_->arrivals, [&](const Agent& agent) { return agent.info.id == id; });
+  }
   if (closed_ || !knows(id)) {
     return events;
   }
@@ -111,6 +175,9 @@ Events ElasticRendezvous::tick(Clock::time_point now) {
       static_cast<int>(members_.size()) >= settings_.min_nodes) {
     completeRound(events);
   }
+  if (restore_ && now >= restore_->deadline) {
+    finishRestore(now, events);
+  }
   return events;
 }
 
@@ -119,6 +186,9 @@ std::optional<ElasticRendezvous::Clock::time_point> ElasticRendezvous::nextDeadl
     return std::nullopt;
   }
   std::optional<Clock::time_point> earliest = last_call_deadline_;
+  if (restore_ && (!earliest || restore_->deadline < *earliest)) {
+    earliest = restore_->deadline;
+  }
   for (const auto* list : {&members_, &spares_}) {
     for (const Agent& agent : *list) {
       const auto expiry = agent.last_seen + settings_.keep_alive_timeout;
@@ -153,6 +223,7 @@ void ElasticRendezvous::completeRound(Events& events) {
   complete_ = true;
   ever_completed_ = true;
   last_call_deadline_.reset();
+  round_ = std::max(round_, next_round_floor_);
   RoundCompleted done{round_, 0, {}};
   for (const Agent& agent : members_) {
     const int group_rank = static_cast<int>(done.nodes.size());

@@ -55,11 +55,10 @@ std::optional<std::string> RendezvousService::onSet(ClientId client, std::string
   if (*parts->verb == protocol::Verb::kJoin) {
     return join(client, run_id, value, now, keys);
   }
-  auto it = runs_.find(run_id);
-  if (it == runs_.end()) {
-    return "'" + parts->verb_text + "' for rendezvous '" + run_id + "', which nobody joined";
+  if (auto refusal = authorize(client, run_id, parts->verb_text, value)) {
+    return refusal;
   }
-  Run& run = it->second;
+  Run& run = runs_.find(run_id)->second;
   const std::string agent(value);
   switch (*parts->verb) {
     case protocol::Verb::kJoin:
@@ -72,6 +71,7 @@ std::optional<std::string> RendezvousService::onSet(ClientId client, std::string
       break;
     case protocol::Verb::kLeave:
       bindings_.erase(client);
+      run.leases.erase(agent);
       publish(run_id, run, run.rdzv.lose(agent, now), keys);
       tell(run_id, run, agent, simpleEvent(EventType::kLeft), keys);  // its reader can stop
       break;
@@ -89,6 +89,21 @@ std::optional<std::string> RendezvousService::onSet(ClientId client, std::string
   return std::nullopt;
 }
 
+// Only agents steer a job: every request but a join must come from the
+// connection that joined as that agent of that run (its lease).
+std::optional<std::string> RendezvousService::authorize(ClientId client, const std::string& run_id,
+                                                        std::string_view verb,
+                                                        std::string_view agent) const {
+  const auto binding = bindings_.find(client);
+  if (binding == bindings_.end() || binding->second.run_id != run_id ||
+      binding->second.agent != agent) {
+    return "'" + std::string(verb) + "' for rendezvous '" + run_id + "' as '" + std::string(agent) +
+           "' from a client that is not an agent of rendezvous '" + run_id +
+           "' (only the connection that joined as that agent may speak for it)";
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> RendezvousService::join(ClientId client, const std::string& run_id,
                                                    std::string_view payload, Clock::time_point now,
                                                    KeySpace& keys) {
@@ -97,9 +112,18 @@ std::optional<std::string> RendezvousService::join(ClientId client, const std::s
   if (!request) {
     return why;
   }
+  if (const auto bound = bindings_.find(client); bound != bindings_.end()) {
+    return "a second join on a connection that joined rendezvous '" + bound->second.run_id +
+           "' as '" + bound->second.agent + "'";
+  }
   const ElasticSettings settings = settingsFrom(*request);
   auto [it, created] = runs_.try_emplace(run_id, settings);
   Run& run = it->second;
+  if (run.leases.contains(request->agent)) {
+    return "a join of rendezvous '" + run_id + "' as '" + request->agent +
+           "', which holds a connection already";
+  }
+  openStream(run_id, run, request->agent, request->session, keys);
   if (!sameShape(run.settings, settings)) {
     tell(run_id, run, request->agent,
          errorEvent("rendezvous '" + run_id +
@@ -109,39 +133,84 @@ std::optional<std::string> RendezvousService::join(ClientId client, const std::s
          keys);
     return std::nullopt;
   }
-  AgentInfo agent{request->agent, request->local_world_size, request->node_rank};
+  const AgentInfo agent{request->agent, request->local_world_size, request->node_rank,
+                        request->last_round};
   Events events;
-  const JoinStatus status = run.rdzv.join(agent, now, events);
+  const JoinStatus status =
+      request->rejoin ? run.rdzv.rejoin(agent,
+                                        {request->rejoin->round, request->rejoin->group_rank,
+                                         request->rejoin->group_world_size},
+                                        now, events)
+                      : run.rdzv.join(agent, now, events);
   if (status == JoinStatus::kClosed) {
     tell(run_id, run, agent.id, simpleEvent(EventType::kClosed), keys);
     return std::nullopt;
   }
   bindings_[client] = {run_id, agent.id};
+  run.leases[agent.id] = client;
   run.stores[agent.id] = {request->store_host, request->store_port};
+  if (request->rejoin && request->rejoin->workers_done) {
+    recordDone(run, agent.id, request->rejoin->round);
+  }
   if (status == JoinStatus::kSpare) {
     tell(run_id, run, agent.id, simpleEvent(EventType::kSpare), keys);
   }
   publish(run_id, run, events, keys);
+  pushExitBarrier(run_id, run, keys);
   return std::nullopt;
 }
 
+// A join starts the agent's events afresh under its session; what an earlier
+// session left behind is dropped.
+void RendezvousService::openStream(const std::string& run_id, Run& run, const std::string& agent,
+                                   int64_t session, KeySpace& keys) {
+  Stream& stream = run.streams[agent];
+  for (int64_t n = 0; n < stream.next; ++n) {
+    keys.unpublish(protocol::eventKey(run_id, agent, stream.session, n));
+  }
+  stream = {session, 0};
+}
+
+void RendezvousService::recordDone(Run& run, const std::string& agent, int64_t round) {
+  if (run.done_round != round) {
+    run.done_round = round;
+    run.done.clear();
+  }
+  run.done.insert(agent);
+}
+
 // The exit barrier, pushed: when every member of the running round has
-// reported its workers done, each is told "finished". A newer round resets it.
+// reported its workers done, each is told "finished". A newer round resets
+// it. While a round is being restored, reports count for that round.
 void RendezvousService::finishMember(const std::string& run_id, Run& run, const std::string& agent,
                                      KeySpace& keys) {
+  if (const auto restoring = run.rdzv.restoring()) {
+    recordDone(run, agent, *restoring);
+    return;
+  }
   const auto members = run.rdzv.members();
   if (!run.rdzv.complete() || std::find(members.begin(), members.end(), agent) == members.end()) {
     return;
   }
-  if (run.done_round != run.rdzv.round()) {
-    run.done_round = run.rdzv.round();
-    run.done.clear();
+  recordDone(run, agent, run.rdzv.round());
+  pushExitBarrier(run_id, run, keys);
+}
+
+void RendezvousService::pushExitBarrier(const std::string& run_id, Run& run, KeySpace& keys) {
+  if (!run.rdzv.complete() || run.done_round != run.rdzv.round() ||
+      run.finished_round == run.done_round) {
+    return;
   }
-  run.done.insert(agent);
-  if (run.done.size() == members.size()) {
-    for (const std::string& member : members) {
-      tell(run_id, run, member, simpleEvent(EventType::kFinished, run.done_round), keys);
-    }
+  const auto members = run.rdzv.members();
+  const bool all_done = std::all_of(members.begin(), members.end(), [&](const std::string& member) {
+    return run.done.contains(member);
+  });
+  if (!all_done) {
+    return;
+  }
+  run.finished_round = run.done_round;
+  for (const std::string& member : members) {
+    tell(run_id, run, member, simpleEvent(EventType::kFinished, run.done_round), keys);
   }
 }
 
@@ -153,7 +222,9 @@ bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
   const Binding lost = binding->second;
   bindings_.erase(binding);
   if (auto run = runs_.find(lost.run_id); run != runs_.end()) {
+    run->second.leases.erase(lost.agent);
     publish(lost.run_id, run->second, run->second.rdzv.lose(lost.agent, now), keys);
+    pushExitBarrier(lost.run_id, run->second, keys);
   }
   return true;
 }
@@ -169,8 +240,13 @@ void RendezvousService::tick(Clock::time_point now, KeySpace& keys) {
     for (const std::string& agent : before) {
       if (!run.rdzv.knows(agent)) {
         tell(run_id, run, agent, simpleEvent(EventType::kDropped), keys);
+        if (const auto lease = run.leases.find(agent); lease != run.leases.end()) {
+          bindings_.erase(lease->second);  // it speaks for nobody any more
+          run.leases.erase(lease);
+        }
       }
     }
+    pushExitBarrier(run_id, run, keys);
   }
 }
 
@@ -212,6 +288,7 @@ void RendezvousService::publishRound(const std::string& run_id, Run& run,
   Event event = simpleEvent(EventType::kRound, round.round);
   event.group_world_size = static_cast<int>(round.nodes.size());
   event.world_size = round.world_size;
+  event.rendezvous_host = host_agent_;
   if (!round.nodes.empty()) {
     std::tie(event.store_host, event.store_port) = run.stores[round.nodes.front().id];
   }
@@ -225,9 +302,10 @@ void RendezvousService::publishRound(const std::string& run_id, Run& run,
 
 void RendezvousService::tell(const std::string& run_id, Run& run, const std::string& agent,
                              const Event& event, KeySpace& keys) {
-  int64_t& next = run.next_event[agent];
-  keys.publish(protocol::eventKey(run_id, agent, next), protocol::encodeEvent(event));
-  ++next;
+  Stream& stream = run.streams[agent];
+  keys.publish(protocol::eventKey(run_id, agent, stream.session, stream.next),
+               protocol::encodeEvent(event));
+  ++stream.next;
 }
 
 }  // namespace ddprun::rdzv

@@ -87,7 +87,7 @@ struct Server::Impl {
   std::mutex store_mutex;
   SessionRegistry registry;
   StoreState state;
-  RendezvousService rendezvous;  // guarded by store_mutex
+  RendezvousService rendezvous{options.rendezvous_host_agent};  // guarded by store_mutex
   SessionContext context;
   std::vector<std::unique_ptr<net::asio::io_context>> contexts;
   std::optional<RendezvousTimer> rendezvous_timer;  // on contexts.front()
@@ -262,6 +262,11 @@ void Server::stop() {
 void Server::clearKeySpace(std::string_view name) {
   std::lock_guard lock(impl_->store_mutex);
   impl_->state.keySpace(name).clearData();
+}
+
+std::size_t Server::agentsConnected(std::string_view run_id) const {
+  std::lock_guard lock(impl_->store_mutex);
+  return impl_->rendezvous.agentsConnected(run_id);
 }
 
 ServerStats Server::stats() const {

@@ -12,6 +12,7 @@
 // error codes and close this connection only.
 #include "session.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ddprun/rendezvous/store_state.hpp"
@@ -20,6 +21,23 @@
 
 namespace ddprun::rdzv {
 namespace {
+
+// Whether a request other than SET would write a reserved rendezvous key.
+bool writesRendezvousKey(const proto::Request& request) {
+  switch (request.command) {
+    case proto::Command::CompareSet:
+    case proto::Command::Add:
+    case proto::Command::DeleteKey:
+    case proto::Command::Append:
+    case proto::Command::MultiSet:
+    case proto::Command::QueuePush:
+    case proto::Command::QueuePop:
+      return std::any_of(request.keys.begin(), request.keys.end(),
+                         [](const auto& key) { return RendezvousService::isRendezvousKey(key); });
+    default:
+      return false;
+  }
+}
 
 constexpr std::size_t kInitialReadBuffer = 1024;
 // Idle connections give back large buffers, so 10k clients stay small.
@@ -142,8 +160,13 @@ std::optional<std::string> Session::executeBuffered(std::size_t& completed) {
 }
 
 // A SET of a reserved rendezvous key goes to the rendezvous service, not the
-// store; everything else is a store command. Store lock held.
+// store; no other command may write one (a forged event, a deleted one);
+// everything else is a store command. Store lock held.
 std::optional<std::string> Session::executeRequest() {
+  if (writesRendezvousKey(request_)) {
+    return "a " + std::string(proto::commandName(request_.command)) +
+           " of a reserved rendezvous key (only the rendezvous writes them)";
+  }
   if (request_.command == proto::Command::Set &&
       RendezvousService::isRendezvousKey(request_.keys.front())) {
     auto failure = context_.rendezvous.onSet(id_, request_.keys.front(), request_.values.front(),

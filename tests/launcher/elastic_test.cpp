@@ -19,6 +19,7 @@
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
+#include "elastic_fixture.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -28,56 +29,7 @@ namespace fs = std::filesystem;
 
 using test_support::readFile;
 
-class ElasticTest : public ::testing::Test {
- protected:
-  // One ddprun agent with `args`, its environment PATH plus `extra_env`, its
-  // output in <tmp>/<name>/agent.log (the directory its workers write to).
-  Subprocess launch(const std::string& name, std::vector<std::string> args,
-                    std::vector<std::pair<std::string, std::string>> extra_env = {}) {
-    const fs::path dir = dir_.path() / name;
-    fs::create_directories(dir);
-    SpawnOptions options;
-    options.argv = {DDPRUN_BINARY};
-    options.argv.insert(options.argv.end(), args.begin(), args.end());
-    options.env = {{"PATH", "/usr/bin:/bin"}};
-    options.env.insert(options.env.end(), extra_env.begin(), extra_env.end());
-    const int log = ::open((dir / "agent.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    options.stdout_fd = log;
-    options.stderr_fd = log;
-    Subprocess child(options);
-    ::close(log);
-    return child;
-  }
-
-  // One agent of job7 with 2 fake workers writing their environment (and a
-  // ready file) to <tmp>/<name>/.
-  Subprocess agent(const std::string& name, const std::string& nnodes, std::uint16_t port,
-                   std::vector<std::string> worker_args = {},
-                   std::vector<std::string> launcher_args = {}) {
-    const std::string dir = (dir_.path() / name).string();
-    std::vector<std::string> args = {
-        "--nnodes",       nnodes, "--nproc-per-node", "2",
-        "--rdzv-backend", "c10d", "--rdzv-endpoint",  "127.0.0.1:" + std::to_string(port),
-        "--rdzv-id",      "job7"};
-    args.insert(args.end(), launcher_args.begin(), launcher_args.end());
-    args.insert(args.end(),
-                {"--no-python", DDPRUN_FAKE_WORKER, "--env-to", dir, "--ready-to", dir});
-    args.insert(args.end(), worker_args.begin(), worker_args.end());
-    return launch(name, std::move(args));
-  }
-
-  std::map<std::string, std::string> env(const std::string& name, int local_rank) {
-    return test_support::readEnvFile(dir_.path() / name / (std::to_string(local_rank) + ".env"));
-  }
-
-  std::string log(const std::string& name) { return readFile(dir_.path() / name / "agent.log"); }
-
-  bool ready(const std::string& name) {
-    return fs::exists(dir_.path() / name / "0.ready") && fs::exists(dir_.path() / name / "1.ready");
-  }
-
-  test_support::TempDir dir_{"ddprun-elastic-test"};
-};
+using testing::ElasticTest;
 
 TEST_F(ElasticTest, TwoNodesAgreeOnRanksThroughAnExternalDaemon) {
   test_support::DaemonProcess daemon;
@@ -121,11 +73,11 @@ TEST_F(ElasticTest, TheUsersNcclAsyncErrorHandlingReachesTheWorkers) {
   const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
   std::vector<Subprocess> agents;
   for (const std::string name : {"a", "b"}) {
-    agents.push_back(launch(name,
-                            {"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-                             endpoint, "--no-python", DDPRUN_FAKE_WORKER, "--env-to",
-                             (dir_.path() / name).string()},
-                            {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}}));
+    agents.push_back(
+        launch(name,
+               {"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
+                "--no-python", DDPRUN_FAKE_WORKER, "--env-to", (dir_.path() / name).string()},
+               {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}}));
   }
   for (Subprocess& agent : agents) {
     EXPECT_TRUE(agent.wait().success()) << log("a") << log("b");

@@ -39,7 +39,7 @@ std::uint16_t freePort() {
 }
 
 Node makeNode(int node_rank, int nnodes, int nproc, std::uint16_t port,
-              std::chrono::milliseconds join_timeout = 10s) {
+              std::chrono::milliseconds join_timeout = 10s, std::string hostname = "") {
   StaticRendezvousOptions options;
   options.node_rank = node_rank;
   options.nnodes = nnodes;
@@ -47,7 +47,7 @@ Node makeNode(int node_rank, int nnodes, int nproc, std::uint16_t port,
   options.port = port;
   options.run_id = "test-run";
   options.join_timeout = join_timeout;
-  options.hostname = "host-" + std::to_string(node_rank);
+  options.hostname = hostname.empty() ? "host-" + std::to_string(node_rank) : hostname;
   return std::make_unique<StaticRendezvous>(options);
 }
 
@@ -149,8 +149,9 @@ TEST(StaticRendezvousTest, MissingNodeTimesOutNamingIt) {
 TEST(StaticRendezvousTest, DuplicateNodeRankIsAClearError) {
   const std::uint16_t port = freePort();
   Node node0 = makeNode(0, 3, 1, port, 1s);
-  Node first = makeNode(1, 3, 1, port, 1s);
-  Node second = makeNode(1, 3, 1, port, 1s);
+  // Two agents (on two hosts) both given --node-rank 1.
+  Node first = makeNode(1, 3, 1, port, 1s, "host-a");
+  Node second = makeNode(1, 3, 1, port, 1s, "host-b");
   auto join0 = joinAsync(*node0);
   auto join_first = joinAsync(*first);
   auto join_second = joinAsync(*second);

@@ -14,7 +14,7 @@ TEST(RendezvousKeys, EveryReservedKeyIsDdprunScopeRunRest) {
   EXPECT_EQ(key(Scope::kElastic, "job", "join"), "ddprun/rdzv/job/join");
   EXPECT_EQ(key(Scope::kStatic, "none", "node/1"), "ddprun/static/none/node/1");
   EXPECT_EQ(verbKey("job", Verb::kAbort), "ddprun/rdzv/job/abort");
-  EXPECT_EQ(eventKey("job", "h:42", 7), "ddprun/rdzv/job/events/h:42/7");
+  EXPECT_EQ(eventKey("job", "h:42", 3, 7), "ddprun/rdzv/job/events/h:42/3/7");
   EXPECT_TRUE(isElasticKey("ddprun/rdzv/job/join"));
   EXPECT_FALSE(isElasticKey(key(Scope::kStatic, "job", "node/0")));
   EXPECT_FALSE(isElasticKey("/ddprun/rdzv/job/join"));
@@ -49,6 +49,10 @@ TEST(RendezvousJoin, RoundTripsWithAndWithoutANodeRank) {
   EXPECT_EQ(decodeJoin(encodeJoin(join), why), join) << why;
   join.node_rank = 3;
   EXPECT_EQ(decodeJoin(encodeJoin(join), why), join) << why;
+  join.session = 2;
+  join.last_round = 6;
+  join.rejoin = Rejoin{6, 1, 3, true};
+  EXPECT_EQ(decodeJoin(encodeJoin(join), why), join) << why;
 }
 
 TEST(RendezvousJoin, MalformedJoinsAreNamed) {
@@ -66,8 +70,15 @@ TEST(RendezvousJoin, MalformedJoinsAreNamed) {
   join.max_nodes = 3;
   join.keep_alive_timeout = std::chrono::milliseconds(0);
   EXPECT_FALSE(decodeJoin(encodeJoin(join), why));
+  join.keep_alive_timeout = std::chrono::milliseconds(1);
+  join.rejoin = Rejoin{2, 3, 3, false};
+  EXPECT_FALSE(decodeJoin(encodeJoin(join), why)) << "group rank 3 of 3";
+  join.rejoin.reset();
+  join.session = -1;
+  EXPECT_FALSE(decodeJoin(encodeJoin(join), why));
   EXPECT_FALSE(decodeJoin(R"({"agent":"a","local_world_size":1,"min_nodes":1,"max_nodes":1,
-      "last_call_timeout_ms":0,"keep_alive_timeout_ms":1,"store_host":"h"})",
+      "last_call_timeout_ms":0,"keep_alive_timeout_ms":1,"store_host":"h","session":0,
+      "last_round":-1})",
                           why))
       << "a join without the store's port";
 }
@@ -83,6 +94,7 @@ TEST(RendezvousEvents, EveryTypeRoundTrips) {
   round.world_size = 24;
   round.store_host = "::1";
   round.store_port = 29999;
+  round.rendezvous_host = "node0:123";
   EXPECT_EQ(decodeEvent(encodeEvent(round)), round);
   Event closed;
   closed.type = EventType::kClosed;

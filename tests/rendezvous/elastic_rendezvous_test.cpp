@@ -210,5 +210,74 @@ TEST(ElasticRendezvousTest, CloseTellsEveryAgentOnceAndRefusesJoins) {
   EXPECT_FALSE(rdzv.nextDeadline().has_value());
 }
 
+// Round numbers never go below what the joining agents already ran.
+TEST(ElasticRendezvousTest, RoundsNumberAfterTheAgentsLastRound) {
+  ElasticRendezvous rdzv(settings(2, 2));
+  AgentInfo a = agent("a");
+  a.last_round = 4;
+  const RoundCompleted round = onlyCompleted(joinAll(rdzv, {a, agent("b")}));
+  EXPECT_EQ(round.round, 5);
+}
+
+// A restarted rendezvous restores the running round once every member is
+// back: same round, same order, and no event (nobody restarts).
+TEST(ElasticRendezvousTest, ARoundIsRestoredSilentlyWhenEveryMemberRejoins) {
+  ElasticRendezvous rdzv(settings(1, 3));
+  Events events;
+  EXPECT_EQ(rdzv.rejoin(agent("b"), {7, 1, 2}, kStart, events), JoinStatus::kMember);
+  EXPECT_EQ(rdzv.restoring(), 7);
+  EXPECT_FALSE(rdzv.complete());
+  EXPECT_EQ(rdzv.rejoin(agent("a"), {7, 0, 2}, kStart + 1s, events), JoinStatus::kMember);
+  EXPECT_TRUE(events.empty());
+  EXPECT_FALSE(rdzv.restoring());
+  EXPECT_TRUE(rdzv.complete());
+  EXPECT_EQ(rdzv.round(), 7);
+  EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"a", "b"}));
+}
+
+// A member still missing when the keep-alive timeout passes is lost: the
+// others move on to a new round at once.
+TEST(ElasticRendezvousTest, AMemberMissingFromARestoreIsLostAtTheDeadline) {
+  ElasticRendezvous rdzv(settings(1, 3));
+  Events events;
+  rdzv.rejoin(agent("a"), {3, 0, 2}, kStart, events);
+  EXPECT_EQ(rdzv.nextDeadline(), kStart + 15s);
+  EXPECT_TRUE(rdzv.tick(kStart + 14s).empty());
+  const RoundCompleted round = onlyCompleted(rdzv.tick(kStart + 15s));
+  EXPECT_EQ(round.round, 4);
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"a"}));
+}
+
+// A plain join while a round is restored waits for the restore, then joins
+// as a newcomer (everyone moves to a new round with it).
+TEST(ElasticRendezvousTest, ANewcomerDuringARestoreJoinsAfterIt) {
+  ElasticRendezvous rdzv(settings(1, 3));
+  Events events;
+  rdzv.rejoin(agent("a"), {2, 0, 2}, kStart, events);
+  EXPECT_EQ(rdzv.join(agent("c"), kStart, events), JoinStatus::kMember);
+  EXPECT_TRUE(events.empty());
+  rdzv.rejoin(agent("b"), {2, 1, 2}, kStart, events);
+  const RoundCompleted round = onlyCompleted(events);
+  EXPECT_EQ(round.round, 3);
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"a", "b", "c"}));
+}
+
+// A rejoin to a rendezvous that kept its state (it never restarted) is a
+// plain join; an agent lost while its round is restored is not waited for.
+TEST(ElasticRendezvousTest, ARejoinToALiveRendezvousIsAJoin) {
+  ElasticRendezvous rdzv(settings(2, 2));
+  joinAll(rdzv, {agent("a"), agent("b")});
+  Events events;
+  EXPECT_EQ(rdzv.rejoin(agent("a"), {0, 0, 2}, kStart, events), JoinStatus::kAlreadyKnown);
+  ElasticRendezvous restarted(settings(1, 2));
+  restarted.rejoin(agent("a"), {5, 0, 2}, kStart, events);
+  restarted.rejoin(agent("b"), {5, 1, 2}, kStart, events);
+  EXPECT_FALSE(restarted.restoring());
+  ElasticRendezvous losing(settings(1, 2));
+  losing.rejoin(agent("a"), {5, 0, 2}, kStart, events);
+  EXPECT_TRUE(losing.lose("a", kStart).empty());
+  EXPECT_TRUE(losing.tick(kStart + 15s).empty()) << "a lost agent was restored";
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv

@@ -42,7 +42,18 @@ class TestAgent {
         client_(std::make_unique<StoreClient>("127.0.0.1", port, 10s)) {}
 
   void join(const JoinSpec& spec, std::uint16_t store_port = 1) {
+    join(spec, store_port, 0, std::nullopt, -1);
+  }
+
+  // A join as the given session; `rejoin`: coming back to a round.
+  void join(const JoinSpec& spec, std::uint16_t store_port, int64_t session,
+            std::optional<protocol::Rejoin> rejoin, int64_t last_round) {
+    session_ = session;
+    next_ = 0;
     protocol::JoinRequest request;
+    request.session = session;
+    request.rejoin = rejoin;
+    request.last_round = last_round;
     request.agent = id_;
     request.local_world_size = spec.local_world_size;
     request.min_nodes = spec.min_nodes;
@@ -62,7 +73,18 @@ class TestAgent {
   // Blocks until the daemon pushes the next event (a GET waits for the key).
   Event nextEvent() {
     StoreClient reader("127.0.0.1", port_, 10s);
-    return protocol::decodeEvent(reader.get(protocol::eventKey(run_, id_, next_++)));
+    return protocol::decodeEvent(reader.get(protocol::eventKey(run_, id_, session_, next_++)));
+  }
+
+  // Whether an event arrives within `timeout` (without consuming it).
+  bool eventWithin(std::chrono::milliseconds timeout) {
+    StoreClient reader("127.0.0.1", port_, 10s);
+    try {
+      reader.wait({protocol::eventKey(run_, id_, session_, next_)}, timeout);
+      return true;
+    } catch (const TimeoutError&) {
+      return false;
+    }
   }
 
   void disconnect() { client_.reset(); }
@@ -73,6 +95,7 @@ class TestAgent {
   std::string run_;
   std::string id_;
   std::unique_ptr<StoreClient> client_;
+  int64_t session_ = 0;
   int64_t next_ = 0;
 };
 
@@ -134,9 +157,8 @@ TEST_P(RendezvousServiceTest, ASilentAgentIsLostAfterTheKeepAliveTimeout) {
   EXPECT_EQ(a.nextEvent().round, 0);
   std::atomic<bool> done{false};
   std::thread heartbeats([&] {  // a stays alive, b falls silent
-    TestAgent beat = agent("a");
     while (!done) {
-      beat.send(protocol::Verb::kHeartbeat);
+      a.send(protocol::Verb::kHeartbeat);
       std::this_thread::sleep_for(50ms);  // a heartbeat period, not a wait for a result
     }
   });
@@ -233,6 +255,84 @@ TEST_P(RendezvousServiceTest, AnUnknownVerbClosesOnlyItsConnection) {
   bad.set(protocol::key(protocol::Scope::kElastic, "job7", "explode"), "a");
   EXPECT_THROW(bad.ping(), Error);
   EXPECT_EQ(good.nextEvent().type, EventType::kRound);
+}
+
+// Only the connection that joined as an agent speaks for it: another client
+// sending its abort is refused (closed), and the job goes on.
+TEST_P(RendezvousServiceTest, AVerbFromAnotherConnectionIsRefused) {
+  TestAgent a = agent("a");
+  a.join({1, 1});
+  EXPECT_EQ(a.nextEvent().type, EventType::kRound);
+  for (const auto verb : {protocol::Verb::kAbort, protocol::Verb::kClose, protocol::Verb::kRestart,
+                          protocol::Verb::kLeave, protocol::Verb::kDone}) {
+    StoreClient mallory("127.0.0.1", server_->port(), 10s);
+    mallory.set(protocol::verbKey("job7", verb), "a");
+    EXPECT_THROW(mallory.ping(), Error) << protocol::verbName(verb);
+  }
+  TestAgent impostor = agent("a");
+  EXPECT_THROW(impostor.join({1, 1}), Error) << "a's id on another connection: refused";
+  EXPECT_FALSE(a.eventWithin(200ms)) << "a forged request reached agent a";
+}
+
+// No command but the rendezvous' own SETs may write a reserved key: a forged
+// event, added or appended, closes the forger's connection.
+TEST_P(RendezvousServiceTest, NoPlainCommandWritesAReservedKey) {
+  TestAgent a = agent("a");
+  a.join({1, 1});
+  EXPECT_EQ(a.nextEvent().type, EventType::kRound);
+  const std::string next_event = protocol::eventKey("job7", "a", 0, 1);
+  StoreClient mallory("127.0.0.1", server_->port(), 10s);
+  EXPECT_THROW(mallory.add(next_event, 1), Error);
+  StoreClient mallory2("127.0.0.1", server_->port(), 10s);
+  EXPECT_THROW(mallory2.compareSet(next_event, "", R"({"type":"closed"})"), Error);
+  StoreClient mallory3("127.0.0.1", server_->port(), 10s);
+  mallory3.append(next_event, "x");
+  EXPECT_THROW(mallory3.ping(), Error);
+  EXPECT_FALSE(a.eventWithin(200ms));
+}
+
+// A restarted rendezvous (a fresh server here) restores the running round
+// from its members' rejoins: no round event, so no worker restarts; the exit
+// barrier then completes there.
+TEST_P(RendezvousServiceTest, ARestartedRendezvousRestoresTheRoundFromRejoins) {
+  TestAgent a = agent("a");
+  TestAgent b = agent("b");
+  a.join({2, 2});
+  b.join({2, 2});
+  EXPECT_EQ(a.nextEvent().round, 0);
+  EXPECT_EQ(b.nextEvent().round, 0);
+  a.send(protocol::Verb::kRestart);  // round 1: a round number other than 0
+  EXPECT_EQ(a.nextEvent().round, 1);
+  EXPECT_EQ(b.nextEvent().round, 1);
+  SetUp();  // the restarted daemon: empty
+  TestAgent a2 = agent("a");
+  TestAgent b2 = agent("b");
+  a2.join({2, 2}, 1, 1, protocol::Rejoin{1, 0, 2, true}, 1);
+  b2.join({2, 2}, 1, 1, protocol::Rejoin{1, 1, 2, false}, 1);
+  EXPECT_FALSE(a2.eventWithin(200ms)) << "the restored round was pushed again";
+  b2.send(protocol::Verb::kDone);
+  const Event finished = a2.nextEvent();
+  EXPECT_EQ(finished.type, EventType::kFinished);
+  EXPECT_EQ(finished.round, 1);
+  EXPECT_EQ(b2.nextEvent().type, EventType::kFinished);
+}
+
+// A member that never comes back is lost once the keep-alive timeout passes:
+// the others move on to a new round without it.
+TEST_P(RendezvousServiceTest, AMemberMissingFromARestoreIsLost) {
+  TestAgent a = agent("a");
+  a.join({1, 2, 2, 30'000, 300}, 1, 1, protocol::Rejoin{4, 1, 2, false}, 4);
+  const Event next = a.nextEvent();
+  EXPECT_EQ(next.type, EventType::kRound);
+  EXPECT_EQ(next.round, 5);
+  EXPECT_EQ(next.group_world_size, 1);
+}
+
+// Round numbers continue after what the agents already ran.
+TEST_P(RendezvousServiceTest, RoundsNumberAfterTheAgentsLastRound) {
+  TestAgent a = agent("a");
+  a.join({1, 1}, 1, 0, std::nullopt, 6);
+  EXPECT_EQ(a.nextEvent().round, 7);
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, RendezvousServiceTest, ::testing::Values(1, 2));

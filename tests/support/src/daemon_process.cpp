@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <stdexcept>
@@ -90,7 +91,11 @@ launcher::Subprocess DaemonProcess::spawn(std::vector<std::string> args) const {
   launcher::SpawnOptions options;
   options.argv = {binary_.string()};
   options.argv.insert(options.argv.end(), args.begin(), args.end());
-  options.argv.insert(options.argv.end(), {"--port", "0", "--port-file", (dir_ / "port").string()});
+  // A port the test chose (to restart a daemon where agents expect it) wins.
+  if (std::find(args.begin(), args.end(), "--port") == args.end()) {
+    options.argv.insert(options.argv.end(), {"--port", "0"});
+  }
+  options.argv.insert(options.argv.end(), {"--port-file", (dir_ / "port").string()});
   options.env = launcher::inheritedEnvironment();
   const OutputFile out(dir_ / "stdout");
   const OutputFile err(dir_ / "stderr");

@@ -7,7 +7,8 @@
 //
 // Owns the embedded daemon (if any), the workers' store server and the
 // membership. As a Rendezvous its calls come as rendezvous.hpp says; the
-// membership's own threads call the watchGroup() callback.
+// membership's own threads call the watchGroup() callback, and its lease
+// thread may start hosting the rendezvous here when the old host was lost.
 #pragma once
 
 #include <memory>
@@ -40,10 +41,17 @@ class C10dRendezvous final : public Rendezvous {
   int finishJob(const RunResult& result) override;
 
  private:
-  void hostRendezvousIfHere(const LaunchConfig& config);
+  void hostRendezvousIfHere();
   int endedElsewhere(const RunResult& result);
+  void lingerWhileOthersConnected();
 
   std::string endpoint_;
+  std::optional<bool> is_host_;
+  std::string host_;  // the endpoint's host and port
+  std::uint16_t port_ = 0;
+  std::string agent_id_;
+  std::string run_id_;
+  std::chrono::milliseconds keep_alive_bound_{15'000};
   std::unique_ptr<rdzv::Server> daemon_;        // the embedded ddprund, if this agent hosts
   std::unique_ptr<rdzv::Server> worker_store_;  // serves the workers when this node is node 0
   std::unique_ptr<ElasticMembership> membership_;

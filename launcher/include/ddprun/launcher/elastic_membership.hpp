@@ -1,19 +1,33 @@
 // This agent's membership in an elastic (c10d) rendezvous decided by a
 // ddprund (or an agent that embeds one): it joins, announcing the workers'
 // store it serves, learns each round (its ranks and node 0's store) the
-// moment the daemon pushes it, and keeps itself alive. The wire is the
-// contract in proto/include/ddprun/proto/rendezvous_protocol.hpp.
+// moment the daemon pushes it, keeps itself alive, and survives losing the
+// rendezvous. The wire is the contract in
+// proto/include/ddprun/proto/rendezvous_protocol.hpp.
+//
+// Losing the rendezvous is noticed at once when a connection to it drops,
+// and within keep_alive_interval x keep_alive_max_attempt when it falls
+// silent (a heartbeat is answered or it is lost). Then:
+//  - its host was another agent (it embedded the rendezvous and died with
+//    its workers): the running round is over (the change callback says so),
+//    and this agent joins afresh once the endpoint serves again, hosting it
+//    itself if it can bind it (try_host);
+//  - it was a ddprund: the workers go on; this agent reconnects and rejoins
+//    its round, which the restarted daemon restores once every member is
+//    back (no restart), or re-forms without the ones that are not.
+// Either way, if nothing serves the endpoint again within join_timeout, the
+// membership ends with an error.
 //
 // Threads: join() and nextRound() run on the agent's waiter thread;
-// requestRestart() on the agent's loop; finish() and close() on main's
-// thread after the loop; cancelWait() on any. They share the lease
-// connection under lease_mutex_, and send only SETs on it, so none of them
-// holds it for long. After join(), an event reader thread blocks in a GET for
-// the next event on its own connection, and a heartbeat thread sends one every
-// keep_alive_interval on a third. The reader hands rounds to nextRound()
-// through a condition variable and calls the change callback, so a membership
-// change reaches the agent without polling. Destruction leaves the
-// rendezvous and joins both threads.
+// requestRestart() on the agent's loop; finish() and close() on main's after
+// it; cancelWait() on any. After join(), two threads of its own: the lease
+// thread owns the connection that joined (every request, heartbeats, and the
+// reconnection), so callers only queue requests and never block on the
+// network; the reader thread blocks in a GET for the next event on a second
+// connection. Both hand what they learn over under mutex_ and a condition
+// variable, and the reader calls the change callback, so a membership change
+// reaches the agent without polling. Destruction leaves the rendezvous and
+// joins both threads.
 #pragma once
 
 #include <atomic>
@@ -21,6 +35,7 @@
 #include <climits>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -50,6 +65,9 @@ struct ElasticOptions {
   // address this host reaches the rendezvous from.
   std::string local_addr;
   std::uint16_t store_port = 0;
+  // Called before each attempt to reach a lost rendezvous: hosts it here if
+  // this agent may and can (on the lease thread). Unset: never.
+  std::function<void()> try_host;
 };
 
 // One round, as this node takes part in it.
@@ -61,6 +79,7 @@ struct ElasticRound {
   int world_size = 1;
   std::string store_host;  // node 0's workers' store
   std::uint16_t store_port = 0;
+  std::string rendezvous_host;  // the agent that serves the rendezvous ("": a ddprund)
 };
 
 class ElasticMembership {
@@ -80,59 +99,90 @@ class ElasticMembership {
   // waits for. nullopt: the run was closed (the job ended elsewhere) or the
   // wait cancelled. Throws TimeoutError after join_timeout without one
   // (a spare waits as long as the round is full), and Error if the daemon
-  // refused the join or was lost.
+  // refused the join or was lost for good.
   std::optional<ElasticRound> nextRound();
 
-  // Called on the reader thread whenever the round returned last is over (a
-  // new round, a suspension below min_nodes, or an abort: kAborted). A plain
-  // close is not a change: the running workers finish, and the next
-  // nextRound() returns nullopt.
-  // An empty function unregisters; once that returns, no call is running.
+  // Called on a membership thread whenever the round returned last is over
+  // (a new round, a suspension below min_nodes, the loss of the agent that
+  // hosted the rendezvous, or an abort: kAborted). A plain close is not a
+  // change: the running workers finish, and the next nextRound() returns
+  // nullopt. An empty function unregisters; once that returns, no call runs.
   void onChange(std::function<void(std::int64_t newer_round)> notify);
   static constexpr std::int64_t kAborted = INT64_MAX;
   // The agent whose failure ended the job, once the run was aborted.
   std::optional<std::string> failedOn();
   // Whether the daemon dropped this agent (no heartbeat reached it in time).
   bool dropped();
+  // Whether this agent ever took part in a round (a spare never did).
+  bool wasMember();
 
   // Makes a join() or nextRound() blocked in another thread return. Any thread.
   void cancelWait();
 
-  // This node's workers failed: the whole job moves to a new round.
+  // This node's workers failed: the whole job moves to a new round. Queued.
   void requestRestart();
   // After this node's workers succeeded: reports it and waits until every
-  // node of the round has (torchrun's exit barrier), so the workers' store
-  // and a daemon this agent hosts stay up for them. The daemon pushes the
-  // outcome; nothing polls.
-  enum class Finish { kAllDone, kRoundMoved, kClosed, kTimedOut };
+  // node of the round has (the exit barrier), so the workers' store and a
+  // daemon this agent hosts stay up for them. The daemon pushes the outcome;
+  // nothing polls. kLost: the rendezvous was lost and never came back.
+  enum class Finish { kAllDone, kRoundMoved, kClosed, kLost, kTimedOut };
   Finish finish(std::chrono::milliseconds timeout);
   // The job is over: every agent is told. `failed`: restarts are spent
-  // here, and every other agent stops its workers too.
+  // here, and every other agent stops its workers too. Waits (briefly) until
+  // the request has gone out.
   void close(bool failed);
 
   // "host:port" of the rendezvous, for messages.
   std::string endpoint() const;
+  // Why the membership ended with an error, if it did.
+  std::string error();
 
  private:
-  void send(proto::rendezvous::Verb verb, const std::string& value);
+  using Clock = std::chrono::steady_clock;
+
+  // Lease thread (elastic_lease.cpp).
+  void runLease();
+  bool serveLease(rdzv::StoreClient& lease);
+  std::unique_ptr<rdzv::StoreClient> recover();
+  proto::rendezvous::JoinRequest joinRequest(const rdzv::StoreClient& lease, bool rejoin);
+  std::chrono::milliseconds keepAliveBound() const;
+  void enqueue(proto::rendezvous::Verb verb);
+  bool drained(std::chrono::milliseconds timeout);
+  void markLost(const std::string& why);
+
+  // Reader thread and the rounds (elastic_membership.cpp).
+  enum class StreamEnd { kFinal, kLost, kStopping };
   void readEvents();
+  StreamEnd readSession(std::int64_t session);
   bool recordEvent(const proto::rendezvous::Event& event);
-  void sendHeartbeats();
+  void notifyChange(std::int64_t newer_round);
   std::string waitingFor();
   std::string timeoutMessage() const;
 
   ElasticOptions options_;
-  std::mutex lease_mutex_;
-  std::unique_ptr<rdzv::StoreClient> lease_;  // the connection that joined: the agent's lease
-  std::atomic<bool> cancelled_{false};
+  std::unique_ptr<rdzv::StoreClient>
+      lease_;                           // joined on the waiter thread, then the lease thread's
+  std::atomic<bool> cancelled_{false};  // join(): stop trying
+  std::atomic<bool> halted_{false};     // destruction: the lease thread stops reconnecting
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::optional<ElasticRound> latest_;  // the newest round pushed
-  std::int64_t returned_ = -1;          // the round nextRound() returned last
-  bool spare_ = false;                  // the round is full: standing by
-  bool suspended_ = false;              // the round fell below min_nodes
-  bool finished_ = false;               // the daemon said every member of the round is done
+  // The connection to the rendezvous.
+  bool connected_ = false;
+  std::int64_t session_ = 0;                      // this agent's join count; events are per session
+  std::optional<std::string> lost_;               // why the rendezvous is gone, while it is
+  rdzv::StoreClient* events_ = nullptr;           // the reader's connection, to interrupt it
+  std::deque<proto::rendezvous::Verb> requests_;  // to send, in order
+  std::size_t requests_sent_ = 0;
+  std::size_t requests_queued_ = 0;
+  bool done_sent_ = false;  // this node's workers succeeded (rejoins say so)
+  // The rounds.
+  std::optional<ElasticRound> latest_;   // the newest round pushed
+  std::int64_t returned_ = -1;           // the round nextRound() returned last
+  std::optional<ElasticRound> running_;  // the round nextRound() returned last, whole
+  bool spare_ = false;                   // the round is full: standing by
+  bool suspended_ = false;               // the round fell below min_nodes
+  bool finished_ = false;                // the daemon said every member of the round is done
   bool closed_ = false;
   bool stopping_ = false;
   std::string error_;
@@ -141,8 +191,8 @@ class ElasticMembership {
   std::mutex notify_mutex_;  // held while notify_ runs; never together with mutex_
   std::function<void(std::int64_t)> notify_;
 
+  std::thread lease_thread_;
   std::thread reader_;
-  std::thread heartbeat_;
 };
 
 }  // namespace ddprun::launcher

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,6 +35,7 @@ class StoreClient;
 
 namespace ddprun::launcher {
 
+class StoreWatch;
 class WaitNotice;
 
 struct StaticRendezvousOptions {
@@ -50,6 +52,9 @@ struct StaticRendezvousOptions {
   std::chrono::milliseconds join_timeout{900'000};
   // How long finishJob() keeps waiting for the other nodes (torchrun: 300 s).
   std::chrono::milliseconds exit_barrier_timeout{300'000};
+  // How long node 0 may be silent before it counts as lost
+  // (keep_alive_interval x keep_alive_max_attempt).
+  std::chrono::milliseconds keep_alive_bound{15'000};
   std::string hostname;    // for messages; empty: gethostname()
   int server_threads = 1;  // node 0's store threads
 };
@@ -70,16 +75,19 @@ class StaticRendezvous final : public Rendezvous {
   // The first call joins; each later one is the barrier before a restart.
   std::optional<WorkerGroup> nextGroup() override;
   void cancelWait() override;
+  // Called when node 0 (the store's host) is lost while a group runs.
+  void watchGroup(std::function<void(int newer_attempt)> over) override;
   // The exit barrier (a timeout is a warning), except after a signal or when
   // no group ever formed. Returns result.exit_code.
   int finishJob(const RunResult& result) override;
 
   // Connects to the store (retrying while node 0 is not up yet), publishes
   // this node and waits until all nnodes have joined. Returns this node's
-  // group for attempt 0. Throws TimeoutError naming the missing node ranks
-  // (or the store that never came up), or ConfigError for a node rank
-  // claimed twice or an --nproc-per-node that differs between nodes.
-  WorkerGroup join();
+  // group, whose attempt is the largest any node proposed (`next_attempt`
+  // here: 0 at first, one more than the last after node 0 was lost). Throws TimeoutError naming the
+  // missing node ranks (or the store that never came up), or ConfigError for a node rank claimed
+  // twice or an --nproc-per-node that differs between nodes.
+  WorkerGroup join(int next_attempt = 0);
 
   // Empties the workers' store before attempt `attempt` (restarts only;
   // attempt 0 is a no-op: the store holds nothing but agent keys then).
@@ -115,7 +123,8 @@ class StaticRendezvous final : public Rendezvous {
   void waitForKeys(const std::vector<std::string>& keys, WaitNotice& notice);
   std::string timeoutMessage(const std::string& name, int first, const std::string& did_not,
                              Duration timeout);
-  WorkerGroup firstGroup() const;
+  WorkerGroup firstGroup(int attempt) const;
+  void watchStore();
 
   StaticRendezvousOptions options_;
   std::uint16_t port_ = 0;
@@ -123,7 +132,11 @@ class StaticRendezvous final : public Rendezvous {
   std::mutex client_mutex_;  // guards the pointer: cancelWait() may run on another thread
   std::unique_ptr<rdzv::StoreClient> client_;  // after join()
   std::atomic<bool> cancelled_{false};
-  std::optional<WorkerGroup> group_;  // the group nextGroup() returned last
+  std::optional<WorkerGroup> group_;   // the group nextGroup() returned last
+  std::unique_ptr<StoreWatch> watch_;  // nodes but 0: node 0's store, while a group runs
+  std::atomic<bool> lost_{false};      // node 0 was lost: the next group joins afresh
+  std::mutex over_mutex_;
+  std::function<void(int)> over_;
 };
 
 }  // namespace ddprun::launcher

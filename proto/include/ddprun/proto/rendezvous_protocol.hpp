@@ -8,7 +8,8 @@
 // Every reserved key is "ddprun/<scope>/<run id>/<rest>":
 //   elastic: "ddprun/rdzv/<run id>/<verb>" (SET by an agent; the daemon acts
 //            on it and stores nothing) and "ddprun/rdzv/<run id>/events/
-//            <agent>/<n>" (the agent's n-th event, read with a blocking GET);
+//            <agent>/<session>/<n>" (the n-th event of the agent's session,
+//            read with a blocking GET; every join starts a new session);
 //   static:  "ddprun/static/<run id>/<rest>", plain keys in node 0's store
 //            (node, claim, attempt, done, left and error entries).
 // Pure functions; nothing here does I/O.
@@ -39,7 +40,8 @@ enum class Verb { kJoin, kHeartbeat, kRestart, kLeave, kClose, kAbort, kDone };
 
 std::string_view verbName(Verb verb);
 std::string verbKey(std::string_view run_id, Verb verb);
-std::string eventKey(std::string_view run_id, std::string_view agent, std::int64_t n);
+std::string eventKey(std::string_view run_id, std::string_view agent, std::int64_t session,
+                     std::int64_t n);
 
 // A SET key of the elastic scope, split. nullopt: not "ddprun/rdzv/<run>/<x>"
 // with a run id of 1..256 bytes. `verb` is nullopt for an unknown verb.
@@ -49,6 +51,19 @@ struct ElasticRequestKey {
   std::optional<Verb> verb;
 };
 std::optional<ElasticRequestKey> parseElasticKey(std::string_view key);
+
+// A member of a round that lost its rendezvous (an external ddprund that was
+// restarted) and is coming back without stopping its workers: the daemon
+// restores the round as it was once every member is back, so no worker
+// restarts; a member that never comes back is lost as usual.
+struct Rejoin {
+  std::int64_t round = 0;
+  int group_rank = 0;
+  int group_world_size = 1;
+  bool workers_done = false;  // its workers succeeded: it is in the exit barrier
+
+  bool operator==(const Rejoin&) const = default;
+};
 
 // An agent's join. `store_host:store_port` is the workers' store this agent
 // serves, announced up front so a round event can carry node 0's.
@@ -62,6 +77,12 @@ struct JoinRequest {
   std::chrono::milliseconds keep_alive_timeout{15'000};
   std::string store_host;
   std::uint16_t store_port = 0;
+  // This agent's join count: its events of this join are under that session.
+  std::int64_t session = 0;
+  // The newest round this agent ran (-1: none): later rounds number after it,
+  // so TORCHELASTIC_RESTART_COUNT never goes back when a rendezvous restarts.
+  std::int64_t last_round = -1;
+  std::optional<Rejoin> rejoin;
 
   bool operator==(const JoinRequest&) const = default;
 };
@@ -96,6 +117,9 @@ struct Event {
   int world_size = 0;
   std::string store_host;
   std::uint16_t store_port = 0;
+  // kRound: the agent whose process serves this rendezvous ("": a ddprund).
+  // Its loss ends the round; a ddprund's does not.
+  std::string rendezvous_host;
   std::optional<std::string> failed_on;  // kClosed after an abort
   std::string message;                   // kError
 

@@ -19,6 +19,12 @@
 //    instead, and every member is told to stop its workers.
 //  - Beyond max_nodes an agent waits as a spare and triggers nothing.
 //  - A closed run refuses joins; every agent is told once.
+//  - Rounds never number below what a joining agent already ran (its
+//    last_round), so a restarted rendezvous keeps counting where it stopped.
+//  - A restarted rendezvous restores the running round from its members'
+//    rejoins: once all are back it continues that round with no event (no
+//    worker restarts); a member still missing after the keep-alive timeout
+//    is lost as usual, and the others move on to a new round.
 #pragma once
 
 #include <chrono>
@@ -42,6 +48,15 @@ struct AgentInfo {
   std::string id;                // unique per agent process, e.g. "host:pid"
   int local_world_size = 1;      // workers on that node
   std::optional<int> rank_hint;  // --node-rank, an ordering hint for the first round
+  int64_t last_round = -1;       // the newest round it ran: later rounds number after it
+};
+
+// A member of a round whose rendezvous was lost, coming back with its
+// workers still running.
+struct RoundMembership {
+  int64_t round = 0;
+  int group_rank = 0;
+  int group_world_size = 1;
 };
 
 // What one agent of a completed round is told.
@@ -83,6 +98,11 @@ class ElasticRendezvous {
   // An agent arrives. Its status says where it was placed; events are what
   // every affected agent must be told (possibly a completed round).
   JoinStatus join(const AgentInfo& agent, Clock::time_point now, Events& events);
+  // A member of `membership.round` coming back (the rendezvous was restarted).
+  // While no round is known, the round is restored once every member is back
+  // (kMember, and no event: nobody restarts). Otherwise it is a join.
+  JoinStatus rejoin(const AgentInfo& agent, const RoundMembership& membership,
+                    Clock::time_point now, Events& events);
   // Proof of life; unknown ids are ignored.
   void heartbeat(const std::string& id, Clock::time_point now);
   // The agent's connection dropped or it left: it is gone at once.
@@ -99,6 +119,10 @@ class ElasticRendezvous {
 
   int64_t round() const { return round_; }
   bool complete() const { return complete_; }
+  // A round is being restored from rejoins; its number.
+  std::optional<int64_t> restoring() const {
+    return restore_ ? std::optional<int64_t>(restore_->round) : std::nullopt;
+  }
   bool closed() const { return closed_; }
   std::vector<std::string> members() const;
   std::vector<std::string> spares() const;
@@ -111,6 +135,7 @@ class ElasticRendezvous {
   };
 
   void addMember(Agent agent, Clock::time_point now, Events& events);
+  void finishRestore(Clock::time_point now, Events& events);
   void completeRound(Events& events);
   void reform(Clock::time_point now, Events& events);
   void removeEverywhere(const std::string& id, bool& was_member);
@@ -137,6 +162,17 @@ class ElasticRendezvous {
   std::vector<Agent> members_;  // rank order once the round is complete
   std::vector<Agent> spares_;   // arrival order
   std::optional<Clock::time_point> last_call_deadline_;
+  int64_t next_round_floor_ = 0;  // no round numbers below this (agents' last_round + 1)
+
+  // A round being restored from rejoins (nothing else is decided meanwhile).
+  struct Restore {
+    int64_t round = 0;
+    int group_world_size = 0;
+    std::vector<std::pair<int, Agent>> back;  // group rank, agent
+    std::vector<Agent> arrivals;              // plain joins meanwhile, in order
+    Clock::time_point deadline;
+  };
+  std::optional<Restore> restore_;
 };
 
 }  // namespace ddprun::rdzv

@@ -53,6 +53,13 @@ class KeySpace {
   // Stores a value as a SET would, waking its waiters and watchers; for the
   // daemon's own writes (rendezvous events).
   void publish(std::string_view key, std::string value) { storeValue(key, std::move(value)); }
+  // Drops a value the daemon published (an event nobody will read again);
+  // nobody is woken or notified.
+  void unpublish(std::string_view key) {
+    if (auto it = values_.find(key); it != values_.end()) {
+      values_.erase(it);
+    }
+  }
 
   // Drops every wait and watch registration of a client that went away.
   void forgetClient(ClientId client);

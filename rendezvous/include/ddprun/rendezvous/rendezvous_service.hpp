@@ -31,30 +31,48 @@ class RendezvousService {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // `host_agent`: the agent whose process serves this rendezvous, told to
+  // every member with each round ("" for a ddprund of its own).
+  explicit RendezvousService(std::string host_agent = "") : host_agent_(std::move(host_agent)) {}
+
   static bool isRendezvousKey(std::string_view key);
 
   // A SET of a rendezvous key by `client`. Returns why the connection must
-  // close if the request is malformed; nothing is changed then.
+  // close if the request is malformed, or not the requesting agent's to make
+  // (every verb but join must come from the connection that joined as that
+  // agent of that run); nothing is changed then.
   std::optional<std::string> onSet(ClientId client, std::string_view key, std::string_view value,
                                    Clock::time_point now, KeySpace& keys);
   // The client's connection is gone: the agent it joined as is lost.
   // Returns whether it was an agent's (plain store clients are not).
   bool onDisconnect(ClientId client, Clock::time_point now, KeySpace& keys);
-  // Expires silent agents and last calls.
+  // Expires silent agents, last calls and restores.
   void tick(Clock::time_point now, KeySpace& keys);
   std::optional<Clock::time_point> nextDeadline() const;
+  // Agents of `run_id` whose joining connection is still open.
+  std::size_t agentsConnected(std::string_view run_id) const {
+    const auto run = runs_.find(run_id);
+    return run == runs_.end() ? 0 : run->second.leases.size();
+  }
 
  private:
+  // An agent's event stream: its join's session, and the next event's index.
+  struct Stream {
+    int64_t session = 0;
+    int64_t next = 0;
+  };
   struct Run {
     explicit Run(const ElasticSettings& s) : settings(s), rdzv(s) {}
     ElasticSettings settings;
     ElasticRendezvous rdzv;
-    std::map<std::string, int64_t, std::less<>> next_event;  // per agent
+    std::map<std::string, Stream, std::less<>> streams;   // per agent
+    std::map<std::string, ClientId, std::less<>> leases;  // the connection each agent joined on
     // Each agent's workers' store, from its join: node 0's goes in round events.
     std::map<std::string, std::pair<std::string, std::uint16_t>, std::less<>> stores;
     std::string aborted_by;      // the agent whose job failure closed the run
-    std::set<std::string> done;  // members of done_round whose workers succeeded
+    std::set<std::string> done;  // agents whose workers of done_round succeeded
     int64_t done_round = -1;
+    int64_t finished_round = -1;  // the round whose exit barrier was pushed
   };
   struct Binding {
     std::string run_id;
@@ -63,13 +81,20 @@ class RendezvousService {
 
   std::optional<std::string> join(ClientId client, const std::string& run_id,
                                   std::string_view payload, Clock::time_point now, KeySpace& keys);
+  std::optional<std::string> authorize(ClientId client, const std::string& run_id,
+                                       std::string_view verb, std::string_view agent) const;
+  void openStream(const std::string& run_id, Run& run, const std::string& agent, int64_t session,
+                  KeySpace& keys);
+  void recordDone(Run& run, const std::string& agent, int64_t round);
   void finishMember(const std::string& run_id, Run& run, const std::string& agent, KeySpace& keys);
+  void pushExitBarrier(const std::string& run_id, Run& run, KeySpace& keys);
   void publish(const std::string& run_id, Run& run, const Events& events, KeySpace& keys);
   void publishRound(const std::string& run_id, Run& run, const RoundCompleted& round,
                     KeySpace& keys);
   void tell(const std::string& run_id, Run& run, const std::string& agent,
             const proto::rendezvous::Event& event, KeySpace& keys);
 
+  std::string host_agent_;
   std::map<std::string, Run, std::less<>> runs_;
   std::unordered_map<ClientId, Binding> bindings_;
 };

@@ -26,6 +26,9 @@ struct ServerOptions {
   proto::Limits limits;
   proto::Dialect legacy_dialect = proto::Dialect::Legacy113;  // or Legacy21
   std::chrono::milliseconds request_timeout{30'000};
+  // The agent whose process embeds this server as its job's rendezvous ("":
+  // a ddprund of its own); members learn it with every round.
+  std::string rendezvous_host_agent;
 };
 
 struct ServerStats {
@@ -52,6 +55,8 @@ class Server {
   void stop();
 
   ServerStats stats() const;
+  // How many agents of elastic run `run_id` hold a connection to this server.
+  std::size_t agentsConnected(std::string_view run_id) const;
 
   // Empties the key space clients are served from ("" by default), e.g.
   // between two attempts of a job whose workers do not prefix their keys.

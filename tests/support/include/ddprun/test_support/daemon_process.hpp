@@ -27,7 +27,8 @@ class DaemonProcess {
   using Millis = std::chrono::milliseconds;
 
   // Starts defaultBinary() with `args` followed by
-  // `--port 0 --port-file <tempdir>/port`. Throws std::runtime_error (with
+  // `--port 0 --port-file <tempdir>/port` (no `--port 0` when `args` name a
+  // port). Throws std::runtime_error (with
   // the child's stderr) if it exits or writes no port file in time.
   explicit DaemonProcess(std::vector<std::string> args = {});
   DaemonProcess(std::filesystem::path binary, std::vector<std::string> args);

@@ -1,0 +1,283 @@
+// ElasticMembership's lease thread: the connection that joined is this
+// agent's lease, and only this thread uses it after join(). It sends the
+// queued requests in order and a heartbeat every keep_alive_interval, each
+// answered (a PING rides with it), so a rendezvous that falls silent is lost
+// within the keep-alive bound, as the rendezvous would lose this agent. When
+// the rendezvous is lost (here, or by the reader), it reconnects and joins
+// again: a rejoin of the running round when a ddprund served it, a fresh
+// join when the agent that hosted it is gone.
+//
+// Exception boundaries: every network call here is caught; a failure is the
+// loss of the rendezvous, never an exception out of the thread.
+#include "ddprun/launcher/elastic_membership.hpp"
+#include "ddprun/proto/errors.hpp"
+#include "log.hpp"
+#include "store_connection.hpp"
+#include "wait_notice.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+namespace protocol = proto::rendezvous;
+using protocol::Verb;
+
+}  // namespace
+
+ElasticMembership::ElasticMembership(ElasticOptions options) : options_(std::move(options)) {}
+
+ElasticMembership::~ElasticMembership() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  halted_ = true;
+  changed_.notify_all();
+  if (lease_thread_.joinable()) {
+    lease_thread_.join();  // it leaves the run first if the run is still open
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (events_ != nullptr) {
+      events_->interrupt();
+    }
+  }
+  if (reader_.joinable()) {
+    reader_.join();
+  }
+}
+
+std::string ElasticMembership::endpoint() const {
+  const bool v6 = options_.host.find(':') != std::string::npos;
+  return (v6 ? "[" + options_.host + "]" : options_.host) + ":" + std::to_string(options_.port);
+}
+
+std::chrono::milliseconds ElasticMembership::keepAliveBound() const {
+  return options_.keep_alive_interval * options_.keep_alive_max_attempt;
+}
+
+bool ElasticMembership::join() {
+  WaitNotice notice(
+      [this] {
+        return "the rendezvous at " + endpoint() + " (rendezvous '" + options_.run_id +
+               "'; an agent that hosts it, or ddprund, must serve it there)";
+      },
+      Clock::now() + options_.join_timeout);
+  std::unique_ptr<rdzv::StoreClient> lease;
+  try {
+    lease = connectToStore(options_.host, options_.port, notice, cancelled_);
+  } catch (const TimeoutError& error) {
+    throw TimeoutError("rendezvous '" + options_.run_id + "': nothing served it at " + endpoint() +
+                       " within join_timeout (" + describeSeconds(options_.join_timeout) +
+                       "): " + error.what());
+  }
+  if (!lease) {
+    return false;
+  }
+  lease->setTimeout(keepAliveBound());
+  lease->set(protocol::verbKey(options_.run_id, Verb::kJoin),
+             protocol::encodeJoin(joinRequest(*lease, /*rejoin=*/false)));
+  {
+    std::lock_guard lock(mutex_);
+    connected_ = true;
+  }
+  lease_ = std::move(lease);
+  lease_thread_ = std::thread([this] { runLease(); });
+  reader_ = std::thread([this] { readEvents(); });
+  return true;
+}
+
+// This agent's join: its session (one more than the last), the newest
+// round it ran, and, for a rejoin, its place in that round.
+protocol::JoinRequest ElasticMembership::joinRequest(const rdzv::StoreClient& lease, bool rejoin) {
+  protocol::JoinRequest request;
+  request.agent = options_.agent_id;
+  request.local_world_size = options_.local_world_size;
+  request.node_rank = options_.node_rank_hint;
+  request.min_nodes = options_.min_nodes;
+  request.max_nodes = options_.max_nodes;
+  request.last_call_timeout = options_.last_call_timeout;
+  request.keep_alive_timeout = keepAliveBound();
+  request.store_host = options_.local_addr.empty() ? lease.localAddress() : options_.local_addr;
+  request.store_port = options_.store_port;
+  std::lock_guard lock(mutex_);
+  request.session = session_;
+  request.last_round = returned_;
+  if (rejoin && running_) {
+    request.rejoin = protocol::Rejoin{running_->round, running_->group_rank,
+                                      running_->group_world_size, done_sent_};
+  }
+  return request;
+}
+
+void ElasticMembership::runLease() {
+  std::unique_ptr<rdzv::StoreClient> lease = std::move(lease_);
+  while (lease && !serveLease(*lease)) {
+    lease = recover();
+  }
+}
+
+// Serves the connection until this membership stops (true) or the
+// rendezvous is lost (false).
+bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
+  auto next_beat = Clock::now() + options_.keep_alive_interval;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    changed_.wait_until(lock, next_beat,
+                        [this] { return stopping_ || lost_ || !requests_.empty(); });
+    if (lost_) {
+      return false;  // the reader saw it first
+    }
+    try {
+      while (!requests_.empty()) {
+        const Verb verb = requests_.front();
+        lock.unlock();
+        lease.set(protocol::verbKey(options_.run_id, verb), options_.agent_id);
+        lock.lock();
+        requests_.pop_front();
+        ++requests_sent_;
+        changed_.notify_all();
+      }
+      if (stopping_) {
+        if (!closed_) {
+          lock.unlock();
+          lease.set(protocol::verbKey(options_.run_id, Verb::kLeave), options_.agent_id);
+        }
+        return true;
+      }
+      if (Clock::now() >= next_beat && !closed_) {
+        lock.unlock();
+        lease.set(protocol::verbKey(options_.run_id, Verb::kHeartbeat), options_.agent_id);
+        lease.ping();  // answered within the keep-alive bound, or the rendezvous is lost
+        lock.lock();
+      }
+    } catch (const Error& error) {
+      if (!lock.owns_lock()) {
+        lock.lock();
+      }
+      if (stopping_) {
+        return true;
+      }
+      markLost(error.what());
+      return false;
+    }
+    next_beat = std::max(next_beat, Clock::now() + options_.keep_alive_interval);
+  }
+}
+
+// With mutex_ held: the rendezvous is gone; the reader's connection is cut
+// so it stops waiting on it.
+void ElasticMembership::markLost(const std::string& why) {
+  if (!lost_) {
+    lost_ = why;
+    connected_ = false;
+    if (events_ != nullptr) {
+      events_->interrupt();
+    }
+  }
+  changed_.notify_all();
+}
+
+// Reaches the rendezvous again, up to join_timeout. nullptr: it never came
+// back (error_ says so) or this membership stops.
+std::unique_ptr<rdzv::StoreClient> ElasticMembership::recover() {
+  std::string why;
+  std::string host;
+  std::int64_t newer_round = 0;
+  {
+    std::lock_guard lock(mutex_);
+    why = lost_.value_or("the connection dropped");
+    if (running_ && !running_->rendezvous_host.empty() &&
+        running_->rendezvous_host != options_.agent_id) {
+      host = running_->rendezvous_host;
+    }
+    newer_round = returned_ + 1;
+  }
+  const std::string wait = describeSeconds(options_.join_timeout);
+  if (!host.empty()) {
+    log().error(
+        "lost the rendezvous hosted by {} at {} ({}): that agent is gone, and its workers with "
+        "it; stopping this node's workers and waiting up to join_timeout ({}) for the rendezvous "
+        "to serve again",
+        host, endpoint(), why, wait);
+    notifyChange(newer_round);  // the running round is over
+  } else {
+    log().warn(
+        "lost the rendezvous daemon at {} ({}); the workers go on; reconnecting for up to "
+        "join_timeout ({})",
+        endpoint(), why, wait);
+  }
+  const auto deadline = Clock::now() + options_.join_timeout;
+  WaitNotice notice(
+      [this, why] {
+        return "the rendezvous at " + endpoint() + " to serve again (lost: " + why + ")";
+      },
+      deadline);
+  while (Clock::now() < deadline) {
+    std::unique_ptr<rdzv::StoreClient> lease;
+    try {
+      lease = connectToStore(options_.host, options_.port, notice, halted_, options_.try_host);
+      if (!lease) {
+        return nullptr;
+      }
+      lease->setTimeout(keepAliveBound());
+      {
+        std::lock_guard lock(mutex_);
+        ++session_;
+      }
+      const protocol::JoinRequest request = joinRequest(*lease, /*rejoin=*/host.empty());
+      lease->set(protocol::verbKey(options_.run_id, Verb::kJoin), protocol::encodeJoin(request));
+      lease->ping();  // the join was taken
+      {
+        std::lock_guard lock(mutex_);
+        lost_.reset();
+        connected_ = true;
+      }
+      changed_.notify_all();
+      log().info("reconnected to the rendezvous at {}{}", endpoint(),
+                 request.rejoin ? "; rejoined round " + std::to_string(request.rejoin->round) +
+                                      " with the workers still running"
+                                : "; joining a new round");
+      return lease;
+    } catch (const TimeoutError&) {
+      break;  // connectToStore's deadline is ours
+    } catch (const Error& error) {
+      why = error.what();  // served, then lost again: keep trying until the deadline
+      notice.tick();
+    }
+  }
+  std::lock_guard lock(mutex_);
+  error_ = "lost the rendezvous at " + endpoint() + " (" + why +
+           ") and nothing served it again within join_timeout (" + wait + ")";
+  closed_ = true;
+  changed_.notify_all();
+  return nullptr;
+}
+
+void ElasticMembership::enqueue(Verb verb) {
+  std::lock_guard lock(mutex_);
+  requests_.push_back(verb);
+  ++requests_queued_;
+  changed_.notify_all();
+}
+
+// Waits until every request queued so far has gone out; false after
+// `timeout`, or when the rendezvous is gone for good.
+bool ElasticMembership::drained(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  const std::size_t target = requests_queued_;
+  return changed_.wait_for(lock, timeout, [&] {
+    return requests_sent_ >= target || !error_.empty() || stopping_;
+  }) && requests_sent_ >= target;
+}
+
+void ElasticMembership::requestRestart() { enqueue(Verb::kRestart); }
+
+void ElasticMembership::close(bool failed) {
+  enqueue(failed ? Verb::kAbort : Verb::kClose);
+  if (!drained(keepAliveBound())) {
+    log().warn("could not tell the rendezvous at {} that the job {}", endpoint(),
+               failed ? "failed here" : "is over");
+  }
+}
+
+}  // namespace ddprun::launcher

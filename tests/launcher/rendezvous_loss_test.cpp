@@ -1,0 +1,217 @@
+// Losing the rendezvous, with real ddprun agents (and ddprund) on loopback:
+// the agent that hosts it is SIGKILLed (the others stop their workers at
+// once, say so, and re-form when it is back), an external ddprund is killed
+// and restarted (the workers train on, the agents reconnect and finish
+// through the exit barrier), or never comes back (no agent exits 0), static
+// node 0 is lost; and a plain store client cannot steer the job.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "ddprun/proto/rendezvous_protocol.hpp"
+#include "ddprun/rendezvous/client.hpp"
+#include "ddprun/test_support/daemon_process.hpp"
+#include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/files.hpp"
+#include "elastic_fixture.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using test_support::readFile;
+using testing::ElasticTest;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Whether `pid` is still a live process (a zombie is not).
+bool alive(pid_t pid) {
+  const std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+class RendezvousLossTest : public ElasticTest {
+ protected:
+  // The pids the agent's two workers wrote to their ready files.
+  std::vector<pid_t> workers(const std::string& name) {
+    std::vector<pid_t> pids;
+    for (int local_rank : {0, 1}) {
+      const std::string text =
+          readFile(dir_.path() / name / (std::to_string(local_rank) + ".ready"));
+      if (!text.empty()) {
+        pids.push_back(std::stoi(text));
+      }
+    }
+    return pids;
+  }
+
+  bool logShows(const std::string& name, const std::string& part,
+                std::chrono::milliseconds within) {
+    return test_support::eventually([&] { return contains(log(name), part); }, within, 10ms);
+  }
+
+  std::string logs() { return "\n=== a ===\n" + log("a") + "\n=== b ===\n" + log("b"); }
+
+  fs::path go() const { return dir_.path() / "go"; }
+};
+
+// The agent that hosts the rendezvous (a) is SIGKILLed while both nodes'
+// workers run: b stops its workers at once and says which host it lost. On
+// this host b can bind the endpoint itself, so it hosts the next rendezvous;
+// a replacement agent joins, and the job re-forms and finishes.
+TEST_F(RendezvousLossTest, LosingTheHostingAgentStopsTheOthersAndTheJobReforms) {
+  const std::uint16_t port = test_support::freeLoopbackPort();
+  const std::vector<std::string> hang_first = {"--hang", "--only-attempt", "0"};
+  Subprocess a = agent("a", "2", port, hang_first);
+  ASSERT_TRUE(logShows("a", "hosting the rendezvous", 10s)) << logs();
+  Subprocess b = agent("b", "2", port, hang_first);
+  ASSERT_TRUE(test_support::eventually([&] { return ready("a") && ready("b"); }, 30s)) << logs();
+  const std::vector<pid_t> b_workers = workers("b");
+  ASSERT_EQ(::kill(a.pid(), SIGKILL), 0);
+  EXPECT_TRUE(logShows("b", "lost the rendezvous", 5s)) << logs();
+  EXPECT_TRUE(
+      test_support::eventually([&] { return !alive(b_workers[0]) && !alive(b_workers[1]); }, 5s))
+      << "b's workers still run after the rendezvous host was lost" << logs();
+  fs::remove_all(dir_.path() / "a");
+  Subprocess replacement = agent("a", "2", port, hang_first);
+  const auto b_status = b.waitFor(60s);
+  const auto r_status = replacement.waitFor(30s);
+  ASSERT_TRUE(b_status && b_status->success()) << logs();
+  ASSERT_TRUE(r_status && r_status->success()) << logs();
+  EXPECT_GE(std::stoi(env("b", 0)["TORCHELASTIC_RESTART_COUNT"]), 1) << logs();
+  EXPECT_EQ(env("b", 0)["WORLD_SIZE"], "4");
+}
+
+// No replacement comes: after join_timeout the survivor gives up with one
+// line and a non-zero exit status.
+TEST_F(RendezvousLossTest, ASurvivorOfALostHostGivesUpAfterJoinTimeout) {
+  const std::uint16_t port = test_support::freeLoopbackPort();
+  const std::vector<std::string> conf = {"--rdzv-conf", "join_timeout=3"};
+  Subprocess a = agent("a", "2", port, {"--hang"}, conf);
+  ASSERT_TRUE(logShows("a", "hosting the rendezvous", 10s)) << logs();
+  Subprocess b = agent("b", "2", port, {"--hang"}, conf);
+  ASSERT_TRUE(test_support::eventually([&] { return ready("a") && ready("b"); }, 30s)) << logs();
+  ASSERT_EQ(::kill(a.pid(), SIGKILL), 0);
+  const auto status = b.waitFor(30s);
+  ASSERT_TRUE(status) << "b still runs" << logs();
+  EXPECT_EQ(status->shellCode(), 1) << logs();
+  EXPECT_TRUE(contains(log("b"), "lost the rendezvous")) << logs();
+}
+
+// An external ddprund is SIGKILLed and restarted on its port: the workers
+// never stop, the agents reconnect and re-register, and the job ends through
+// the exit barrier of the new daemon.
+TEST_F(RendezvousLossTest, AnExternalDaemonRestartedOnItsPortLosesNoWork) {
+  const std::string port = std::to_string(test_support::freeLoopbackPort());
+  auto daemon =
+      std::make_unique<test_support::DaemonProcess>(std::vector<std::string>{"--port", port});
+  const std::vector<std::string> conf = {"--rdzv-conf", "is_host=0"};
+  const std::vector<std::string> wait_for_go = {"--after", go().string()};
+  Subprocess a = agent("a", "2", daemon->port(), wait_for_go, conf);
+  Subprocess b = agent("b", "2", daemon->port(), wait_for_go, conf);
+  ASSERT_TRUE(test_support::eventually([&] { return ready("a") && ready("b"); }, 30s)) << logs();
+  const std::vector<pid_t> before = workers("a");
+  ASSERT_EQ(::kill(daemon->pid(), SIGKILL), 0);
+  daemon->stop();
+  EXPECT_TRUE(logShows("a", "lost the rendezvous", 5s)) << logs();
+  EXPECT_TRUE(logShows("b", "lost the rendezvous", 5s)) << logs();
+  daemon = std::make_unique<test_support::DaemonProcess>(std::vector<std::string>{"--port", port});
+  EXPECT_TRUE(logShows("a", "reconnected", 10s)) << logs();
+  EXPECT_TRUE(logShows("b", "reconnected", 10s)) << logs();
+  EXPECT_TRUE(alive(before[0]) && alive(before[1])) << "the workers were stopped" << logs();
+  std::ofstream(go()) << "go";
+  const auto a_status = a.waitFor(30s);
+  const auto b_status = b.waitFor(30s);
+  ASSERT_TRUE(a_status && a_status->success()) << logs() << daemon->stderrText();
+  ASSERT_TRUE(b_status && b_status->success()) << logs() << daemon->stderrText();
+  EXPECT_EQ(workers("a"), before) << "the workers were restarted";
+  EXPECT_EQ(env("a", 0)["TORCHELASTIC_RESTART_COUNT"], "0");
+}
+
+// The daemon never comes back: the workers succeed, but no agent can know
+// that every node did, so none exits 0.
+TEST_F(RendezvousLossTest, WithoutTheRendezvousNoAgentReportsSuccess) {
+  auto daemon = std::make_unique<test_support::DaemonProcess>();
+  const std::vector<std::string> conf = {"--rdzv-conf", "is_host=0,join_timeout=2"};
+  const std::vector<std::string> wait_for_go = {"--after", go().string()};
+  Subprocess a = agent("a", "2", daemon->port(), wait_for_go, conf);
+  Subprocess b = agent("b", "2", daemon->port(), wait_for_go, conf);
+  ASSERT_TRUE(test_support::eventually([&] { return ready("a") && ready("b"); }, 30s)) << logs();
+  ASSERT_EQ(::kill(daemon->pid(), SIGKILL), 0);
+  daemon.reset();
+  std::ofstream(go()) << "go";
+  for (Subprocess* agent : {&a, &b}) {
+    const auto status = agent->waitFor(30s);
+    ASSERT_TRUE(status) << logs();
+    EXPECT_EQ(status->shellCode(), 1) << logs();
+  }
+  EXPECT_TRUE(contains(log("a"), "lost the rendezvous")) << logs();
+}
+
+// Static: node 0's agent (the store's host) is SIGKILLed. Node 1 stops its
+// workers at once and names the lost node; node 0 restarted, the job
+// re-forms and finishes.
+TEST_F(RendezvousLossTest, LosingStaticNodeZeroStopsTheOthersUntilItIsBack) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
+  const auto node = [&](const std::string& name, int rank) {
+    const std::string dir = (dir_.path() / name).string();
+    return launch(name, {"--nnodes", "2", "--node-rank", std::to_string(rank), "--rdzv-endpoint",
+                         endpoint, "--nproc-per-node", "2", "--rdzv-conf", "timeout=30",
+                         "--no-python", DDPRUN_FAKE_WORKER, "--env-to", dir, "--ready-to", dir,
+                         "--hang", "--only-attempt", "0"});
+  };
+  Subprocess a = node("a", 0);
+  Subprocess b = node("b", 1);
+  ASSERT_TRUE(test_support::eventually([&] { return ready("a") && ready("b"); }, 30s)) << logs();
+  const std::vector<pid_t> b_workers = workers("b");
+  ASSERT_EQ(::kill(a.pid(), SIGKILL), 0);
+  EXPECT_TRUE(logShows("b", "lost node rank 0", 5s)) << logs();
+  EXPECT_TRUE(
+      test_support::eventually([&] { return !alive(b_workers[0]) && !alive(b_workers[1]); }, 5s))
+      << "node 1's workers still run after node 0 was lost" << logs();
+  fs::remove_all(dir_.path() / "a");
+  Subprocess replacement = node("a", 0);
+  const auto b_status = b.waitFor(60s);
+  const auto r_status = replacement.waitFor(30s);
+  ASSERT_TRUE(b_status && b_status->success()) << logs();
+  ASSERT_TRUE(r_status && r_status->success()) << logs();
+  EXPECT_GE(std::stoi(env("b", 0)["TORCHELASTIC_RESTART_COUNT"]), 1) << logs();
+}
+
+// A plain store client that reaches the daemon cannot abort, close or restart
+// a job: only the connection that joined as an agent may speak for it. The
+// daemon names the client that tried.
+TEST_F(RendezvousLossTest, AForgedAbortFromAPlainClientIsRefused) {
+  test_support::DaemonProcess daemon;
+  const std::vector<std::string> wait_for_go = {"--after", go().string()};
+  Subprocess a = agent("a", "2", daemon.port(), wait_for_go, {"--rdzv-conf", "is_host=0"});
+  Subprocess b = agent("b", "2", daemon.port(), wait_for_go, {"--rdzv-conf", "is_host=0"});
+  ASSERT_TRUE(test_support::eventually([&] { return ready("a") && ready("b"); }, 30s)) << logs();
+  namespace protocol = proto::rendezvous;
+  for (const auto verb :
+       {protocol::Verb::kAbort, protocol::Verb::kClose, protocol::Verb::kRestart}) {
+    rdzv::StoreClient mallory("127.0.0.1", daemon.port(), 5s);
+    mallory.set(protocol::verbKey("job7", verb), "mallory");
+    EXPECT_ANY_THROW(mallory.ping()) << "the daemon served a forged " << protocol::verbName(verb);
+  }
+  EXPECT_TRUE(test_support::eventually(
+      [&] { return contains(daemon.stderrText(), "not an agent of rendezvous 'job7'"); }, 5s))
+      << daemon.stderrText();
+  std::ofstream(go()) << "go";
+  const auto a_status = a.waitFor(30s);
+  const auto b_status = b.waitFor(30s);
+  ASSERT_TRUE(a_status && a_status->success()) << logs();
+  ASSERT_TRUE(b_status && b_status->success()) << logs();
+  EXPECT_EQ(env("a", 0)["TORCHELASTIC_RESTART_COUNT"], "0") << logs();
+}
+
+}  // namespace
+}  // namespace ddprun::launcher
