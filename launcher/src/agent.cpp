@@ -28,6 +28,7 @@
 #include <memory>
 #include <thread>
 
+#include "ddprun/launcher/option_values.hpp"
 #include "ddprun/net/asio.hpp"
 #include "line_relay.hpp"
 #include "log.hpp"
@@ -37,30 +38,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace asio = net::asio;
-
-// The two ends of a pipe, closed unless handed on.
-struct Pipe {
-  int read = -1;
-  int write = -1;
-  Pipe() {
-    int ends[2];
-    if (::pipe2(ends, O_CLOEXEC) != 0) {
-      throw SpawnError("cannot create a pipe for a worker's output", errno);
-    }
-    read = ends[0];
-    write = ends[1];
-  }
-  ~Pipe() {
-    for (int fd : {read, write}) {
-      if (fd >= 0) {
-        ::close(fd);
-      }
-    }
-  }
-  Pipe(const Pipe&) = delete;
-  Pipe& operator=(const Pipe&) = delete;
-  int releaseRead() { return std::exchange(read, -1); }
-};
 
 }  // namespace
 
@@ -114,6 +91,7 @@ struct Agent::Impl {
   bool restart_after_stop = false;
   bool group_over = false;     // this stop is for a membership change
   bool after_failure = false;  // the next attempt restarts a failed one
+  int newest_over = 0;         // the newest attempt the rendezvous said is coming
   std::thread waiter;          // blocks in rendezvous.nextGroup() off the loop
   RunResult result;
 };
@@ -159,19 +137,28 @@ void Agent::Impl::onGroup(std::optional<WorkerGroup> next, std::exception_ptr er
     return;  // a signal ended the run meanwhile
   }
   if (error) {
+    int status = 1;
     try {
       std::rethrow_exception(error);
+    } catch (const ConfigError& what) {
+      result.error = what.what();
+      status = 2;  // a node rank claimed twice, different --nproc-per-node: bad flags
     } catch (const std::exception& what) {
       result.error = what.what();
     } catch (...) {
       result.error = "the rendezvous failed";
     }
-    finish(1);
+    finish(status);
     return;
   }
   if (!next) {
     result.closed_elsewhere = true;
+    orderRootCauseFirst(result.failures);
     finish(result.failures.empty() ? 0 : result.failures.front().status.shellCode());
+    return;
+  }
+  if (next->attempt < newest_over) {
+    startAttempt();  // the rendezvous moved past this group while it came
     return;
   }
   launchAttempt(*next);
@@ -183,10 +170,10 @@ void Agent::Impl::launchAttempt(const WorkerGroup& next) {
     log().warn("restarting the worker group (attempt {})", group.attempt);
     after_failure = false;
   }
-  log().info("round {}: node {} of {}, ranks {}..{} of {}, workers' store at {}:{}", group.attempt,
+  log().info("round {}: node {} of {}, ranks {}..{} of {}, workers' store at {}", group.attempt,
              group.group_rank, group.group_world_size, group.base_rank,
-             group.base_rank + config.nproc_per_node - 1, group.world_size, group.store_host,
-             group.store_port);
+             group.base_rank + config.nproc_per_node - 1, group.world_size,
+             formatEndpoint(group.store_host, group.store_port));
   workers.clear();
   result.failures.clear();
   ++result.attempts;
@@ -201,6 +188,7 @@ void Agent::Impl::launchAttempt(const WorkerGroup& next) {
 // The rendezvous moved past the running group (a node was lost or arrived):
 // stop the workers and join the next one; not a failure.
 void Agent::Impl::onGroupOver(int newer_attempt) {
+  newest_over = std::max(newest_over, newer_attempt);  // news may beat its group here
   if (newer_attempt <= group.attempt || phase == Phase::Waiting || phase == Phase::Done) {
     return;  // news of the group running now, or nothing runs
   }
@@ -224,18 +212,16 @@ void Agent::Impl::spawnWorker(int local_rank) {
   const int rank = group.base_rank + local_rank;
   const WorkerOutput output =
       config.output ? config.output(local_rank, rank, group.attempt) : WorkerOutput{};
-  Pipe out;
-  Pipe err;
+  const OwnedFd out = relays.pipe(output.stdout_to_console ? STDOUT_FILENO : -1,
+                                  output.stdout_prefix, output.stdout_file);
+  const OwnedFd err = relays.pipe(output.stderr_to_console ? STDERR_FILENO : -1,
+                                  output.stderr_prefix, output.stderr_file);
   SpawnOptions options;
   options.argv = config.command(local_rank);
   options.env = config.environment.forWorker(group, local_rank, output.error_file);
-  options.stdout_fd = out.write;
-  options.stderr_fd = err.write;
+  options.stdout_fd = out.fd;
+  options.stderr_fd = err.fd;
   Worker worker{Subprocess(options), nullptr, local_rank, rank, false, output.error_file};
-  relays.relay(out.releaseRead(), output.stdout_to_console ? STDOUT_FILENO : -1,
-               output.stdout_prefix, output.stdout_file);
-  relays.relay(err.releaseRead(), output.stderr_to_console ? STDERR_FILENO : -1,
-               output.stderr_prefix, output.stderr_file);
   if (worker.process.pidfd() < 0) {
     throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);
   }
@@ -410,7 +396,7 @@ RunResult Agent::run() {
   impl.rendezvous.watchGroup([&impl](int newer_attempt) {
     asio::post(impl.io, [&impl, newer_attempt] { impl.onGroupOver(newer_attempt); });
   });
-  impl.startAttempt();
+  asio::post(impl.io, [&impl] { impl.startAttempt(); });  // under runLoop's exception guard
   impl.runLoop();
   impl.rendezvous.watchGroup({});  // the rendezvous outlives this agent's loop
   impl.joinWaiter();

@@ -8,6 +8,7 @@
 
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
+#include "ddprun/rendezvous/token_file.hpp"
 #include "log.hpp"
 
 namespace ddprun::launcher {
@@ -47,6 +48,13 @@ ElasticOptions membershipOptions(const LaunchConfig& config, const NodeInfo& nod
   options.keep_alive_max_attempt = conf.keepAliveMaxAttempt();
   options.local_addr = config.local_addr.value_or("");
   options.store_port = store_port;
+  if (conf.token_file) {
+    const rdzv::Token token = rdzv::readTokenFile("--rdzv-conf token_file", *conf.token_file);
+    if (token.warning) {
+      log().warn("{}", *token.warning);
+    }
+    options.token = token.secret;
+  }
   return options;
 }
 
@@ -64,6 +72,7 @@ C10dRendezvous::C10dRendezvous(const LaunchConfig& config, const NodeInfo& node)
   worker_store_ = std::make_unique<rdzv::Server>(store_options);
   ElasticOptions options = membershipOptions(config, node, worker_store_->port());
   agent_id_ = options.agent_id;
+  token_ = options.token;
   run_id_ = options.run_id;
   keep_alive_bound_ = options.keep_alive_interval * options.keep_alive_max_attempt;
   hostRendezvousIfHere();
@@ -88,6 +97,7 @@ void C10dRendezvous::hostRendezvousIfHere() {
   rdzv::ServerOptions options;
   options.port = port_;
   options.rendezvous_host_agent = agent_id_;
+  options.token = token_;
   try {
     options.host = resolveHost(host_);
     auto daemon = std::make_unique<rdzv::Server>(options);
@@ -122,10 +132,13 @@ std::optional<WorkerGroup> C10dRendezvous::nextGroup() {
   if (!round) {
     return std::nullopt;
   }
-  if (round->group_rank == 0 && store_round_ != round->round) {
-    worker_store_->start();          // at once the first time; then a no-op
-    worker_store_->clearKeySpace();  // each round's workers start on an empty store
-    store_round_ = round->round;
+  if (round->group_rank == 0) {
+    if (store_round_ != round->round) {
+      worker_store_->clearKeySpace();  // each round's workers start on an empty store
+      worker_store_->start();          // serving from the first time on; then a no-op
+      store_round_ = round->round;
+    }
+    membership_->storeReady();  // only now are the other members told the round
   }
   WorkerGroup group;
   group.attempt = static_cast<int>(round->round);
@@ -158,7 +171,12 @@ int C10dRendezvous::finishJob(const RunResult& result) {
   using Finish = ElasticMembership::Finish;
   try {
     if (result.exit_code != 0) {
-      membership_->close(/*failed=*/true);
+      // This node's workers failed for good (or could not be spawned): the
+      // job fails everywhere. An error of this agent's own rendezvous (it
+      // never ran a group) only takes this agent out.
+      if (result.started) {
+        membership_->close(/*failed=*/true);
+      }
       return result.exit_code;
     }
     switch (membership_->finish(std::chrono::seconds(300))) {
@@ -212,7 +230,7 @@ int C10dRendezvous::endedElsewhere(const RunResult& result) {
     return failed;
   }
   if (auto failed_on = membership_->failedOn()) {
-    log().error("the job failed on {} (its restarts are spent); this node stops too", *failed_on);
+    log().error("the job failed on {}; this node stops too", *failed_on);
     return failed;
   }
   if (membership_->wasMember()) {

@@ -195,7 +195,13 @@ void readLaunchShape(const Reader& in, LaunchConfig& config) {
   config.nproc_per_node = in.parsed("nproc_per_node", parseNprocPerNode).value_or(NprocPerNode{});
   config.rdzv_backend = in.text("rdzv_backend", "static");
   config.rdzv_endpoint = in.text("rdzv_endpoint", "");
-  config.rdzv_id = in.text("rdzv_id", "none");
+  if (const auto id = in.get("rdzv_id")) {
+    // The rendezvous keys its reserved keys by it (docs/rendezvous-protocol.md §2).
+    if (id->text.empty() || id->text.size() > 256 || id->text.find('/') != std::string::npos) {
+      failValue(id->what, id->text, "a run id is 1 to 256 bytes without '/'");
+    }
+    config.rdzv_id = id->text;
+  }
   if (const auto conf = in.get("rdzv_conf")) {
     config.rdzv_conf = typeRdzvConf(conf->what, parseRdzvConf(conf->what, conf->text));
   }

@@ -10,6 +10,7 @@
 // Exception boundaries: every network call here is caught; a failure is the
 // loss of the rendezvous, never an exception out of the thread.
 #include "ddprun/launcher/elastic_membership.hpp"
+#include "ddprun/launcher/option_values.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "log.hpp"
 #include "store_connection.hpp"
@@ -47,8 +48,7 @@ ElasticMembership::~ElasticMembership() {
 }
 
 std::string ElasticMembership::endpoint() const {
-  const bool v6 = options_.host.find(':') != std::string::npos;
-  return (v6 ? "[" + options_.host + "]" : options_.host) + ":" + std::to_string(options_.port);
+  return formatEndpoint(options_.host, options_.port);
 }
 
 std::chrono::milliseconds ElasticMembership::keepAliveBound() const {
@@ -70,12 +70,11 @@ bool ElasticMembership::join() {
                        " within join_timeout (" + describeSeconds(options_.join_timeout) +
                        "): " + error.what());
   }
-  if (!lease) {
-    return false;
+  if (!lease || cancelled_) {
+    return false;  // a cancel that came while connecting: do not join at all
   }
   lease->setTimeout(keepAliveBound());
-  lease->set(protocol::verbKey(options_.run_id, Verb::kJoin),
-             protocol::encodeJoin(joinRequest(*lease, /*rejoin=*/false)));
+  sendJoin(*lease, joinRequest(*lease, /*rejoin=*/false));
   {
     std::lock_guard lock(mutex_);
     connected_ = true;
@@ -109,9 +108,29 @@ protocol::JoinRequest ElasticMembership::joinRequest(const rdzv::StoreClient& le
   return request;
 }
 
+// With a token, the join first asks for a nonce and carries the proof that
+// this agent holds the token for it; the token itself never leaves.
+void ElasticMembership::sendJoin(rdzv::StoreClient& lease, protocol::JoinRequest request) {
+  if (!options_.token.empty()) {
+    lease.set(protocol::verbKey(options_.run_id, Verb::kChallenge),
+              protocol::challengeRequest(options_.agent_id, request.session));
+    const std::string nonce =
+        lease.get(protocol::challengeKey(options_.run_id, options_.agent_id, request.session));
+    request.auth = protocol::joinProof(options_.token, options_.run_id, options_.agent_id,
+                                       request.session, nonce);
+  }
+  lease.set(protocol::verbKey(options_.run_id, Verb::kJoin), protocol::encodeJoin(request));
+}
+
 void ElasticMembership::runLease() {
   std::unique_ptr<rdzv::StoreClient> lease = std::move(lease_);
   while (lease && !serveLease(*lease)) {
+    {
+      std::lock_guard lock(mutex_);
+      if (closed_) {
+        return;  // the run is over (or refused this agent): nothing to go back to
+      }
+    }
     lease = recover();
   }
 }
@@ -225,7 +244,7 @@ std::unique_ptr<rdzv::StoreClient> ElasticMembership::recover() {
         ++session_;
       }
       const protocol::JoinRequest request = joinRequest(*lease, /*rejoin=*/host.empty());
-      lease->set(protocol::verbKey(options_.run_id, Verb::kJoin), protocol::encodeJoin(request));
+      sendJoin(*lease, request);
       lease->ping();  // the join was taken
       {
         std::lock_guard lock(mutex_);
@@ -271,6 +290,8 @@ bool ElasticMembership::drained(std::chrono::milliseconds timeout) {
 }
 
 void ElasticMembership::requestRestart() { enqueue(Verb::kRestart); }
+
+void ElasticMembership::storeReady() { enqueue(Verb::kStoreReady); }
 
 void ElasticMembership::close(bool failed) {
   enqueue(failed ? Verb::kAbort : Verb::kClose);

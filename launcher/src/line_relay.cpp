@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "ddprun/launcher/subprocess.hpp"
+
 namespace ddprun::launcher {
 namespace {
 
@@ -108,6 +110,21 @@ void LineRelay::stop() {
   net::error_code ignored;
   pipe_.close(ignored);
   finish();
+}
+
+OwnedFd::~OwnedFd() {
+  if (fd >= 0) {
+    ::close(fd);
+  }
+}
+
+OwnedFd WorkerRelays::pipe(int console_fd, const std::string& prefix, const std::string& file) {
+  int ends[2];
+  if (::pipe2(ends, O_CLOEXEC) != 0) {
+    throw SpawnError("cannot create a pipe for a worker's output", errno);
+  }
+  relay(ends[0], console_fd, prefix, file);
+  return OwnedFd(ends[1]);
 }
 
 void WorkerRelays::relay(int pipe_fd, int console_fd, const std::string& prefix,

@@ -49,6 +49,15 @@ class LineRelay : public std::enable_shared_from_this<LineRelay> {
   bool finished_ = false;
 };
 
+// A file descriptor, closed when it goes out of scope.
+struct OwnedFd {
+  int fd = -1;
+  explicit OwnedFd(int descriptor) : fd(descriptor) {}
+  ~OwnedFd();
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+};
+
 // Every relay of one agent's workers. Opens each stream's log file (creating
 // its directory) and, once the workers are gone, gives the streams a child of
 // a worker still holds open half a second before cutting them, so the agent's
@@ -60,6 +69,9 @@ class WorkerRelays {
   // Relays `pipe_fd` (taken) to `console_fd` (-1: none) with `prefix`, and
   // to `file` (empty: none), appending.
   void relay(int pipe_fd, int console_fd, const std::string& prefix, const std::string& file);
+  // A new pipe whose read end is relayed so; returns its write end, for a
+  // worker's stdout or stderr. Throws SpawnError if no pipe can be made.
+  OwnedFd pipe(int console_fd, const std::string& prefix, const std::string& file);
   // The workers have exited: streams still open get 500 ms, then are cut.
   void drain();
 

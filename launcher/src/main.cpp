@@ -133,7 +133,7 @@ int runAgent(const LaunchConfig& config) {
   log().info("{}; {} worker(s), run id {}, logs in {}", rendezvous->describe(), nproc,
              config.rdzv_id, run_dir.string());
   const launcher::RunResult result = launcher::Agent(std::move(agent_config)).run();
-  const int exit_code = rendezvous->finishJob(result);
+  // Said before the end of the job, which may wait for other nodes a while.
   if (!result.error.empty()) {
     std::fprintf(stderr, "ddprun: %s\n", result.error.c_str());
   }
@@ -141,7 +141,7 @@ int runAgent(const LaunchConfig& config) {
     std::fputs(launcher::formatFailureReport(result, host, config.training_script).c_str(), stderr);
     copyRootCauseError(result);
   }
-  return exit_code;
+  return rendezvous->finishJob(result);
 }
 
 }  // namespace

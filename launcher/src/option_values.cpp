@@ -234,6 +234,11 @@ std::map<std::string, std::string> parseRdzvConf(std::string_view what, std::str
   return conf;
 }
 
+std::string formatEndpoint(std::string_view host, int port) {
+  const bool v6 = host.find(':') != std::string_view::npos;
+  return (v6 ? "[" + std::string(host) + "]" : std::string(host)) + ":" + std::to_string(port);
+}
+
 Endpoint parseEndpoint(std::string_view what, std::string_view text, int default_port) {
   const auto endpoint = trim(text);
   if (endpoint.empty()) {

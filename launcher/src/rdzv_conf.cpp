@@ -75,6 +75,8 @@ const std::map<std::string, Setter, std::less<>>& knownKeys() {
        [](RdzvConf&, std::string_view what, std::string_view text) {
          parseInt(what, text, 0, std::numeric_limits<int>::max());
        }},
+      {"token_file", [](RdzvConf& conf, std::string_view,
+                        std::string_view text) { conf.token_file = std::string(text); }},
       {"use_libuv",  // how PyTorch's own store server is built; ddprund is one server
        [](RdzvConf&, std::string_view what, std::string_view text) { boolean(what, text); }},
       {"protocol", etcdSetting("protocol")},

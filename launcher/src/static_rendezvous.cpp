@@ -7,6 +7,7 @@
 #include <sstream>
 #include <utility>
 
+#include "ddprun/launcher/option_values.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/rendezvous/client.hpp"
@@ -103,23 +104,38 @@ std::string StaticRendezvous::describe() const {
 }
 
 std::optional<WorkerGroup> StaticRendezvous::nextGroup() {
-  try {
-    if (!group_ || lost_) {
-      // The first join, or again once node 0 (the store) is back.
-      watch_.reset();
-      const int next_attempt = group_ ? group_->attempt + 1 : 0;
-      lost_ = false;
-      group_ = join(next_attempt);
-      watchStore();
-    } else {
-      beforeAttempt(group_->attempt + 1);
-      ++group_->attempt;
+  std::optional<Clock::time_point> lost_since;
+  for (;;) {
+    try {
+      if (!group_ || lost_) {
+        // The first join, or again once node 0 (the store) is back.
+        watch_.reset();
+        const int next_attempt = group_ ? group_->attempt + 1 : 0;
+        lost_ = false;
+        group_ = join(next_attempt);
+        watchStore();
+      } else {
+        beforeAttempt(group_->attempt + 1);
+        ++group_->attempt;
+      }
+      break;
+    } catch (const NetworkError& error) {
+      if (cancelled_) {
+        return std::nullopt;  // cancelWait() shut the connection down
+      }
+      if (server_ || (lost_since && Clock::now() - *lost_since > options_.join_timeout)) {
+        throw;  // node 0's own store, or node 0 keeps failing
+      }
+      // Node 0 went away while this node waited on its store: join again
+      // once it is back (join() waits for it up to the join timeout).
+      if (!lost_.exchange(true)) {
+        log().error(
+            "lost node rank 0, which hosts the store at {} ({}); waiting up to {} for it "
+            "to be back",
+            storeAddress(), error.what(), describeSeconds(options_.join_timeout));
+      }
+      lost_since = lost_since.value_or(Clock::now());
     }
-  } catch (const NetworkError&) {
-    if (cancelled_) {
-      return std::nullopt;  // cancelWait() shut the connection down
-    }
-    throw;
   }
   if (cancelled_) {
     return std::nullopt;
@@ -184,10 +200,7 @@ std::string StaticRendezvous::key(const std::string& suffix) const {
   return protocol::key(protocol::Scope::kStatic, options_.run_id, suffix);
 }
 
-std::string StaticRendezvous::storeAddress() const {
-  const bool v6 = options_.host.find(':') != std::string::npos;
-  return (v6 ? "[" + options_.host + "]" : options_.host) + ":" + std::to_string(port_);
-}
+std::string StaticRendezvous::storeAddress() const { return formatEndpoint(options_.host, port_); }
 
 std::vector<std::string> StaticRendezvous::perNodeKeys(const std::string& name, int first) const {
   std::vector<std::string> keys;
@@ -278,123 +291,6 @@ void StaticRendezvous::checkNodes(const std::vector<std::string>& values) const 
         "assumes homogeneous nodes): node rank " +
         std::to_string(options_.node_rank) + " (" + options_.hostname + ") has " +
         std::to_string(options_.nproc_per_node) + " but " + mismatches);
-  }
-}
-
-// "1, 2": the node ranks from `first` whose "<name>/<rank>" key is missing.
-std::string StaticRendezvous::missingRanks(const std::string& name, int first) {
-  std::string missing;
-  for (int rank = first; rank < options_.nnodes; ++rank) {
-    if (!client_->check({key(name + "/" + std::to_string(rank))})) {
-      missing += (missing.empty() ? "" : ", ") + std::to_string(rank);
-    }
-  }
-  return missing;
-}
-
-// Waits for every node's "<name>/<rank>" key, saying which node ranks it
-// still waits for and for what ("to join the store at ..."); `timeout` (how
-// long the whole wait may take) is for the message.
-void StaticRendezvous::waitForNodes(const std::string& name, int first, TimePoint deadline,
-                                    Duration timeout, const std::string& waiting_for,
-                                    const std::string& did_not) {
-  WaitNotice notice(
-      [&] {
-        const std::string missing = missingRanks(name, first);
-        return missing.empty() ? missing
-                               : "node rank(s) " + missing + " of " +
-                                     std::to_string(options_.nnodes) + " " + waiting_for;
-      },
-      deadline);
-  try {
-    waitForKeys(perNodeKeys(name, first), notice);
-  } catch (const TimeoutError&) {
-    throw TimeoutError(timeoutMessage(name, first, did_not, timeout));
-  }
-}
-
-// Blocks until every key exists, in slices, ticking the notice between them.
-void StaticRendezvous::waitForKeys(const std::vector<std::string>& keys, WaitNotice& notice) {
-  for (;;) {
-    try {
-      client_->wait(keys, notice.next());
-      return;
-    } catch (const TimeoutError&) {
-      if (notice.expired()) {
-        throw;
-      }
-    }
-    notice.tick();
-  }
-}
-
-std::string StaticRendezvous::timeoutMessage(const std::string& name, int first,
-                                             const std::string& did_not, Duration timeout) {
-  std::string message = "static rendezvous: node rank(s) " + missingRanks(name, first) + " of " +
-                        std::to_string(options_.nnodes) + " did not " + did_not + within(timeout) +
-                        " (store at " + storeAddress() + ", run id " + options_.run_id + ")";
-  if (client_->check({key("error")})) {
-    message += "; " + client_->get(key("error"));
-  }
-  return message;
-}
-
-void StaticRendezvous::beforeAttempt(int attempt) {
-  DDPRUN_ASSERT(client_ != nullptr, "beforeAttempt() before join()");
-  if (attempt <= 0) {
-    return;  // a fresh store: only agent keys, which workers never touch
-  }
-  if (options_.nnodes == 1) {
-    server_->clearKeySpace();
-    return;
-  }
-  // The clear also wipes the agent keys (one key space for everyone), which
-  // is safe here: every node is inside this barrier, join's keys are spent,
-  // and the keys read after the clear ("cleared", then the exit barrier's)
-  // are written after it.
-  const auto deadline = Clock::now() + options_.join_timeout;
-  const std::string prefix = "attempt/" + std::to_string(attempt);
-  client_->add(key(prefix + "/node/" + std::to_string(options_.node_rank)), 1);
-  const std::string waiting_for = "to stop their workers for attempt " + std::to_string(attempt);
-  const std::string did_not = "reach attempt " + std::to_string(attempt) +
-                              " (every node must stop its workers before the store is emptied)";
-  if (server_) {
-    waitForNodes(prefix + "/node", 0, deadline, options_.join_timeout, waiting_for, did_not);
-    server_->clearKeySpace();
-    client_->set(key(prefix + "/cleared"), "1");
-    return;
-  }
-  WaitNotice notice(
-      [&] {
-        return "node rank 0 to empty the store for attempt " + std::to_string(attempt) +
-               " (node rank(s) " + missingRanks(prefix + "/node", 0) + " of " +
-               std::to_string(options_.nnodes) + " have not stopped their workers yet)";
-      },
-      deadline);
-  try {
-    waitForKeys({key(prefix + "/cleared")}, notice);
-  } catch (const TimeoutError&) {
-    throw TimeoutError(timeoutMessage(prefix + "/node", 0, did_not, options_.join_timeout));
-  }
-}
-
-void StaticRendezvous::exitBarrier(Duration timeout) {
-  DDPRUN_ASSERT(client_ != nullptr, "exitBarrier() before join()");
-  if (options_.nnodes == 1) {
-    return;
-  }
-  const auto deadline = Clock::now() + timeout;
-  const std::string rank = std::to_string(options_.node_rank);
-  client_->add(key("done/" + rank), 1);
-  waitForNodes("done", 0, deadline, timeout, "to finish (the exit barrier)",
-               "reach the exit barrier");
-  if (server_) {
-    // Node 0 leaves last: stopping the server as soon as "done" is complete
-    // could drop the wake-up of a slower node's WAIT.
-    waitForNodes("left", 1, deadline, timeout, "to leave the exit barrier",
-                 "leave the exit barrier");
-  } else {
-    client_->add(key("left/" + rank), 1);  // answered, so counted before we go
   }
 }
 

@@ -22,10 +22,11 @@ std::unique_ptr<rdzv::StoreClient> connectToStore(const std::string& host, std::
     const milliseconds slice = std::clamp(notice.next(), milliseconds(250), milliseconds(1000));
     try {
       return std::make_unique<rdzv::StoreClient>(host, port, slice);
-    } catch (const TimeoutError&) {
+    } catch (const TimeoutError& error) {
       if (notice.expired()) {
         throw;
       }
+      notice.setDetail(std::string("last attempt: ") + error.what());
     }
     notice.tick();
   }

@@ -25,7 +25,11 @@ void WaitNotice::tick() {
     return;
   }
   const auto left = std::chrono::duration_cast<Duration>(deadline_ - now);
-  log().info("waiting for {} ({} left)", what, describeSeconds(left));
+  if (detail_.empty()) {
+    log().info("waiting for {} ({} left)", what, describeSeconds(left));
+  } else {
+    log().info("waiting for {} ({} left; {})", what, describeSeconds(left), detail_);
+  }
 }
 
 WaitNotice::Duration WaitNotice::next() const {

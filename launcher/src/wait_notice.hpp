@@ -27,6 +27,8 @@ class WaitNotice {
 
   // Logs the notice if one is due.
   void tick();
+  // What the last attempt ran into, said with the next notices.
+  void setDetail(std::string detail) { detail_ = std::move(detail); }
   // How long the caller may block before calling tick() again: until the next
   // notice or the deadline, whichever is first; at least 1 ms.
   Duration next() const;
@@ -38,6 +40,7 @@ class WaitNotice {
   Clock::time_point deadline_;
   Duration period_;
   Clock::time_point next_notice_;
+  std::string detail_;
 };
 
 // "12 s" or "1.5 s": a duration as a person reads it.

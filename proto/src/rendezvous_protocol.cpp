@@ -1,7 +1,15 @@
 #include "ddprun/proto/rendezvous_protocol.hpp"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
 #include <array>
+#include <charconv>
+#include <climits>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <utility>
 
 #include "ddprun/proto/errors.hpp"
@@ -13,7 +21,7 @@ using nlohmann::json;
 
 constexpr std::size_t kMaxRunIdBytes = 256;
 
-constexpr std::array<std::pair<Verb, std::string_view>, 7> kVerbs = {{
+constexpr std::array<std::pair<Verb, std::string_view>, 9> kVerbs = {{
     {Verb::kJoin, "join"},
     {Verb::kHeartbeat, "heartbeat"},
     {Verb::kRestart, "restart"},
@@ -21,6 +29,8 @@ constexpr std::array<std::pair<Verb, std::string_view>, 7> kVerbs = {{
     {Verb::kClose, "close"},
     {Verb::kAbort, "abort"},
     {Verb::kDone, "done"},
+    {Verb::kChallenge, "challenge"},
+    {Verb::kStoreReady, "store_ready"},
 }};
 
 constexpr std::array<std::pair<EventType, std::string_view>, 8> kEventTypes = {{
@@ -57,8 +67,28 @@ constexpr const char* kSession = "session";
 constexpr const char* kLastRound = "last_round";
 constexpr const char* kRejoin = "rejoin";
 constexpr const char* kWorkersDone = "workers_done";
+constexpr const char* kAuth = "auth";
 constexpr const char* kRendezvousHost = "rendezvous_host";
 }  // namespace field
+
+std::string toHex(const unsigned char* bytes, std::size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (std::size_t i = 0; i < size; ++i) {
+    hex += kDigits[bytes[i] >> 4];
+    hex += kDigits[bytes[i] & 0xf];
+  }
+  return hex;
+}
+
+// An int field, refused (not wrapped) when its number does not fit.
+int intField(const json& object, const char* key) {
+  const auto value = object.at(key).get<std::int64_t>();
+  if (value < INT_MIN || value > INT_MAX) {
+    throw std::out_of_range(std::string("field '") + key + "' out of range");
+  }
+  return static_cast<int>(value);
+}
 
 bool hasRound(EventType type) {
   return type == EventType::kRound || type == EventType::kSuspended || type == EventType::kFinished;
@@ -98,6 +128,52 @@ std::string eventKey(std::string_view run_id, std::string_view agent, std::int64
       "events/" + std::string(agent) + "/" + std::to_string(session) + "/" + std::to_string(n));
 }
 
+std::string challengeKey(std::string_view run_id, std::string_view agent, std::int64_t session) {
+  return key(Scope::kElastic, run_id,
+             "challenges/" + std::string(agent) + "/" + std::to_string(session));
+}
+
+std::string challengeRequest(std::string_view agent, std::int64_t session) {
+  return std::string(agent) + "/" + std::to_string(session);
+}
+
+std::optional<std::pair<std::string, std::int64_t>> parseChallengeRequest(std::string_view value) {
+  const std::size_t slash = value.rfind('/');
+  if (slash == 0 || slash == std::string_view::npos || slash + 1 == value.size()) {
+    return std::nullopt;
+  }
+  std::int64_t session = 0;
+  const std::string_view digits = value.substr(slash + 1);
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), session);
+  if (error != std::errc() || end != digits.data() + digits.size() || session < 0) {
+    return std::nullopt;
+  }
+  return std::make_pair(std::string(value.substr(0, slash)), session);
+}
+
+std::string joinProof(std::string_view token, std::string_view run_id, std::string_view agent,
+                      std::int64_t session, std::string_view nonce) {
+  const std::string message = "ddprun-join|" + std::string(run_id) + "|" + std::string(agent) +
+                              "|" + std::to_string(session) + "|" + std::string(nonce);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &length);
+  return toHex(digest, length);
+}
+
+std::string newNonce() {
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
+    throw Error("cannot draw a random nonce (OpenSSL's RAND_bytes failed)");
+  }
+  return toHex(bytes, sizeof(bytes));
+}
+
+bool sameProof(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
 std::optional<ElasticRequestKey> parseElasticKey(std::string_view text) {
   if (!isElasticKey(text)) {
     return std::nullopt;
@@ -133,6 +209,9 @@ std::string encodeJoin(const JoinRequest& join) {
   if (join.node_rank) {
     request[field::kNodeRank] = *join.node_rank;
   }
+  if (!join.auth.empty()) {
+    request[field::kAuth] = join.auth;
+  }
   if (join.rejoin) {
     request[field::kRejoin] = {{field::kRound, join.rejoin->round},
                                {field::kGroupRank, join.rejoin->group_rank},
@@ -147,27 +226,33 @@ std::optional<JoinRequest> decodeJoin(std::string_view text, std::string& why) {
   JoinRequest join;
   try {
     join.agent = request.at(field::kAgent).get<std::string>();
-    join.local_world_size = request.at(field::kLocalWorldSize).get<int>();
+    join.local_world_size = intField(request, field::kLocalWorldSize);
     if (request.contains(field::kNodeRank)) {
-      join.node_rank = request.at(field::kNodeRank).get<int>();
+      join.node_rank = intField(request, field::kNodeRank);
     }
-    join.min_nodes = request.at(field::kMinNodes).get<int>();
-    join.max_nodes = request.at(field::kMaxNodes).get<int>();
+    join.min_nodes = intField(request, field::kMinNodes);
+    join.max_nodes = intField(request, field::kMaxNodes);
     join.last_call_timeout =
         std::chrono::milliseconds(request.at(field::kLastCallMs).get<std::int64_t>());
     join.keep_alive_timeout =
         std::chrono::milliseconds(request.at(field::kKeepAliveMs).get<std::int64_t>());
     join.store_host = request.at(field::kStoreHost).get<std::string>();
-    join.store_port = request.at(field::kStorePort).get<std::uint16_t>();
+    const auto store_port = request.at(field::kStorePort).get<std::int64_t>();
+    if (store_port < 1 || store_port > 65535 || join.store_host.empty()) {
+      why = "a bad rendezvous join: the workers' store must be a host and a port in 1..65535";
+      return std::nullopt;
+    }
+    join.store_port = static_cast<std::uint16_t>(store_port);
     join.session = request.at(field::kSession).get<std::int64_t>();
     join.last_round = request.at(field::kLastRound).get<std::int64_t>();
+    join.auth = request.value(field::kAuth, std::string());
     if (request.contains(field::kRejoin)) {
       const json& rejoin = request.at(field::kRejoin);
       join.rejoin = Rejoin{
-          rejoin.at(field::kRound).get<std::int64_t>(), rejoin.at(field::kGroupRank).get<int>(),
-          rejoin.at(field::kGroupWorldSize).get<int>(), rejoin.at(field::kWorkersDone).get<bool>()};
+          rejoin.at(field::kRound).get<std::int64_t>(), intField(rejoin, field::kGroupRank),
+          intField(rejoin, field::kGroupWorldSize), rejoin.at(field::kWorkersDone).get<bool>()};
     }
-  } catch (const json::exception& error) {
+  } catch (const std::exception& error) {  // json's, and intField's out_of_range
     why = std::string("a bad rendezvous join: ") + error.what();
     return std::nullopt;
   }
@@ -237,11 +322,11 @@ Event decodeEvent(std::string_view text) {
       event.round = in.at(field::kRound).get<std::int64_t>();
     }
     if (event.type == EventType::kRound) {
-      event.group_rank = in.at(field::kGroupRank).get<int>();
-      event.group_world_size = in.at(field::kGroupWorldSize).get<int>();
-      event.base_rank = in.at(field::kBaseRank).get<int>();
-      event.local_world_size = in.at(field::kLocalWorldSize).get<int>();
-      event.world_size = in.at(field::kWorldSize).get<int>();
+      event.group_rank = intField(in, field::kGroupRank);
+      event.group_world_size = intField(in, field::kGroupWorldSize);
+      event.base_rank = intField(in, field::kBaseRank);
+      event.local_world_size = intField(in, field::kLocalWorldSize);
+      event.world_size = intField(in, field::kWorldSize);
       event.store_host = in.at(field::kStoreHost).get<std::string>();
       event.store_port = in.at(field::kStorePort).get<std::uint16_t>();
       event.rendezvous_host = in.at(field::kRendezvousHost).get<std::string>();
@@ -252,7 +337,9 @@ Event decodeEvent(std::string_view text) {
     if (event.type == EventType::kError) {
       event.message = in.value(field::kMessage, std::string("the rendezvous refused this agent"));
     }
-  } catch (const json::exception& error) {
+  } catch (const StoreError&) {
+    throw;
+  } catch (const std::exception& error) {  // json's, and intField's out_of_range
     throw StoreError("a malformed rendezvous event '" + std::string(text) + "': " + error.what());
   }
   return event;

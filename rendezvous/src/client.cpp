@@ -4,6 +4,7 @@
 #include "ddprun/rendezvous/client.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -32,7 +33,37 @@ int remainingMs(Clock::time_point deadline) {
 
 // One connect attempt to any address of host:port; returns -1 and sets
 // `error` on failure.
-int tryConnect(const std::string& host, std::uint16_t port, std::string& error) {
+// connect() bounded by `deadline`: a host that drops SYNs would otherwise
+// hold a blocking connect for minutes (tcp_syn_retries), past every timeout.
+bool connectBefore(int fd, const sockaddr* address, socklen_t length, Clock::time_point deadline,
+                   std::string& error) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  int result = ::connect(fd, address, length);
+  if (result != 0 && errno == EINPROGRESS) {
+    pollfd pfd{fd, POLLOUT, 0};
+    int ready = 0;
+    do {
+      ready = ::poll(&pfd, 1, remainingMs(deadline));
+    } while (ready < 0 && errno == EINTR);
+    int socket_error = ETIMEDOUT;
+    socklen_t size = sizeof(socket_error);
+    if (ready > 0) {
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &socket_error, &size);
+    }
+    errno = socket_error;
+    result = socket_error == 0 ? 0 : -1;
+  }
+  if (result != 0) {
+    error = std::strerror(errno);
+    return false;
+  }
+  ::fcntl(fd, F_SETFL, flags);  // blocking again: reads and writes poll with deadlines
+  return true;
+}
+
+int tryConnect(const std::string& host, std::uint16_t port, Clock::time_point deadline,
+               std::string& error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -45,8 +76,7 @@ int tryConnect(const std::string& host, std::uint16_t port, std::string& error) 
   int fd = -1;
   for (addrinfo* ai = results; ai != nullptr && fd < 0; ai = ai->ai_next) {
     fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd >= 0 && ::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-      error = std::strerror(errno);
+    if (fd >= 0 && !connectBefore(fd, ai->ai_addr, ai->ai_addrlen, deadline, error)) {
       ::close(fd);
       fd = -1;
     }
@@ -87,7 +117,7 @@ void StoreClient::connectWithRetry(const std::string& host, std::uint16_t port, 
   auto backoff = std::chrono::milliseconds(10);
   std::string error;
   while (true) {
-    fd_ = tryConnect(host, port, error);
+    fd_ = tryConnect(host, port, give_up, error);
     if (fd_ >= 0) {
       break;
     }

@@ -13,6 +13,7 @@
 
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
+#include "ddprun/rendezvous/token_file.hpp"
 #include "log.hpp"
 
 namespace {
@@ -22,6 +23,7 @@ using ddprun::rdzv::ServerOptions;
 struct DaemonFlags {
   ServerOptions server;
   std::string port_file;
+  std::string token_file;
   std::string legacy_dialect = "1.13";
   double request_timeout_s = 30;
   std::string log_level = "info";
@@ -36,6 +38,8 @@ void defineFlags(CLI::App& app, DaemonFlags& flags) {
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   app.add_option("--port-file", flags.port_file, "Write the port to this file once listening");
+  app.add_option("--token-file", flags.token_file,
+                 "Agents must prove they hold this file's token to join a rendezvous");
   app.add_option("--legacy-dialect", flags.legacy_dialect,
                  "Clients without a VALIDATE handshake speak 1.13 (also 2.0) or 2.1")
       ->check(CLI::IsMember({"1.13", "2.1"}))
@@ -100,6 +104,13 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   try {
+    if (!flags.token_file.empty()) {
+      const auto token = ddprun::rdzv::readTokenFile("--token-file", flags.token_file);
+      if (token.warning) {
+        log.warn("{}", *token.warning);
+      }
+      flags.server.token = token.secret;
+    }
     ddprun::rdzv::Server server(flags.server);
     server.start();
     std::printf("ddprund listening on %s\n", server.listenAddress().c_str());

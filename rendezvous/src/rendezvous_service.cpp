@@ -55,6 +55,9 @@ std::optional<std::string> RendezvousService::onSet(ClientId client, std::string
   if (*parts->verb == protocol::Verb::kJoin) {
     return join(client, run_id, value, now, keys);
   }
+  if (*parts->verb == protocol::Verb::kChallenge) {
+    return challenge(client, run_id, value, keys);
+  }
   if (auto refusal = authorize(client, run_id, parts->verb_text, value)) {
     return refusal;
   }
@@ -62,7 +65,11 @@ std::optional<std::string> RendezvousService::onSet(ClientId client, std::string
   const std::string agent(value);
   switch (*parts->verb) {
     case protocol::Verb::kJoin:
+    case protocol::Verb::kChallenge:
       break;  // handled above
+    case protocol::Verb::kStoreReady:
+      releaseRound(run_id, run, agent, keys);
+      break;
     case protocol::Verb::kHeartbeat:
       run.rdzv.heartbeat(agent, now);
       break;
@@ -115,6 +122,9 @@ std::optional<std::string> RendezvousService::join(ClientId client, const std::s
   if (const auto bound = bindings_.find(client); bound != bindings_.end()) {
     return "a second join on a connection that joined rendezvous '" + bound->second.run_id +
            "' as '" + bound->second.agent + "'";
+  }
+  if (auto refusal = checkProof(client, run_id, *request, keys)) {
+    return refusal;
   }
   const ElasticSettings settings = settingsFrom(*request);
   auto [it, created] = runs_.try_emplace(run_id, settings);
@@ -214,7 +224,57 @@ void RendezvousService::pushExitBarrier(const std::string& run_id, Run& run, Key
   }
 }
 
+// A nonce for `client`'s next join, at the challenge key of its session.
+std::optional<std::string> RendezvousService::challenge(ClientId client, const std::string& run_id,
+                                                        std::string_view value, KeySpace& keys) {
+  const auto request = protocol::parseChallengeRequest(value);
+  if (!request) {
+    return "a malformed rendezvous challenge '" + std::string(value) + "'";
+  }
+  forgetChallenge(client, keys);
+  Challenge fresh{run_id, request->first, request->second, protocol::newNonce()};
+  keys.publish(protocol::challengeKey(run_id, fresh.agent, fresh.session), fresh.nonce);
+  challenges_[client] = std::move(fresh);
+  return std::nullopt;
+}
+
+// With a token, a join must carry the proof for the nonce this connection
+// was given for this run, agent and session; each nonce serves one join.
+// A refused agent is told why (an error event) before its connection closes.
+std::optional<std::string> RendezvousService::checkProof(ClientId client, const std::string& run_id,
+                                                         const protocol::JoinRequest& request,
+                                                         KeySpace& keys) {
+  if (token_.empty()) {
+    forgetChallenge(client, keys);
+    return std::nullopt;
+  }
+  const auto it = challenges_.find(client);
+  const bool proven =
+      it != challenges_.end() && it->second.run_id == run_id && it->second.agent == request.agent &&
+      it->second.session == request.session &&
+      protocol::sameProof(request.auth, protocol::joinProof(token_, run_id, request.agent,
+                                                            request.session, it->second.nonce));
+  forgetChallenge(client, keys);
+  if (proven) {
+    return std::nullopt;
+  }
+  keys.publish(protocol::eventKey(run_id, request.agent, request.session, 0),
+               protocol::encodeEvent(errorEvent(
+                   "the rendezvous at this endpoint requires the job's token: give every agent "
+                   "--rdzv-conf token_file=PATH with the token the rendezvous was started with")));
+  return "a join of rendezvous '" + run_id + "' as '" + request.agent +
+         "' without a valid proof of the token";
+}
+
+void RendezvousService::forgetChallenge(ClientId client, KeySpace& keys) {
+  if (const auto it = challenges_.find(client); it != challenges_.end()) {
+    keys.unpublish(protocol::challengeKey(it->second.run_id, it->second.agent, it->second.session));
+    challenges_.erase(it);
+  }
+}
+
 bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, KeySpace& keys) {
+  forgetChallenge(client, keys);
   const auto binding = bindings_.find(client);
   if (binding == bindings_.end()) {
     return false;
@@ -283,12 +343,18 @@ void RendezvousService::publish(const std::string& run_id, Run& run, const Event
 }
 
 // Every member learns its place and node 0's workers' store in one event.
+// Node 0 is told at once; the others once node 0 has emptied its store for
+// this round (store_ready), so no new worker sees the last round's keys. A
+// newer round replaces what is still held.
 void RendezvousService::publishRound(const std::string& run_id, Run& run,
                                      const RoundCompleted& round, KeySpace& keys) {
   Event event = simpleEvent(EventType::kRound, round.round);
   event.group_world_size = static_cast<int>(round.nodes.size());
   event.world_size = round.world_size;
   event.rendezvous_host = host_agent_;
+  run.held.clear();
+  run.held_round = round.round;
+  run.held_for = round.nodes.empty() ? "" : round.nodes.front().id;
   if (!round.nodes.empty()) {
     std::tie(event.store_host, event.store_port) = run.stores[round.nodes.front().id];
   }
@@ -296,8 +362,24 @@ void RendezvousService::publishRound(const std::string& run_id, Run& run,
     event.group_rank = node.group_rank;
     event.base_rank = node.base_rank;
     event.local_world_size = node.local_world_size;
-    tell(run_id, run, node.id, event, keys);
+    if (node.group_rank == 0) {
+      tell(run_id, run, node.id, event, keys);
+    } else {
+      run.held.emplace_back(node.id, event);
+    }
   }
+}
+
+void RendezvousService::releaseRound(const std::string& run_id, Run& run, const std::string& agent,
+                                     KeySpace& keys) {
+  if (agent != run.held_for || run.held_round != run.rdzv.round()) {
+    return;  // not node 0 of the running round: news of a round already over
+  }
+  for (const auto& [member, event] : run.held) {
+    tell(run_id, run, member, event, keys);
+  }
+  run.held.clear();
+  run.held_for.clear();
 }
 
 void RendezvousService::tell(const std::string& run_id, Run& run, const std::string& agent,

@@ -227,5 +227,19 @@ TEST(CliWarnings, MasterAddrAndNodeRankWithNonStatic) {
   EXPECT_TRUE(parse({"--nnodes", "2", "--node-rank", "1", "t.py"}).warnings.empty());
 }
 
+// The run id keys every reserved rendezvous key: '/' or an empty or huge id
+// would make keys the rendezvous cannot parse.
+TEST(CliRdzvId, ARunIdIsOneTo256BytesWithoutASlash) {
+  EXPECT_EQ(parse({"--nnodes", "2", "--rdzv-id", std::string(256, 'j'), "t.py"}).rdzv_id,
+            std::string(256, 'j'));
+  EXPECT_EQ(parseError({"--rdzv-id", "a/b", "t.py"}),
+            "--rdzv-id 'a/b': a run id is 1 to 256 bytes without '/'");
+  EXPECT_EQ(parseError({"--rdzv-id", "", "t.py"}),
+            "--rdzv-id '': a run id is 1 to 256 bytes without '/'");
+  EXPECT_NE(parseError({"--rdzv-id", std::string(257, 'j'), "t.py"}), "<no error>");
+  EXPECT_EQ(parseError({"t.py"}, {{"PET_RDZV_ID", "x/y"}}),
+            "PET_RDZV_ID (--rdzv-id) 'x/y': a run id is 1 to 256 bytes without '/'");
+}
+
 }  // namespace
 }  // namespace ddprun::launcher

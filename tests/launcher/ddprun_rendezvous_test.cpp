@@ -164,5 +164,56 @@ TEST_F(DdprunRendezvousTest, AC10dAgentSaysItWaitsForARound) {
   EXPECT_TRUE(contains(outcome.stderr_text, "fewer than 2 nodes joined")) << outcome.stderr_text;
 }
 
+// Two agents claiming one --node-rank: the one refused says so and exits 2
+// (bad flags), though the claim is decided on the agent's waiter thread.
+TEST_F(DdprunRendezvousTest, ANodeRankClaimedTwiceIsExitTwo) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
+  const auto node = [&](int rank) {
+    SpawnOptions options;
+    options.argv = {DDPRUN_BINARY, "--nnodes",           "3",
+                    "--node-rank", std::to_string(rank), "--rdzv-endpoint",
+                    endpoint,      "--rdzv-conf",        "timeout=4",
+                    "--no-python", DDPRUN_FAKE_WORKER};
+    options.env = {{"PATH", "/usr/bin:/bin"}};
+    return Subprocess(options);
+  };
+  Subprocess zero = node(0);
+  Subprocess first = node(1);
+  Subprocess second = node(1);
+  std::vector<int> codes;
+  for (Subprocess* agent : {&zero, &first, &second}) {
+    const auto status = agent->waitFor(20s);
+    ASSERT_TRUE(status) << "an agent still runs";
+    codes.push_back(status->shellCode());
+  }
+  EXPECT_TRUE(codes[1] == 2 || codes[2] == 2)
+      << "the refused claimant exited " << codes[1] << " and " << codes[2];
+}
+
+// A node whose worker cannot start says so at once, not after waiting for
+// the other nodes at the exit barrier.
+TEST_F(DdprunRendezvousTest, AWorkerThatCannotStartIsSaidBeforeTheExitBarrier) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
+  SpawnOptions zero;
+  zero.argv = {DDPRUN_BINARY,
+               "--nnodes",
+               "2",
+               "--node-rank",
+               "0",
+               "--rdzv-endpoint",
+               endpoint,
+               "--no-python",
+               DDPRUN_FAKE_WORKER,
+               "--after",
+               (dir_.path() / "never").string()};
+  zero.env = {{"PATH", "/usr/bin:/bin"}};
+  Subprocess node0(zero);
+  Subprocess node1 = start({"--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", endpoint,
+                            "--no-python", "/no/such/program"});
+  EXPECT_TRUE(stderrShows("cannot run '/no/such/program'", 5s)) << stderrText();
+  node0.signalGroup(SIGKILL);
+  node1.signalGroup(SIGKILL);
+}
+
 }  // namespace
 }  // namespace ddprun::launcher

@@ -25,6 +25,13 @@ namespace ddprun::launcher::testing {
 namespace fs = std::filesystem;
 using test_support::readFile;
 
+// Whether `pid` is still a live process (a zombie is not).
+inline bool alive(pid_t pid) {
+  const std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
 class ElasticTest : public ::testing::Test {
  protected:
   // One ddprun agent with `args`, its environment PATH plus `extra_env`, its
@@ -71,6 +78,19 @@ class ElasticTest : public ::testing::Test {
 
   bool ready(const std::string& name) {
     return fs::exists(dir_.path() / name / "0.ready") && fs::exists(dir_.path() / name / "1.ready");
+  }
+
+  // The pids the agent's two workers wrote to their ready files.
+  std::vector<pid_t> workers(const std::string& name) {
+    std::vector<pid_t> pids;
+    for (int local_rank : {0, 1}) {
+      const std::string text =
+          readFile(dir_.path() / name / (std::to_string(local_rank) + ".ready"));
+      if (!text.empty()) {
+        pids.push_back(std::stoi(text));
+      }
+    }
+    return pids;
   }
 
   test_support::TempDir dir_{"ddprun-elastic-test"};

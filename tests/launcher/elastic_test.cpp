@@ -29,6 +29,7 @@ namespace fs = std::filesystem;
 
 using test_support::readFile;
 
+using testing::alive;
 using testing::ElasticTest;
 
 TEST_F(ElasticTest, TwoNodesAgreeOnRanksThroughAnExternalDaemon) {
@@ -84,6 +85,35 @@ TEST_F(ElasticTest, TheUsersNcclAsyncErrorHandlingReachesTheWorkers) {
   }
   EXPECT_EQ(env("a", 0)["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "0");
   EXPECT_EQ(env("b", 0)["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "0");
+}
+
+// A newcomer re-forms the round, but its workers start only once node 0 has
+// stopped its old workers and emptied its store: a new worker never sees the
+// last round's keys. Node 0's old workers ignore SIGTERM, so they linger for
+// the whole shutdown timeout.
+TEST_F(ElasticTest, ANewRoundsWorkersStartOnlyOnceNodeZerosStoreIsEmptied) {
+  test_support::DaemonProcess daemon;
+  const std::vector<std::string> linger = {"--ignore-term", "--only-attempt", "0"};
+  const auto node = [&](const std::string& name, int rank) {
+    return agent(name, "2:3", daemon.port(), linger,
+                 {"--node-rank", std::to_string(rank), "--shutdown-timeout", "1", "--rdzv-conf",
+                  "last_call_timeout=0.2"});
+  };
+  Subprocess a = node("a", 0);
+  Subprocess b = node("b", 1);
+  ASSERT_TRUE(test_support::eventually([&] { return ready("a") && ready("b"); }, 30s))
+      << log("a") << log("b");
+  ASSERT_EQ(env("a", 0)["GROUP_RANK"], "0");
+  const std::vector<pid_t> old_workers = workers("a");
+  Subprocess c = node("c", 2);
+  ASSERT_TRUE(test_support::eventually([&] { return ready("c"); }, 30s)) << log("c");
+  for (pid_t pid : old_workers) {
+    EXPECT_FALSE(alive(pid)) << "c's workers started while node 0's old worker " << pid
+                             << " still ran on its store" << log("a") << log("c");
+  }
+  EXPECT_TRUE(a.waitFor(30s).value_or(ExitStatus{ExitStatus::Kind::Exited, 99}).success());
+  EXPECT_TRUE(b.waitFor(30s).value_or(ExitStatus{ExitStatus::Kind::Exited, 99}).success());
+  EXPECT_TRUE(c.waitFor(30s).value_or(ExitStatus{ExitStatus::Kind::Exited, 99}).success());
 }
 
 // The same over IPv6: an endpoint written as [::1]:port.

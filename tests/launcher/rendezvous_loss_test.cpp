@@ -25,34 +25,15 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using test_support::readFile;
+using testing::alive;
 using testing::ElasticTest;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// Whether `pid` is still a live process (a zombie is not).
-bool alive(pid_t pid) {
-  const std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
-  const auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
-}
-
 class RendezvousLossTest : public ElasticTest {
  protected:
-  // The pids the agent's two workers wrote to their ready files.
-  std::vector<pid_t> workers(const std::string& name) {
-    std::vector<pid_t> pids;
-    for (int local_rank : {0, 1}) {
-      const std::string text =
-          readFile(dir_.path() / name / (std::to_string(local_rank) + ".ready"));
-      if (!text.empty()) {
-        pids.push_back(std::stoi(text));
-      }
-    }
-    return pids;
-  }
-
   bool logShows(const std::string& name, const std::string& part,
                 std::chrono::milliseconds within) {
     return test_support::eventually([&] { return contains(log(name), part); }, within, 10ms);
@@ -211,6 +192,39 @@ TEST_F(RendezvousLossTest, AForgedAbortFromAPlainClientIsRefused) {
   ASSERT_TRUE(a_status && a_status->success()) << logs();
   ASSERT_TRUE(b_status && b_status->success()) << logs();
   EXPECT_EQ(env("a", 0)["TORCHELASTIC_RESTART_COUNT"], "0") << logs();
+}
+
+// With a token, only agents that hold it join: the proof rides on a nonce,
+// so the token never crosses the wire; one without it, or with another, is
+// refused with one line saying what it lacks.
+TEST_F(RendezvousLossTest, ATokenLetsOnlyItsHoldersJoin) {
+  const auto write_token = [&](const std::string& name, const std::string& secret) {
+    const fs::path path = dir_.path() / name;
+    std::ofstream(path) << secret << "\n";
+    fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
+    return path.string();
+  };
+  const std::string token = write_token("token", "the job's own secret");
+  const std::string other = write_token("other", "somebody else's");
+  test_support::DaemonProcess daemon({"--token-file", token});
+  Subprocess a =
+      agent("a", "2", daemon.port(), {}, {"--rdzv-conf", "is_host=0,token_file=" + token});
+  Subprocess b =
+      agent("b", "2", daemon.port(), {}, {"--rdzv-conf", "is_host=0,token_file=" + token});
+  const auto a_status = a.waitFor(30s);
+  const auto b_status = b.waitFor(30s);
+  ASSERT_TRUE(a_status && a_status->success()) << logs();
+  ASSERT_TRUE(b_status && b_status->success()) << logs();
+  for (const std::vector<std::string>& conf :
+       {std::vector<std::string>{"--rdzv-conf", "is_host=0,join_timeout=10,token_file=" + other},
+        std::vector<std::string>{"--rdzv-conf", "is_host=0,join_timeout=10"}}) {
+    Subprocess mallory = agent("m", "2", daemon.port(), {}, conf);
+    const auto status = mallory.waitFor(20s);
+    ASSERT_TRUE(status) << log("m");
+    EXPECT_EQ(status->shellCode(), 1) << log("m");
+    EXPECT_TRUE(contains(log("m"), "requires the job's token")) << log("m");
+  }
+  EXPECT_FALSE(contains(daemon.stderrText(), "the job's own secret")) << daemon.stderrText();
 }
 
 }  // namespace

@@ -71,9 +71,15 @@ class TestAgent {
   void send(protocol::Verb verb) { client_->set(protocol::verbKey(run_, verb), id_); }
 
   // Blocks until the daemon pushes the next event (a GET waits for the key).
+  // As node 0 of a round it says its store is ready, as a real agent does.
   Event nextEvent() {
     StoreClient reader("127.0.0.1", port_, 10s);
-    return protocol::decodeEvent(reader.get(protocol::eventKey(run_, id_, session_, next_++)));
+    const Event event =
+        protocol::decodeEvent(reader.get(protocol::eventKey(run_, id_, session_, next_++)));
+    if (event.type == EventType::kRound && event.group_rank == 0) {
+      send(protocol::Verb::kStoreReady);
+    }
+    return event;
   }
 
   // Whether an event arrives within `timeout` (without consuming it).
@@ -179,12 +185,11 @@ TEST_P(RendezvousServiceTest, BeyondMaxAnAgentIsASpareUntilAPlaceFrees) {
   b.join({2, 2});
   spare.join({2, 2});
   EXPECT_EQ(spare.nextEvent().type, EventType::kSpare);
-  a.disconnect();
+  a.disconnect();  // before a (node 0 of round 0) said its store was ready
+  EXPECT_EQ(b.nextEvent().round, 1) << "round 0 was over before b could be told it";
   const Event round = spare.nextEvent();
   EXPECT_EQ(round.type, EventType::kRound);
   EXPECT_EQ(round.group_rank, 1);
-  EXPECT_EQ(b.nextEvent().round, 0);
-  EXPECT_EQ(b.nextEvent().round, 1);
 }
 
 TEST_P(RendezvousServiceTest, CloseReachesEveryAgentAndLaterJoins) {
@@ -223,6 +228,22 @@ TEST_P(RendezvousServiceTest, AMalformedRequestClosesOnlyItsConnection) {
   TestAgent good = agent("a");
   good.join({1, 1});
   EXPECT_EQ(good.nextEvent().type, EventType::kRound);
+}
+
+// The other members learn a round only once its node 0 has emptied its
+// workers' store (store_ready), so no new worker sees the last round's keys.
+TEST_P(RendezvousServiceTest, OthersLearnTheRoundOnlyOnceNodeZerosStoreIsReady) {
+  TestAgent a = agent("a");
+  TestAgent b = agent("b");
+  a.join({2, 2});
+  b.join({2, 2});
+  StoreClient reader("127.0.0.1", server_->port(), 10s);
+  const Event round_a =
+      protocol::decodeEvent(reader.get(protocol::eventKey("job7", "a", 0, 0)));  // no store_ready
+  EXPECT_EQ(round_a.group_rank, 0);
+  EXPECT_FALSE(b.eventWithin(200ms)) << "b learned the round before node 0's store was ready";
+  a.send(protocol::Verb::kStoreReady);
+  EXPECT_EQ(b.nextEvent().group_rank, 1);
 }
 
 // The round event carries everything an agent needs, node 0's workers' store

@@ -50,6 +50,7 @@ class C10dRendezvous final : public Rendezvous {
   std::string host_;  // the endpoint's host and port
   std::uint16_t port_ = 0;
   std::string agent_id_;
+  std::string token_;
   std::string run_id_;
   std::chrono::milliseconds keep_alive_bound_{15'000};
   std::unique_ptr<rdzv::Server> daemon_;        // the embedded ddprund, if this agent hosts

@@ -68,6 +68,8 @@ struct ElasticOptions {
   // Called before each attempt to reach a lost rendezvous: hosts it here if
   // this agent may and can (on the lease thread). Unset: never.
   std::function<void()> try_host;
+  // The job's rendezvous token: every join proves it (challenge and HMAC).
+  std::string token;
 };
 
 // One round, as this node takes part in it.
@@ -121,6 +123,9 @@ class ElasticMembership {
 
   // This node's workers failed: the whole job moves to a new round. Queued.
   void requestRestart();
+  // This node is node 0 of the round nextRound() returned and has emptied its
+  // workers' store: the other members may be told the round. Queued.
+  void storeReady();
   // After this node's workers succeeded: reports it and waits until every
   // node of the round has (the exit barrier), so the workers' store and a
   // daemon this agent hosts stay up for them. The daemon pushes the outcome;
@@ -145,6 +150,7 @@ class ElasticMembership {
   bool serveLease(rdzv::StoreClient& lease);
   std::unique_ptr<rdzv::StoreClient> recover();
   proto::rendezvous::JoinRequest joinRequest(const rdzv::StoreClient& lease, bool rejoin);
+  void sendJoin(rdzv::StoreClient& lease, proto::rendezvous::JoinRequest request);
   std::chrono::milliseconds keepAliveBound() const;
   void enqueue(proto::rendezvous::Verb verb);
   bool drained(std::chrono::milliseconds timeout);

@@ -47,6 +47,9 @@ std::map<std::string, std::string> parseRdzvConf(std::string_view what, std::str
 // means (returned as port -1).
 Endpoint parseEndpoint(std::string_view what, std::string_view text, int default_port);
 
+// "host:port", or "[v6]:port" for an IPv6 address: how a user writes it.
+std::string formatEndpoint(std::string_view host, int port);
+
 // --signals-to-handle: comma list of signal names (SIGTERM, SIGUSR1, ...),
 // blanks around names ignored; unknown names and SIGKILL/SIGSTOP are errors.
 std::vector<int> parseSignals(std::string_view what, std::string_view text);

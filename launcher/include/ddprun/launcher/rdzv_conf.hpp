@@ -24,6 +24,10 @@ struct RdzvConf {
   std::optional<Duration> keep_alive_interval;
   std::optional<int> keep_alive_max_attempt;
   std::optional<bool> is_host;
+  // ddprun's own: a file holding the job's rendezvous token (c10d); agents
+  // prove they hold it when they join, and an agent that hosts the
+  // rendezvous requires that proof of the others.
+  std::optional<std::string> token_file;
   // Accepted for compatibility; ddprun's rendezvous has no use for them
   // (its requests are answered at once, and closing is one message).
   std::optional<Duration> close_timeout;

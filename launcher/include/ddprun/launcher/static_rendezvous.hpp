@@ -117,6 +117,7 @@ class StaticRendezvous final : public Rendezvous {
   void connect(TimePoint deadline);
   void claimNodeRank();
   void checkNodes(const std::vector<std::string>& values) const;
+  std::string missingForNotice(const std::string& name, int first);
   std::string missingRanks(const std::string& name, int first);
   void waitForNodes(const std::string& name, int first, TimePoint deadline, Duration timeout,
                     const std::string& waiting_for, const std::string& did_not);

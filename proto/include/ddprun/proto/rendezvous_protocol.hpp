@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace ddprun::proto::rendezvous {
 
@@ -36,12 +37,41 @@ bool isElasticKey(std::string_view key);
 // What an agent asks of the elastic rendezvous. Each is a SET of
 // verbKey(run, verb): kJoin's value is a JoinRequest, every other verb's
 // value is the agent's id.
-enum class Verb { kJoin, kHeartbeat, kRestart, kLeave, kClose, kAbort, kDone };
+// kChallenge (value: challengeRequest()) asks for a nonce to prove, in the
+// join, that this agent holds the job's token (joinProof()); a rendezvous
+// started with a token refuses joins without that proof.
+// kStoreReady: node 0 of the running round has emptied its workers' store
+// (its previous workers are stopped); only then are the other members told
+// the round, so no worker of the new round sees the last one's keys.
+enum class Verb {
+  kJoin,
+  kHeartbeat,
+  kRestart,
+  kLeave,
+  kClose,
+  kAbort,
+  kDone,
+  kChallenge,
+  kStoreReady
+};
 
 std::string_view verbName(Verb verb);
 std::string verbKey(std::string_view run_id, Verb verb);
 std::string eventKey(std::string_view run_id, std::string_view agent, std::int64_t session,
                      std::int64_t n);
+// Where the rendezvous puts the nonce it challenged an agent's join with.
+std::string challengeKey(std::string_view run_id, std::string_view agent, std::int64_t session);
+// A challenge's value, "<agent>/<session>", and back (nullopt: malformed).
+std::string challengeRequest(std::string_view agent, std::int64_t session);
+std::optional<std::pair<std::string, std::int64_t>> parseChallengeRequest(std::string_view value);
+// HMAC-SHA256 (hex) of the join's identity and the nonce under the token:
+// proves the token without sending it, for this nonce only.
+std::string joinProof(std::string_view token, std::string_view run_id, std::string_view agent,
+                      std::int64_t session, std::string_view nonce);
+// A fresh random nonce (hex).
+std::string newNonce();
+// Compares two proofs in constant time.
+bool sameProof(std::string_view a, std::string_view b);
 
 // A SET key of the elastic scope, split. nullopt: not "ddprun/rdzv/<run>/<x>"
 // with a run id of 1..256 bytes. `verb` is nullopt for an unknown verb.
@@ -83,6 +113,7 @@ struct JoinRequest {
   // so TORCHELASTIC_RESTART_COUNT never goes back when a rendezvous restarts.
   std::int64_t last_round = -1;
   std::optional<Rejoin> rejoin;
+  std::string auth;  // joinProof() for the challenge's nonce; empty without a token
 
   bool operator==(const JoinRequest&) const = default;
 };

@@ -32,8 +32,10 @@ class RendezvousService {
   using Clock = std::chrono::steady_clock;
 
   // `host_agent`: the agent whose process serves this rendezvous, told to
-  // every member with each round ("" for a ddprund of its own).
-  explicit RendezvousService(std::string host_agent = "") : host_agent_(std::move(host_agent)) {}
+  // every member with each round ("" for a ddprund of its own). `token`: when
+  // not empty, a join must prove it holds it (challenge, then HMAC).
+  explicit RendezvousService(std::string host_agent = "", std::string token = "")
+      : host_agent_(std::move(host_agent)), token_(std::move(token)) {}
 
   static bool isRendezvousKey(std::string_view key);
 
@@ -73,16 +75,34 @@ class RendezvousService {
     std::set<std::string> done;  // agents whose workers of done_round succeeded
     int64_t done_round = -1;
     int64_t finished_round = -1;  // the round whose exit barrier was pushed
+    // The running round's events for members other than node 0, held until
+    // node 0 says its workers' store is ready (store_ready).
+    int64_t held_round = -1;
+    std::string held_for;  // node 0 of held_round
+    std::vector<std::pair<std::string, proto::rendezvous::Event>> held;
   };
   struct Binding {
     std::string run_id;
     std::string agent;
+  };
+  // A nonce handed to a connection for its next join.
+  struct Challenge {
+    std::string run_id;
+    std::string agent;
+    int64_t session = 0;
+    std::string nonce;
   };
 
   std::optional<std::string> join(ClientId client, const std::string& run_id,
                                   std::string_view payload, Clock::time_point now, KeySpace& keys);
   std::optional<std::string> authorize(ClientId client, const std::string& run_id,
                                        std::string_view verb, std::string_view agent) const;
+  std::optional<std::string> challenge(ClientId client, const std::string& run_id,
+                                       std::string_view value, KeySpace& keys);
+  std::optional<std::string> checkProof(ClientId client, const std::string& run_id,
+                                        const proto::rendezvous::JoinRequest& request,
+                                        KeySpace& keys);
+  void forgetChallenge(ClientId client, KeySpace& keys);
   void openStream(const std::string& run_id, Run& run, const std::string& agent, int64_t session,
                   KeySpace& keys);
   void recordDone(Run& run, const std::string& agent, int64_t round);
@@ -93,8 +113,11 @@ class RendezvousService {
                     KeySpace& keys);
   void tell(const std::string& run_id, Run& run, const std::string& agent,
             const proto::rendezvous::Event& event, KeySpace& keys);
+  void releaseRound(const std::string& run_id, Run& run, const std::string& agent, KeySpace& keys);
 
   std::string host_agent_;
+  std::string token_;
+  std::unordered_map<ClientId, Challenge> challenges_;
   std::map<std::string, Run, std::less<>> runs_;
   std::unordered_map<ClientId, Binding> bindings_;
 };

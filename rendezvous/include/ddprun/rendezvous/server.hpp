@@ -29,6 +29,9 @@ struct ServerOptions {
   // The agent whose process embeds this server as its job's rendezvous ("":
   // a ddprund of its own); members learn it with every round.
   std::string rendezvous_host_agent;
+  // When set, agents must prove they hold this token to join (see
+  // token_file.hpp); the workers' store commands stay unauthenticated.
+  std::string token;
 };
 
 struct ServerStats {
