@@ -83,7 +83,7 @@ void writePortFile(const std::string& path, std::uint16_t port) {
     std::ofstream out(temporary, std::ios::trunc);
     out << port << '\n';
     if (!out.flush()) {
-      throw ddprun::ConfigError("ddprund: cannot write --port-file '" + path + "'");
+      throw ddprun::ConfigError("cannot write --port-file '" + path + "'");
     }
   }
   std::filesystem::rename(temporary, path);
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
     server.stop();
     return 0;
   } catch (const ddprun::ConfigError& error) {
-    std::fprintf(stderr, "%s\n", error.what());
+    std::fprintf(stderr, "ddprund: %s\n", error.what());
     return 2;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ddprund: %s\n", error.what());

@@ -1,6 +1,7 @@
-// ddprund's command line, through the real binary: a bad flag is one line
-// naming the flag, exit 2 (README's promise, not CLI11's own codes); --help
-// is exit 0.
+// ddprund's command line and start-up, through the real binary: a bad flag is
+// one line naming the flag, exit 2 (README's promise, not CLI11's own codes);
+// --help is exit 0; a port already taken is one line naming every address
+// tried, with the program's name once, exit 1.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -94,6 +95,30 @@ TEST_F(DaemonCliTest, HelpIsExitZero) {
   const Outcome outcome = run({"--help"});
   EXPECT_EQ(outcome.status.describe(), "exited with code 0") << outcome.stderr_text;
   EXPECT_NE(outcome.stdout_text.find("--port"), std::string::npos) << outcome.stdout_text;
+}
+
+// A second ddprund on the first one's port: every address it tried is named
+// on one line, with "ddprund: " once; exit 1.
+TEST_F(DaemonCliTest, APortAlreadyTakenIsOneLineNamingEveryAddressTried) {
+  DaemonProcess first;
+  const std::string port = std::to_string(first.port());
+  const Outcome any = run({"--port", port});
+  EXPECT_EQ(any.status.describe(), "exited with code 1") << any.stderr_text;
+  EXPECT_EQ(any.stderr_text.rfind("ddprund: cannot listen", 0), 0u) << any.stderr_text;
+  EXPECT_EQ(countOf(any.stderr_text, "ddprund"), 1) << any.stderr_text;
+  EXPECT_EQ(countOf(any.stderr_text, "\n"), 1) << any.stderr_text;
+  EXPECT_NE(any.stderr_text.find("0.0.0.0:" + port), std::string::npos) << any.stderr_text;
+
+  const Outcome loopback = run({"--host", "127.0.0.1", "--port", port});
+  EXPECT_EQ(loopback.status.describe(), "exited with code 1") << loopback.stderr_text;
+  EXPECT_EQ(loopback.stderr_text,
+            "ddprund: cannot listen (127.0.0.1:" + port + ": Address already in use)\n");
+}
+
+TEST_F(DaemonCliTest, AHostThatIsNotAnAddressIsOneLineAndExitTwo) {
+  const Outcome outcome = run({"--host", "not-an-address", "--port", "0"});
+  EXPECT_EQ(outcome.status.describe(), "exited with code 2") << outcome.stderr_text;
+  EXPECT_EQ(outcome.stderr_text, "ddprund: --host 'not-an-address' is not an IP address\n");
 }
 
 }  // namespace
