@@ -148,11 +148,19 @@ std::optional<JoinRequest> decodeJoin(std::string_view text, std::string& why) {
     return std::nullopt;
   }
   if (join.agent.empty() || join.agent.find('/') != std::string::npos || join.min_nodes < 1 ||
-      join.max_nodes < join.min_nodes || join.local_world_size < 1 ||
-      join.keep_alive_timeout.count() <= 0 || join.last_call_timeout.count() < 0) {
-    why =
-        "a bad rendezvous join (empty agent id or one with '/', bad node counts or bad "
-        "timeouts)";
+      join.max_nodes < join.min_nodes || join.local_world_size < 1) {
+    why = "a bad rendezvous join (empty agent id or one with '/', or bad node counts)";
+    return std::nullopt;
+  }
+  // A keep-alive of 0 would drop the agent the moment it joined; one past
+  // the bound would wrap on the daemon's clock and do the same.
+  if (join.keep_alive_timeout.count() <= 0 || join.keep_alive_timeout > kMaxJoinTimeout ||
+      join.last_call_timeout.count() < 0 || join.last_call_timeout > kMaxJoinTimeout) {
+    why = "a bad rendezvous join: keep_alive_timeout_ms " +
+          std::to_string(join.keep_alive_timeout.count()) + " (1.." +
+          std::to_string(kMaxJoinTimeout.count()) + "), last_call_timeout_ms " +
+          std::to_string(join.last_call_timeout.count()) + " (0.." +
+          std::to_string(kMaxJoinTimeout.count()) + ")";
     return std::nullopt;
   }
   return join;
