@@ -239,8 +239,12 @@ void Agent::Impl::spawnWorker(int local_rank) {
   if (worker.process.pidfd() < 0) {
     throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);
   }
-  worker.exit_watch =
-      std::make_unique<asio::posix::stream_descriptor>(io, ::dup(worker.process.pidfd()));
+  const int exit_fd = ::dup(worker.process.pidfd());
+  if (exit_fd < 0) {
+    throw SpawnError("cannot watch local rank " + std::to_string(local_rank) + "'s worker: dup",
+                     errno);
+  }
+  worker.exit_watch = std::make_unique<asio::posix::stream_descriptor>(io, exit_fd);
   const std::size_t index = workers.size();
   worker.exit_watch->async_wait(
       asio::posix::stream_descriptor::wait_read,
