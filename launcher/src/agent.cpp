@@ -383,6 +383,7 @@ void Agent::Impl::waitForSignal() {
     }
     if (result.signal != 0) {
       // A second signal while stopping: do not make the user wait the grace.
+      log().warn("received {} again: killing the workers now", signalName(signal));
       for (Worker& worker : workers) {
         if (!worker.exited) {
           worker.process.signalGroup(SIGKILL);
@@ -391,6 +392,10 @@ void Agent::Impl::waitForSignal() {
     } else {
       result.signal = signal;
       restart_after_stop = false;
+      log().warn("received {}: {}", signalName(signal),
+                 phase == Phase::Waiting ? "stopping (no workers are running)"
+                                         : "forwarding it to the workers and stopping them (a "
+                                           "second one kills them at once)");
       if (phase == Phase::Waiting) {
         finish(128 + signal);  // no workers yet: stop waiting
         return;

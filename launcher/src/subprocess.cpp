@@ -108,6 +108,11 @@ ExitStatus ExitStatus::fromWaitStatus(int status) {
   return {Kind::Exited, WEXITSTATUS(status)};
 }
 
+std::string signalName(int signal) {
+  const char* name = sigabbrev_np(signal);
+  return name != nullptr ? "SIG" + std::string(name) : "signal " + std::to_string(signal);
+}
+
 std::string ExitStatus::describe() const {
   if (kind == Kind::Exited) {
     return "exited with code " + std::to_string(code);

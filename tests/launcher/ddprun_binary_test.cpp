@@ -121,7 +121,15 @@ TEST_F(DdprunBinaryTest, SigtermIsForwardedAndTheExitStatusSaysSo) {
       },
       10s));
   ASSERT_EQ(kill(agent.pid(), SIGTERM), 0);
-  EXPECT_EQ(agent.wait(), (ExitStatus{ExitStatus::Kind::Exited, 128 + SIGTERM}));
+  const Outcome outcome = waitFor(agent, 20s);
+  EXPECT_EQ(outcome.status.describe(), "exited with code " + std::to_string(128 + SIGTERM))
+      << outcome.stderr_text;
+  // The agent says what it does with the signal, once.
+  EXPECT_EQ(countOf(outcome.stderr_text,
+                    "received SIGTERM: forwarding it to the workers and stopping them (a second "
+                    "one kills them at once)"),
+            1)
+      << outcome.stderr_text;
 }
 
 // More workers than this machine lets ddprun supervise (descriptors,

@@ -40,6 +40,9 @@ struct ExitStatus {
   bool operator==(const ExitStatus&) const = default;
 };
 
+// "SIGTERM", or "signal 34" for a signal with no abbreviation.
+std::string signalName(int signal);
+
 // A child could not be started. what() is "<what failed>: <errno's text>"
 // ("cannot run 'train': fork: Resource temporarily unavailable"), so every
 // spawn error says why; errorNumber() keeps the errno.
