@@ -225,8 +225,12 @@ void Agent::Impl::spawnWorker(int local_rank) {
   if (worker.process.pidfd() < 0) {
     throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);
   }
-  worker.exit_watch =
-      std::make_unique<asio::posix::stream_descriptor>(io, ::dup(worker.process.pidfd()));
+  const int exit_fd = ::dup(worker.process.pidfd());
+  if (exit_fd < 0) {
+    throw SpawnError("cannot watch local rank " + std::to_string(local_rank) + "'s worker: dup",
+                     errno);
+  }
+  worker.exit_watch = std::make_unique<asio::posix::stream_descriptor>(io, exit_fd);
   const std::size_t index = workers.size();
   worker.exit_watch->async_wait(
       asio::posix::stream_descriptor::wait_read,
@@ -365,6 +369,7 @@ void Agent::Impl::waitForSignal() {
     }
     if (result.signal != 0) {
       // A second signal while stopping: do not make the user wait the grace.
+      log().warn("received {} again: killing the workers now", signalName(signal));
       for (Worker& worker : workers) {
         if (!worker.exited) {
           worker.process.signalGroup(SIGKILL);
@@ -373,6 +378,10 @@ void Agent::Impl::waitForSignal() {
     } else {
       result.signal = signal;
       restart_after_stop = false;
+      log().warn("received {}: {}", signalName(signal),
+                 phase == Phase::Waiting ? "stopping (no workers are running)"
+                                         : "forwarding it to the workers and stopping them (a "
+                                           "second one kills them at once)");
       if (phase == Phase::Waiting) {
         finish(128 + signal);  // no workers yet: stop waiting
         return;

@@ -20,6 +20,7 @@
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/launcher/worker_command.hpp"
 #include "ddprun/launcher/worker_environment.hpp"
+#include "ddprun/launcher/worker_limits.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "log.hpp"
 #include "worker_output.hpp"
@@ -123,6 +124,11 @@ launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
 int runAgent(const LaunchConfig& config) {
   refuseUnsupported(config);
   const int nproc = resolveNproc(config.nproc_per_node);
+  // Before anything is bound or forked: more workers than this machine lets
+  // ddprun supervise is one line, not thousands of forks and a late error.
+  if (const auto problem = launcher::workerLimitProblem(nproc, launcher::currentProcessLimits())) {
+    throw ConfigError("--nproc-per-node " + std::to_string(nproc) + ": " + *problem);
+  }
   const std::string host = hostName();
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
   const fs::path run_dir = launcher::runLogDir(config);

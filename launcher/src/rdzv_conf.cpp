@@ -1,6 +1,7 @@
 #include "ddprun/launcher/rdzv_conf.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
 
@@ -10,6 +11,9 @@ namespace ddprun::launcher {
 namespace {
 
 using Duration = RdzvConf::Duration;
+
+// The longest ddprun waits (1e9 s, as seconds() allows), in milliseconds.
+constexpr std::int64_t kMaxWaitMs = 1'000'000'000'000;
 
 Duration seconds(std::string_view what, std::string_view text) {
   const double value = parsePositiveDouble(what, text);
@@ -110,6 +114,18 @@ RdzvConf typeRdzvConf(std::string_view what, const std::map<std::string, std::st
       failValue(key_what, value, "unknown key (ddprun knows " + knownKeyList() + ")");
     }
     known->second(conf, key_what, value);
+  }
+  // The daemon's keep-alive timeout is their product: each within bounds, it
+  // may not be (and a timeout the daemon cannot keep would drop the agent).
+  const std::int64_t interval_ms = conf.keepAliveInterval().count();
+  if (interval_ms > kMaxWaitMs / conf.keepAliveMaxAttempt()) {
+    const auto text = [&pairs](const std::string& key, const char* fallback) {
+      const auto given = pairs.find(key);
+      return given != pairs.end() ? given->second : std::string(fallback);
+    };
+    failValue(std::string(what) + " keep_alive_interval x keep_alive_max_attempt",
+              text("keep_alive_interval", "5") + " x " + text("keep_alive_max_attempt", "3"),
+              "more seconds than ddprun can wait (at most 1e9)");
   }
   return conf;
 }

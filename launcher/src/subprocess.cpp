@@ -108,6 +108,11 @@ ExitStatus ExitStatus::fromWaitStatus(int status) {
   return {Kind::Exited, WEXITSTATUS(status)};
 }
 
+std::string signalName(int signal) {
+  const char* name = sigabbrev_np(signal);
+  return name != nullptr ? "SIG" + std::string(name) : "signal " + std::to_string(signal);
+}
+
 std::string ExitStatus::describe() const {
   if (kind == Kind::Exited) {
     return "exited with code " + std::to_string(code);
@@ -136,12 +141,12 @@ Subprocess::Subprocess(const SpawnOptions& options) {
   const std::string& program = options.argv.front();
   const auto path = findExecutable(program, pathFor(options));
   if (!path) {
-    throw SpawnError("cannot run '" + program + "': not found on PATH", ENOENT);
+    throw SpawnError("cannot run '" + program + "' (looked for on PATH)", ENOENT);
   }
   ExecArrays arrays(options);
   int error_pipe[2];
   if (pipe2(error_pipe, O_CLOEXEC) != 0) {
-    throw SpawnError("cannot run '" + program + "': pipe: " + std::strerror(errno), errno);
+    throw SpawnError("cannot run '" + program + "': pipe", errno);
   }
   const pid_t parent = getpid();
   pid_ = fork();
@@ -153,8 +158,7 @@ Subprocess::Subprocess(const SpawnOptions& options) {
   close(error_pipe[1]);
   if (pid_ < 0) {
     close(error_pipe[0]);
-    throw SpawnError("cannot run '" + program + "': fork: " + std::strerror(fork_error),
-                     fork_error);
+    throw SpawnError("cannot run '" + program + "': fork", fork_error);
   }
   int exec_error = 0;
   ssize_t got = 0;
@@ -165,9 +169,18 @@ Subprocess::Subprocess(const SpawnOptions& options) {
   if (got == static_cast<ssize_t>(sizeof(exec_error))) {
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
-    throw SpawnError("cannot run '" + *path + "': " + std::strerror(exec_error), exec_error);
+    throw SpawnError("cannot run '" + *path + "'", exec_error);
   }
   pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+  if (pidfd_ < 0 && errno != ENOSYS) {
+    const int pidfd_error = errno;  // out of descriptors, most likely
+    killpg(pid_, SIGKILL);
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    const pid_t pid = std::exchange(pid_, -1);
+    throw SpawnError("cannot watch '" + program + "' (pid " + std::to_string(pid) + "): pidfd_open",
+                     pidfd_error);
+  }
 }
 
 Subprocess::Subprocess(Subprocess&& other) noexcept

@@ -257,14 +257,24 @@ std::optional<JoinRequest> decodeJoin(std::string_view text, std::string& why) {
     return std::nullopt;
   }
   if (join.agent.empty() || join.agent.find('/') != std::string::npos || join.min_nodes < 1 ||
-      join.max_nodes < join.min_nodes || join.local_world_size < 1 ||
-      join.keep_alive_timeout.count() <= 0 || join.last_call_timeout.count() < 0 ||
-      join.session < 0 || join.last_round < -1 ||
+      join.max_nodes < join.min_nodes || join.local_world_size < 1 || join.session < 0 ||
+      join.last_round < -1 ||
       (join.rejoin && (join.rejoin->round < 0 || join.rejoin->group_rank < 0 ||
                        join.rejoin->group_rank >= join.rejoin->group_world_size))) {
     why =
-        "a bad rendezvous join (empty agent id or one with '/', bad node counts, timeouts, "
-        "session or rejoin)";
+        "a bad rendezvous join (empty agent id or one with '/', bad node counts, session or "
+        "rejoin)";
+    return std::nullopt;
+  }
+  // A keep-alive of 0 would drop the agent the moment it joined; one past
+  // the bound would wrap on the daemon's clock and do the same.
+  if (join.keep_alive_timeout.count() <= 0 || join.keep_alive_timeout > kMaxJoinTimeout ||
+      join.last_call_timeout.count() < 0 || join.last_call_timeout > kMaxJoinTimeout) {
+    why = "a bad rendezvous join: keep_alive_timeout_ms " +
+          std::to_string(join.keep_alive_timeout.count()) + " (1.." +
+          std::to_string(kMaxJoinTimeout.count()) + "), last_call_timeout_ms " +
+          std::to_string(join.last_call_timeout.count()) + " (0.." +
+          std::to_string(kMaxJoinTimeout.count()) + ")";
     return std::nullopt;
   }
   return join;

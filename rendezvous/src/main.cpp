@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <string>
 
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
@@ -29,6 +30,25 @@ struct DaemonFlags {
   std::string log_level = "info";
 };
 
+// --request-timeout: seconds, kept in milliseconds by the server, so at least
+// one millisecond and small enough to convert (1e9 s, as ddprun's timeouts).
+std::string checkSeconds(const std::string& text) {
+  std::size_t used = 0;
+  double seconds = 0;
+  try {
+    seconds = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) {
+    return "'" + text + "' is not a number of seconds";
+  }
+  if (!(seconds >= 0.001 && seconds <= 1e9)) {
+    return "'" + text + "' must be between 0.001 and 1e9 seconds";
+  }
+  return "";
+}
+
 void defineFlags(CLI::App& app, DaemonFlags& flags) {
   auto& s = flags.server;
   app.add_option("--host", s.host, "Address to listen on (default: all, IPv6 and IPv4)");
@@ -46,7 +66,7 @@ void defineFlags(CLI::App& app, DaemonFlags& flags) {
       ->capture_default_str();
   app.add_option("--request-timeout", flags.request_timeout_s,
                  "Seconds a started request may stay incomplete before the connection is closed")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Validator(checkSeconds, "SECONDS", "seconds"))
       ->capture_default_str();
   app.add_option("--max-key-bytes", s.limits.max_key_bytes)->capture_default_str();
   app.add_option("--max-value-bytes", s.limits.max_value_bytes)->capture_default_str();
@@ -67,7 +87,7 @@ void writePortFile(const std::string& path, std::uint16_t port) {
     std::ofstream out(temporary, std::ios::trunc);
     out << port << '\n';
     if (!out.flush()) {
-      throw ddprun::ConfigError("ddprund: cannot write --port-file '" + path + "'");
+      throw ddprun::ConfigError("cannot write --port-file '" + path + "'");
     }
   }
   std::filesystem::rename(temporary, path);
@@ -87,7 +107,17 @@ int main(int argc, char** argv) {
   CLI::App app("ddprund: a c10d TCPStore-compatible rendezvous store (PyTorch 1.13 to 2.10+)");
   DaemonFlags flags;
   defineFlags(app, flags);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    if (error.get_exit_code() == 0) {
+      return app.exit(error);  // --help
+    }
+    // One line naming the flag and what is wrong with it; exit 2, as ddprun.
+    const std::string what = error.what();
+    std::fprintf(stderr, "ddprund: %s\n", what.substr(0, what.find('\n')).c_str());
+    return 2;
+  }
 
   auto& log = ddprun::rdzv::rdzvLog();
   log.set_level(spdlog::level::from_str(flags.log_level));
@@ -124,7 +154,7 @@ int main(int argc, char** argv) {
     server.stop();
     return 0;
   } catch (const ddprun::ConfigError& error) {
-    std::fprintf(stderr, "%s\n", error.what());
+    std::fprintf(stderr, "ddprund: %s\n", error.what());
     return 2;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ddprund: %s\n", error.what());

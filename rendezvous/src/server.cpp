@@ -138,13 +138,13 @@ void Server::Impl::listen() {
     net::error_code error;
     const auto address = net::asio::ip::make_address(options.host, error);
     if (error) {
-      throw ConfigError("ddprund: --host '" + options.host + "' is not an IP address");
+      throw ConfigError("--host '" + options.host + "' is not an IP address");
     }
     if (tryListen({address, options.port}, false, errors)) {
       return;
     }
   }
-  throw NetworkError("ddprund: cannot listen (" + errors + ")");
+  throw NetworkError("cannot listen (" + errors + ")");
 }
 
 // Round-robin would put every 1.13 client's busy main connection on one

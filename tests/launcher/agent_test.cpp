@@ -9,8 +9,12 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <map>
@@ -281,6 +285,26 @@ TEST(AgentTest, AWorkerThatCannotBeSpawnedEndsTheRunCleanly) {
   EXPECT_NE(result.error.find("cannot run '/no/such/program'"), std::string::npos) << result.error;
   EXPECT_LT(std::chrono::steady_clock::now() - started, 4s) << "waited for the grace period";
   EXPECT_EQ(rendezvous.restartRequests(), 0);
+}
+
+// Out of descriptors when a worker is spawned: the run ends with one line that
+// says what could not be made and why (the errno text), exit 1.
+TEST(AgentTest, ASpawnErrorCarriesTheErrnoText) {
+  FakeRendezvous rendezvous(singleNode(2));
+  Agent agent(configFor(rendezvous, 2, {}));
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  // The lowest free descriptor becomes the limit: no new one can be made.
+  const int lowest_free = ::dup(STDIN_FILENO);
+  ASSERT_GE(lowest_free, 0);
+  ::close(lowest_free);
+  rlimit lowered = saved;
+  lowered.rlim_cur = static_cast<rlim_t>(lowest_free);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  const RunResult result = agent.run();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.error.find(std::strerror(EMFILE)), std::string::npos) << result.error;
 }
 
 // SIGTERM while the agent waits for its group: it stops waiting at once.

@@ -7,12 +7,14 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "ddprun/launcher/device_count.hpp"
@@ -119,7 +121,55 @@ TEST_F(DdprunBinaryTest, SigtermIsForwardedAndTheExitStatusSaysSo) {
       },
       10s));
   ASSERT_EQ(kill(agent.pid(), SIGTERM), 0);
-  EXPECT_EQ(agent.wait(), (ExitStatus{ExitStatus::Kind::Exited, 128 + SIGTERM}));
+  const Outcome outcome = waitFor(agent, 20s);
+  EXPECT_EQ(outcome.status.describe(), "exited with code " + std::to_string(128 + SIGTERM))
+      << outcome.stderr_text;
+  // The agent says what it does with the signal, once.
+  EXPECT_EQ(countOf(outcome.stderr_text,
+                    "received SIGTERM: forwarding it to the workers and stopping them (a second "
+                    "one kills them at once)"),
+            1)
+      << outcome.stderr_text;
+}
+
+// More workers than this machine lets ddprun supervise (descriptors,
+// processes, pids): refused before anything is forked, one line naming the
+// limit and the number, exit 2. It used to fork for 51 s, then fail on a pipe.
+TEST_F(DdprunBinaryTest, MoreWorkersThanTheMachineAllowsAreRefusedAtOnce) {
+  const auto started = std::chrono::steady_clock::now();
+  const Outcome outcome = runFor(fakeWorkers(100000, {}), 5s);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
+  EXPECT_EQ(outcome.status.describe(), "exited with code 2") << outcome.stderr_text;
+  EXPECT_EQ(outcome.stderr_text.rfind("ddprun: --nproc-per-node 100000: ", 0), 0u)
+      << outcome.stderr_text;
+  EXPECT_NE(outcome.stderr_text.find("limit"), std::string::npos) << outcome.stderr_text;
+  EXPECT_EQ(countOf(outcome.stderr_text, "\n"), 1) << outcome.stderr_text;
+}
+
+// ddprun started with too few descriptors for its workers (as `ulimit -n 64`
+// would): one line naming RLIMIT_NOFILE and the numbers, exit 2, no worker.
+TEST_F(DdprunBinaryTest, TooFewDescriptorsForTheWorkersAreRefusedUpFront) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit lowered = saved;
+  lowered.rlim_cur = 64;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  std::optional<Subprocess> agent;
+  try {
+    agent.emplace(start(fakeWorkers(20, {"--ready-to", dir_.path().string()})));
+  } catch (...) {
+    setrlimit(RLIMIT_NOFILE, &saved);
+    throw;
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);  // only the child has the low limit
+  const Outcome outcome = waitFor(*agent, 20s);
+  EXPECT_EQ(outcome.status.describe(), "exited with code 2") << outcome.stderr_text;
+  EXPECT_EQ(outcome.stderr_text.rfind("ddprun: --nproc-per-node 20: ", 0), 0u)
+      << outcome.stderr_text;
+  EXPECT_NE(outcome.stderr_text.find("RLIMIT_NOFILE"), std::string::npos) << outcome.stderr_text;
+  EXPECT_NE(outcome.stderr_text.find("64"), std::string::npos) << outcome.stderr_text;
+  EXPECT_EQ(countOf(outcome.stderr_text, "\n"), 1) << outcome.stderr_text;
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "0.ready")) << "a worker was started";
 }
 
 // With no GPU: one clear line and exit 2; with GPUs: one worker per GPU.

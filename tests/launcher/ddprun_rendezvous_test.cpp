@@ -99,6 +99,28 @@ TEST_F(DdprunRendezvousTest, AnUnknownRdzvConfKeyIsOneLineAndExitTwo) {
       << outcome.stderr_text;
 }
 
+// A keep-alive that would drop the agent at once (none, negative, no
+// attempts, or longer than ddprun can wait) is refused when the flags are
+// read: one line naming it (then the usage), exit 2, nothing joined.
+TEST_F(DdprunRendezvousTest, AKeepAliveThatWouldDropTheAgentAtOnceIsOneLineAndExitTwo) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
+  for (const std::string conf :
+       {"keep_alive_interval=0", "keep_alive_interval=-1", "keep_alive_max_attempt=0",
+        "keep_alive_interval=1e9,keep_alive_max_attempt=10"}) {
+    const Outcome outcome =
+        runFor({"--nnodes", "1:2", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
+                "--rdzv-conf", conf, "--no-python", DDPRUN_FAKE_WORKER},
+               20s);
+    EXPECT_EQ(outcome.status.describe(), "exited with code 2") << conf;
+    // One line, then the usage, as for every bad flag.
+    const auto end_of_line = outcome.stderr_text.find('\n');
+    EXPECT_EQ(outcome.stderr_text.rfind("ddprun: --rdzv-conf keep_alive_", 0), 0u)
+        << conf << ": " << outcome.stderr_text;
+    EXPECT_EQ(outcome.stderr_text.find("usage: ddprun"), end_of_line + 1)
+        << conf << ": " << outcome.stderr_text;
+  }
+}
+
 // A worker that cannot be started under c10d ends the run with one line and
 // exit 1, as under --standalone; it used to abort (std::terminate, 134).
 TEST_F(DdprunRendezvousTest, AWorkerThatCannotStartUnderC10dIsOneLine) {

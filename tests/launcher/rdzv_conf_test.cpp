@@ -71,8 +71,15 @@ TEST(RdzvConf, ABadKeyOrValueIsOneLineNamingBoth) {
             "--rdzv-conf join_timeout '0': must be greater than 0");
   EXPECT_EQ(parseError({"--rdzv-conf", "keep_alive_interval=-1", "t.py"}),
             "--rdzv-conf keep_alive_interval '-1': must be greater than 0");
+  EXPECT_EQ(parseError({"--rdzv-conf", "keep_alive_interval=0", "t.py"}),
+            "--rdzv-conf keep_alive_interval '0': must be greater than 0");
   EXPECT_EQ(parseError({"--rdzv-conf", "keep_alive_max_attempt=0", "t.py"}),
             "--rdzv-conf keep_alive_max_attempt '0': must be >= 1");
+  // Each within bounds, their product (the daemon's keep-alive timeout) not.
+  EXPECT_EQ(
+      parseError({"--rdzv-conf", "keep_alive_interval=1e9,keep_alive_max_attempt=10", "t.py"}),
+      "--rdzv-conf keep_alive_interval x keep_alive_max_attempt '1e9 x 10': more seconds "
+      "than ddprun can wait (at most 1e9)");
   EXPECT_EQ(parseError({"--rdzv-conf", "is_host=maybe", "t.py"}),
             "--rdzv-conf is_host 'maybe': expected 1, true, t, yes, y or 0, false, f, no, n");
   EXPECT_EQ(parseError({"--rdzv-conf", "store_type=file", "t.py"}),

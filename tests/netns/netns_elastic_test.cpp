@@ -134,7 +134,8 @@ TEST_P(NetnsLinkDownTest, ASilentHostIsDroppedAfterTheKeepAliveAndTheOtherRestar
 
 // The silenced host's link comes back after the job has ended without it:
 // ddprund told its agent it was dropped (the event waits in the store), so the
-// agent stops its workers and exits non-zero instead of running on alone.
+// agent stops its workers, says it was dropped, and exits non-zero instead of
+// running on alone.
 TEST_P(NetnsLinkDownTest, AHealedHostThatWasDroppedIsToldTheJobIsOver) {
   buildLab(2);
   const std::vector<std::string> keep_alive = {"--rdzv-conf",
@@ -156,6 +157,10 @@ TEST_P(NetnsLinkDownTest, AHealedHostThatWasDroppedIsToldTheJobIsOver) {
   ASSERT_TRUE(silenced_status.has_value())
       << "the dropped agent still runs after its link came back" << logs({"a", "b"});
   EXPECT_FALSE(silenced_status->success()) << logs({"a", "b"});
+  // It says why, and only that: nothing about another agent closing the job.
+  const std::string silenced_log = log(silenced);
+  EXPECT_TRUE(contains(silenced_log, "the rendezvous dropped this node")) << silenced_log;
+  EXPECT_FALSE(contains(silenced_log, "closed by another agent")) << silenced_log;
 }
 
 INSTANTIATE_TEST_SUITE_P(SilencedNode, NetnsLinkDownTest, ::testing::Values(1, 0), groupRankName);

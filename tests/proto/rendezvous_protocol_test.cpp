@@ -60,8 +60,11 @@ TEST(RendezvousJoin, MalformedJoinsAreNamed) {
   EXPECT_FALSE(decodeJoin("{not json", why));
   EXPECT_NE(why.find("a bad rendezvous join"), std::string::npos) << why;
   JoinRequest join;
-  join.agent = "a/b";
+  join.agent = "a";
+  EXPECT_FALSE(decodeJoin(encodeJoin(join), why)) << "no workers' store";
   join.store_host = "h";
+  join.store_port = 1;
+  join.agent = "a/b";
   EXPECT_FALSE(decodeJoin(encodeJoin(join), why));
   join.agent = "a";
   join.min_nodes = 3;
@@ -70,6 +73,19 @@ TEST(RendezvousJoin, MalformedJoinsAreNamed) {
   join.max_nodes = 3;
   join.keep_alive_timeout = std::chrono::milliseconds(0);
   EXPECT_FALSE(decodeJoin(encodeJoin(join), why));
+  join.keep_alive_timeout = std::chrono::milliseconds(-1);
+  EXPECT_FALSE(decodeJoin(encodeJoin(join), why));
+  // Past what the daemon's clock can add to a time point (nanoseconds):
+  // accepted, it would wrap and drop the agent at once.
+  join.keep_alive_timeout = std::chrono::milliseconds(10'000'000'000'000);
+  EXPECT_FALSE(decodeJoin(encodeJoin(join), why)) << "a keep-alive of 317 years";
+  const std::chrono::milliseconds billion_seconds(1'000'000'000'000);  // the launcher's bound
+  join.keep_alive_timeout = billion_seconds;
+  EXPECT_TRUE(decodeJoin(encodeJoin(join), why)) << why;
+  join.last_call_timeout = billion_seconds + std::chrono::milliseconds(1);
+  EXPECT_FALSE(decodeJoin(encodeJoin(join), why)) << "a last call beyond the bound";
+  EXPECT_NE(why.find("a bad rendezvous join"), std::string::npos) << why;
+  join.last_call_timeout = std::chrono::milliseconds(0);
   join.keep_alive_timeout = std::chrono::milliseconds(1);
   join.rejoin = Rejoin{2, 3, 3, false};
   EXPECT_FALSE(decodeJoin(encodeJoin(join), why)) << "group rank 3 of 3";

@@ -246,6 +246,21 @@ TEST_P(RendezvousServiceTest, OthersLearnTheRoundOnlyOnceNodeZerosStoreIsReady) 
   EXPECT_EQ(b.nextEvent().group_rank, 1);
 }
 
+// A keep-alive the daemon cannot keep (none at all, or past what its clock
+// can add) is a bad join: only that connection is closed. Accepted, it would
+// drop the agent the moment it joined.
+TEST_P(RendezvousServiceTest, AJoinWithAnImpossibleKeepAliveClosesOnlyItsConnection) {
+  for (const int64_t keep_alive_ms : {int64_t{0}, int64_t{-1}, int64_t{10'000'000'000'000}}) {
+    TestAgent bad = agent("bad");
+    JoinSpec spec;
+    spec.keep_alive_ms = keep_alive_ms;
+    EXPECT_THROW(bad.join(spec), Error) << "keep_alive_timeout_ms " << keep_alive_ms;
+  }
+  TestAgent good = agent("a");
+  good.join({1, 1});
+  EXPECT_EQ(good.nextEvent().type, EventType::kRound);
+}
+
 // The round event carries everything an agent needs, node 0's workers' store
 // included: no agent reads it anywhere else. After node 0 is lost, the next
 // round names the new node 0's store.

@@ -130,6 +130,28 @@ TEST_F(SnapshotTest, ATorchSaveArchiveIsNamedAsForeign) {
   EXPECT_NE(loadError().find("not a train snapshot"), std::string::npos) << loadError();
 }
 
+// A directory where the snapshot should be is named as one, whether train
+// reads, inspects or writes it; it used to be read as an "empty file".
+TEST_F(SnapshotTest, ADirectoryIsNamedAsOneNotReadAsAnEmptyFile) {
+  std::filesystem::create_directory(path());
+  const std::string expected = "snapshot " + path() + ": is a directory, not a snapshot file";
+  EXPECT_EQ(loadError(), expected);
+  try {
+    inspectSnapshot(path());
+    ADD_FAILURE() << "inspected a directory";
+  } catch (const SnapshotError& error) {
+    EXPECT_EQ(error.what(), expected);
+  }
+  Task task = makeTask("mlp", std::nullopt, 0);
+  try {
+    writeSnapshot(path(), {"mlp", 1, 1, 0, 0}, {*task.model, *task.optimizer});
+    ADD_FAILURE() << "wrote over a directory";
+  } catch (const SnapshotError& error) {
+    EXPECT_EQ(error.what(), expected);
+  }
+  EXPECT_FALSE(std::filesystem::exists(path() + ".tmp")) << "left a temporary file";
+}
+
 TEST_F(SnapshotTest, ASnapshotOfAnotherTaskIsRefused) {
   saveTrained();
   const std::string error = loadError("fmnist");

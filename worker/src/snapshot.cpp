@@ -105,6 +105,7 @@ SnapshotHeader decodeHeader(const std::string& path, const std::string& line) {
 }
 
 std::string readWholeFile(const std::string& path) {
+  checkSnapshotPath(path);
   std::ifstream file(path, std::ios::binary);
   if (!file) {
     fail(path, "cannot open: " + errnoText());
@@ -181,6 +182,7 @@ void replaceAtomically(const std::string& path, std::string_view head, std::stri
                        const std::function<void()>& midway) {
   // One temp name per snapshot: only global rank 0 writes, so no two writers
   // share it, and a temp left by a crash is simply overwritten next time.
+  checkSnapshotPath(path);  // before the temp file: rename() over a directory fails late
   const std::string temp = path + ".tmp";
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -209,6 +211,13 @@ void replaceAtomically(const std::string& path, std::string_view head, std::stri
 }
 
 }  // namespace
+
+void checkSnapshotPath(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    fail(path, "is a directory, not a snapshot file");
+  }
+}
 
 std::string headerJson(const SnapshotHeader& header) {
   nlohmann::ordered_json json = {

@@ -75,6 +75,7 @@ void Trainer::run() {
 // on several hosts without a shared filesystem they would not, and training
 // on would silently mix models.
 int64_t Trainer::resume() {
+  checkSnapshotPath(options_.snapshot_path);  // also under --ignore-snapshot: it is written later
   int64_t epochs_run = 0;
   // --ignore-snapshot discards what an earlier job left; a restart of this
   // job (attempt > 0) resumes from the snapshot this job wrote.

@@ -57,6 +57,8 @@ struct RdzvConf {
 // (decimals allowed), keep_alive_max_attempt an integer >= 1, is_host one of
 // 1/true/t/yes/y/0/false/f/no/n, store_type tcp (file stores are not
 // supported), rank an integer >= 0 (static's rank is always --node-rank).
+// Durations, and keep_alive_interval x keep_alive_max_attempt (the keep-alive
+// timeout the daemon keeps), are at most 1e9 s.
 RdzvConf typeRdzvConf(std::string_view what, const std::map<std::string, std::string>& pairs);
 
 }  // namespace ddprun::launcher

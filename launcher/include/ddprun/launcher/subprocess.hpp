@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
@@ -39,11 +40,16 @@ struct ExitStatus {
   bool operator==(const ExitStatus&) const = default;
 };
 
-// A child could not be started: carries errno and names the program.
+// "SIGTERM", or "signal 34" for a signal with no abbreviation.
+std::string signalName(int signal);
+
+// A child could not be started. what() is "<what failed>: <errno's text>"
+// ("cannot run 'train': fork: Resource temporarily unavailable"), so every
+// spawn error says why; errorNumber() keeps the errno.
 class SpawnError : public Error {
  public:
-  SpawnError(const std::string& message, int error_number)
-      : Error(message), error_number_(error_number) {}
+  SpawnError(const std::string& what_failed, int error_number)
+      : Error(what_failed + ": " + std::strerror(error_number)), error_number_(error_number) {}
   int errorNumber() const { return error_number_; }
 
  private:
@@ -75,7 +81,8 @@ class Subprocess {
 
   pid_t pid() const { return pid_; }
   // Readable once the child has exited (for an event loop); -1 if the kernel
-  // has no pidfd_open.
+  // has no pidfd_open. (Any other pidfd_open failure, such as running out of
+  // descriptors, is a SpawnError: the child is killed and reaped.)
   int pidfd() const { return pidfd_; }
 
   // Sends `signal` to the child's whole process group; false if it is gone.

@@ -118,9 +118,16 @@ struct JoinRequest {
   bool operator==(const JoinRequest&) const = default;
 };
 
+// The longest timeout a join may carry: 1e9 s, the most ddprun's --rdzv-conf
+// allows. The daemon adds it to its steady clock, in nanoseconds; a longer
+// one could wrap and expire at once.
+inline constexpr std::chrono::milliseconds kMaxJoinTimeout{1'000'000'000'000};
+
 std::string encodeJoin(const JoinRequest& join);
 // nullopt with `why` set when the text is not a well-formed join (bad JSON,
-// a missing or mistyped field, an empty id or one with '/', bad node counts).
+// a missing or mistyped field, an empty id or one with '/', bad node counts,
+// a keep-alive timeout not in 1 ms..kMaxJoinTimeout, a last call timeout not
+// in 0..kMaxJoinTimeout).
 std::optional<JoinRequest> decodeJoin(std::string_view text, std::string& why);
 
 // What the rendezvous tells one agent, in order.

@@ -51,6 +51,11 @@ void writeSnapshot(const std::string& path, SnapshotHeader header, TrainingState
 std::optional<SnapshotHeader> readSnapshot(const std::string& path,
                                            const std::string& expected_task, TrainingState state);
 
+// Throws SnapshotError ("snapshot <path>: is a directory, not a snapshot
+// file") when `path` cannot hold a snapshot; read, inspect and write check it
+// too, and train checks it before its first epoch.
+void checkSnapshotPath(const std::string& path);
+
 // Checks a snapshot's envelope and checksum without loading it.
 SnapshotHeader inspectSnapshot(const std::string& path);
 
