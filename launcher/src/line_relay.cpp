@@ -28,12 +28,14 @@ void writeAll(int fd, std::string_view bytes) {
 }  // namespace
 
 LineRelay::LineRelay(net::asio::io_context& io, int pipe_fd, int console_fd, std::string prefix,
-                     int file_fd, std::function<void()> on_finished)
+                     int file_fd, std::function<void()> on_finished,
+                     std::function<void()> on_output)
     : pipe_(io, pipe_fd),
       console_fd_(console_fd),
       prefix_(std::move(prefix)),
       file_fd_(file_fd),
-      on_finished_(std::move(on_finished)) {}
+      on_finished_(std::move(on_finished)),
+      on_output_(std::move(on_output)) {}
 
 LineRelay::~LineRelay() {
   if (file_fd_ >= 0) {
@@ -57,6 +59,9 @@ void LineRelay::read() {
 
 void LineRelay::onData(std::size_t bytes) {
   const std::string_view chunk(buffer_.data(), bytes);
+  if (on_output_) {
+    on_output_();
+  }
   if (file_fd_ >= 0) {
     writeAll(file_fd_, chunk);
   }
@@ -111,7 +116,7 @@ void LineRelay::stop() {
 }
 
 void WorkerRelays::relay(int pipe_fd, int console_fd, const std::string& prefix,
-                         const std::string& file) {
+                         const std::string& file, std::function<void()> on_output) {
   int file_fd = -1;
   if (!file.empty()) {
     std::error_code ignored;
@@ -119,11 +124,14 @@ void WorkerRelays::relay(int pipe_fd, int console_fd, const std::string& prefix,
     file_fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   }
   ++open_;
-  auto relay = std::make_shared<LineRelay>(io_, pipe_fd, console_fd, prefix, file_fd, [this] {
-    if (--open_ == 0 && draining_) {
-      drain_.cancel();
-    }
-  });
+  auto relay = std::make_shared<LineRelay>(
+      io_, pipe_fd, console_fd, prefix, file_fd,
+      [this] {
+        if (--open_ == 0 && draining_) {
+          drain_.cancel();
+        }
+      },
+      std::move(on_output));
   relay->start();
   relays_.push_back(std::move(relay));
 }
