@@ -119,6 +119,17 @@ TEST(AgentWatchdogTest, AWorkerThatSpinsSilentlyIsNotHung) {
   EXPECT_TRUE(result.failures.empty());
 }
 
+// The worker waits, silent and idle, for a child that works 3 s: the CPU
+// time of the worker's descendants counts (a DataLoader's workers).
+TEST(AgentWatchdogTest, AWorkerWhoseChildWorksIsNotHung) {
+  FakeRendezvous rendezvous(oneNode(1));
+  AgentConfig config = watchedConfig(rendezvous, 1, {"--child-spin", "3000"});
+  config.worker_hang_timeout = 1s;
+  const RunResult result = Agent(config).run();
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_TRUE(result.failures.empty());
+}
+
 // torch's FileTimerClient.acquire() with a deadline already past, on rank 1;
 // rank 0 just runs, and is stopped with the group.
 TEST(AgentWatchdogTest, AnExpiredFileTimerKillsTheWorkerAndNamesTheScope) {

@@ -14,12 +14,15 @@
 //                       whose traceback is TEXT
 //   --tick MS N         write a line to stdout every MS milliseconds, N times
 //   --spin MS           use the CPU for MS milliseconds, silently
+//   --child-spin MS     fork a child that does --spin MS, and wait for it
+//                       (idle and silent itself, as a DataLoader's parent)
 //   --timer-request J   write the line J to the file timer's pipe
 //                       ($TORCHELASTIC_TIMER_FILE) as torch's FileTimerClient
 //                       does; "$PID" in J becomes this process's pid and
 //                       "$DEADLINE" the wall-clock time 0.5 s from now
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -84,6 +87,17 @@ void spin(int ms) {
     for (int i = 0; i < 10000; ++i) {
       sink = sink + static_cast<unsigned long>(i);
     }
+  }
+}
+
+void childSpin(int ms) {
+  const pid_t child = fork();
+  if (child == 0) {
+    spin(ms);
+    _exit(0);
+  }
+  if (child > 0) {
+    waitpid(child, nullptr, 0);
   }
 }
 
@@ -156,6 +170,9 @@ int main(int argc, char** argv) {
       i += 2;
     } else if (arg == "--spin") {
       spin(std::atoi(next));
+      ++i;
+    } else if (arg == "--child-spin") {
+      childSpin(std::atoi(next));
       ++i;
     } else if (arg == "--timer-request") {
       timerRequest(next);
