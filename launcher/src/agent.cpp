@@ -12,6 +12,10 @@
 //        +---- the group is over (rendezvous.watchGroup -> onGroupOver):
 //              stopGroup, then the next group, not counted as a restart
 //
+// Watchdogs (WorkerWatchdogs: torch's file timer, --worker-hang-timeout) run on
+// the same loop; a running worker they condemn is killed, and its exit is a
+// failure like any other, with the watchdog's verdict as its reason.
+//
 // Exception boundaries: every handler on the loop may throw (a worker that
 // cannot be spawned, a pipe that cannot be made); runLoop() catches it and
 // fail() stops the workers and ends the run with RunResult::error. The waiter
@@ -32,6 +36,7 @@
 #include "ddprun/net/asio.hpp"
 #include "line_relay.hpp"
 #include "log.hpp"
+#include "worker_watchdogs.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -49,6 +54,7 @@ struct Agent::Impl {
     int rank = 0;
     bool exited = false;
     std::string error_file;
+    WorkerVerdict verdict;  // why a watchdog killed it, if one did
   };
 
   // Waiting: for the rendezvous to form this node's next group.
@@ -59,7 +65,12 @@ struct Agent::Impl {
         rendezvous(*config.rendezvous),
         signals(io),
         grace(io),
-        relays(io) {}
+        relays(io),
+        watchdogs(io, {config.timer_file, config.worker_hang_timeout, config.tools_path},
+                  {[this](std::size_t index) { return runs(index); },
+                   [this](std::size_t index, const WorkerVerdict& verdict) {
+                     return condemn(index, verdict);
+                   }}) {}
   ~Impl() { joinWaiter(); }
 
   void runLoop();
@@ -70,6 +81,8 @@ struct Agent::Impl {
   void spawnWorker(int local_rank);
   void onExit(std::size_t index);
   void recordFailure(const Worker& worker, const ExitStatus& status);
+  bool runs(std::size_t index) const;
+  bool condemn(std::size_t index, const WorkerVerdict& verdict);
   void stopGroup(int signal);
   void afterStop();
   void fail(const std::string& why);
@@ -84,6 +97,7 @@ struct Agent::Impl {
   asio::steady_timer grace;
   std::vector<Worker> workers;
   WorkerRelays relays;
+  WorkerWatchdogs watchdogs;
   WorkerGroup group;      // the running attempt's
   int restarts_used = 0;  // failures restarted, against max_restarts
   int running = 0;
@@ -175,6 +189,7 @@ void Agent::Impl::launchAttempt(const WorkerGroup& next) {
              group.base_rank + config.nproc_per_node - 1, group.world_size,
              formatEndpoint(group.store_host, group.store_port));
   workers.clear();
+  watchdogs.attemptStarted();
   result.failures.clear();
   ++result.attempts;
   result.started = true;
@@ -212,16 +227,19 @@ void Agent::Impl::spawnWorker(int local_rank) {
   const int rank = group.base_rank + local_rank;
   const WorkerOutput output =
       config.output ? config.output(local_rank, rank, group.attempt) : WorkerOutput{};
+  const std::size_t index = workers.size();
   const OwnedFd out = relays.pipe(output.stdout_to_console ? STDOUT_FILENO : -1,
-                                  output.stdout_prefix, output.stdout_file);
+                                  output.stdout_prefix, output.stdout_file,
+                                  watchdogs.outputObserver(index));
   const OwnedFd err = relays.pipe(output.stderr_to_console ? STDERR_FILENO : -1,
-                                  output.stderr_prefix, output.stderr_file);
+                                  output.stderr_prefix, output.stderr_file,
+                                  watchdogs.outputObserver(index));
   SpawnOptions options;
   options.argv = config.command(local_rank);
   options.env = config.environment.forWorker(group, local_rank, output.error_file);
   options.stdout_fd = out.fd;
   options.stderr_fd = err.fd;
-  Worker worker{Subprocess(options), nullptr, local_rank, rank, false, output.error_file};
+  Worker worker{Subprocess(options), nullptr, local_rank, rank, false, output.error_file, {}};
   if (worker.process.pidfd() < 0) {
     throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);
   }
@@ -231,7 +249,6 @@ void Agent::Impl::spawnWorker(int local_rank) {
                      errno);
   }
   worker.exit_watch = std::make_unique<asio::posix::stream_descriptor>(io, exit_fd);
-  const std::size_t index = workers.size();
   worker.exit_watch->async_wait(
       asio::posix::stream_descriptor::wait_read,
       [this, index, generation = result.attempts](const net::error_code& e) {
@@ -239,6 +256,7 @@ void Agent::Impl::spawnWorker(int local_rank) {
           onExit(index);
         }
       });
+  watchdogs.workerStarted(index, worker.process.pid(), worker.error_file);
   workers.push_back(std::move(worker));
   ++running;
 }
@@ -247,6 +265,7 @@ void Agent::Impl::onExit(std::size_t index) {
   Worker& worker = workers[index];
   const ExitStatus status = worker.process.wait();  // the pidfd says it has exited
   worker.exited = true;
+  watchdogs.workerExited(index);
   --running;
   const bool stopped_by_us = phase == Phase::Stopping && status.kind == ExitStatus::Kind::Signaled;
   if (!status.success() && !stopped_by_us) {
@@ -273,7 +292,20 @@ void Agent::Impl::onExit(std::size_t index) {
 void Agent::Impl::recordFailure(const Worker& worker, const ExitStatus& status) {
   result.failures.push_back({group.attempt, worker.rank, worker.local_rank, worker.process.pid(),
                              status, worker.error_file, std::chrono::system_clock::now(),
-                             Clock::now()});
+                             Clock::now(), worker.verdict});
+}
+
+// A watchdog's verdict stands only against a worker of the running group.
+bool Agent::Impl::runs(std::size_t index) const {
+  return phase == Phase::Running && index < workers.size() && !workers[index].exited;
+}
+
+bool Agent::Impl::condemn(std::size_t index, const WorkerVerdict& verdict) {
+  if (!runs(index)) {
+    return false;
+  }
+  workers[index].verdict = verdict;
+  return true;
 }
 
 void Agent::Impl::stopGroup(int signal) {
@@ -353,6 +385,7 @@ void Agent::Impl::finish(int exit_code) {
   net::error_code ignored;
   signals.cancel(ignored);
   grace.cancel();
+  watchdogs.stop();
   relays.drain();
 }
 

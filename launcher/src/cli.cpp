@@ -31,7 +31,7 @@ struct OptionSpec {
   const char* help;
 };
 
-// torchrun 2.14.1's options (run.py:483-851), in its order.
+// torchrun 2.14.1's options (run.py:483-851), in its order; then ddprun's own.
 constexpr OptionSpec kOptions[] = {
     {"--nnodes", "nnodes", false, true, "NNODES", "Nodes: N or MIN:MAX (default 1:1)"},
     {"--nproc-per-node,--nproc_per_node", "nproc_per_node", false, true, "NPROC",
@@ -85,6 +85,9 @@ constexpr OptionSpec kOptions[] = {
      "LOCAL_RANK=0 and one visible GPU per worker"},
     {"--print-completion,--print_completion", "print_completion", false, false, "SHELL",
      "Not supported by ddprun"},
+    // ddprun's own, after torchrun's.
+    {"--worker-hang-timeout,--worker_hang_timeout", "worker_hang_timeout", false, true, "SECONDS",
+     "Kill a worker that printed nothing and used no CPU for this long, as a crash"},
 };
 
 // The first long name ("-m,--module" gives "--module"): how errors name the flag.
@@ -244,6 +247,7 @@ void readWorkerOptions(const Reader& in, LaunchConfig& config) {
       in.parsed("shutdown_timeout", [](std::string_view what, std::string_view text) {
         return parseInt(what, text, 0, kIntMax);
       });
+  config.worker_hang_timeout_s = in.parsed("worker_hang_timeout", parsePositiveDouble);
   if (const auto supplied = in.get("print_completion")) {
     failValue(supplied->what, supplied->text, "shell completion is not supported by ddprun");
   }

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "ddprun/launcher/option_values.hpp"
+#include "ddprun/proto/env_contract.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {
@@ -73,6 +74,24 @@ void applyEnvOnlyKnobs(LaunchConfig& config, const Environment& env) {
   }
 }
 
+// torch's LocalElasticAgent serves its file timer when
+// TORCHELASTIC_ENABLE_FILE_TIMER is "1", at TORCHELASTIC_TIMER_FILE or a new
+// watchdog_timer_<uuid> in the temporary directory; the file alone enables
+// nothing.
+void applyFileTimer(LaunchConfig& config, const Environment& env) {
+  if (env(proto::env::kEnableFileTimer) != "1") {
+    return;
+  }
+  const auto given = env(proto::env::kTimerFile);
+  if (given && !given->empty()) {
+    config.timer_file = *given;
+    return;
+  }
+  const auto tmpdir = env("TMPDIR");
+  config.timer_file =
+      (tmpdir && !tmpdir->empty() ? *tmpdir : "/tmp") + "/watchdog_timer_" + randomUuid();
+}
+
 void collectWarnings(LaunchConfig& config, bool endpoint_given) {
   if (config.rdzv_backend == "static") {
     return;
@@ -99,6 +118,7 @@ void applyDerivedRules(LaunchConfig& config, const Environment& env,
   const bool endpoint_given = !config.rdzv_endpoint.empty();
   applyEndpoint(config);
   applyEnvOnlyKnobs(config, env);
+  applyFileTimer(config, env);
   collectWarnings(config, endpoint_given);
 }
 

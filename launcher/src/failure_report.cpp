@@ -43,21 +43,52 @@ std::optional<std::string> recordedError(const std::string& error_file) {
   return message.value("message", message.dump());
 }
 
+// A captured stack, indented under the entry; long ones are cut (the whole
+// text is in the stack file).
+void describeStack(std::ostream& out, const WorkerVerdict& verdict) {
+  constexpr int kMaxLines = 120;
+  out << "  stack     :";
+  if (!verdict.stack_file.empty()) {
+    out << " (also in " << verdict.stack_file << ")";
+  }
+  out << "\n";
+  std::istringstream lines(verdict.stack);
+  int shown = 0;
+  int cut = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (shown < kMaxLines) {
+      out << "    " << line << "\n";
+      ++shown;
+    } else {
+      ++cut;
+    }
+  }
+  if (cut > 0) {
+    out << "    ... " << cut << " more line(s)\n";
+  }
+}
+
 void describe(std::ostream& out, const WorkerFailure& failure, const std::string& hostname) {
   const int code =
       failure.status.kind == ExitStatus::Kind::Exited ? failure.status.code : -failure.status.code;
   const auto recorded = recordedError(failure.error_file);
+  const std::string reason = failure.verdict.empty()
+                                 ? failure.status.describe()
+                                 : failure.verdict.reason + "; " + failure.status.describe();
   out << "  time      : " << formatTime(failure.time) << "\n"
       << "  host      : " << hostname << "\n"
       << "  rank      : " << failure.rank << " (local_rank: " << failure.local_rank << ")\n"
       << "  exitcode  : " << code << " (pid: " << failure.pid << ")\n"
       << "  attempt   : " << failure.attempt << "\n"
-      << "  reason    : " << failure.status.describe() << "\n"
+      << "  reason    : " << reason << "\n"
       << "  error_file: " << (recorded ? failure.error_file : "<N/A>") << "\n"
       << "  traceback : "
       << (recorded ? *recorded
                    : "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
       << "\n";
+  if (!failure.verdict.stack.empty()) {
+    describeStack(out, failure.verdict);
+  }
 }
 
 // When the worker recorded its failure, if its error file says so finely.

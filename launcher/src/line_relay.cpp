@@ -30,12 +30,14 @@ void writeAll(int fd, std::string_view bytes) {
 }  // namespace
 
 LineRelay::LineRelay(net::asio::io_context& io, int pipe_fd, int console_fd, std::string prefix,
-                     int file_fd, std::function<void()> on_finished)
+                     int file_fd, std::function<void()> on_finished,
+                     std::function<void()> on_output)
     : pipe_(io, pipe_fd),
       console_fd_(console_fd),
       prefix_(std::move(prefix)),
       file_fd_(file_fd),
-      on_finished_(std::move(on_finished)) {}
+      on_finished_(std::move(on_finished)),
+      on_output_(std::move(on_output)) {}
 
 LineRelay::~LineRelay() {
   if (file_fd_ >= 0) {
@@ -59,6 +61,9 @@ void LineRelay::read() {
 
 void LineRelay::onData(std::size_t bytes) {
   const std::string_view chunk(buffer_.data(), bytes);
+  if (on_output_) {
+    on_output_();
+  }
   if (file_fd_ >= 0) {
     writeAll(file_fd_, chunk);
   }
@@ -118,17 +123,18 @@ OwnedFd::~OwnedFd() {
   }
 }
 
-OwnedFd WorkerRelays::pipe(int console_fd, const std::string& prefix, const std::string& file) {
+OwnedFd WorkerRelays::pipe(int console_fd, const std::string& prefix, const std::string& file,
+                           std::function<void()> on_output) {
   int ends[2];
   if (::pipe2(ends, O_CLOEXEC) != 0) {
     throw SpawnError("cannot create a pipe for a worker's output", errno);
   }
-  relay(ends[0], console_fd, prefix, file);
+  relay(ends[0], console_fd, prefix, file, std::move(on_output));
   return OwnedFd(ends[1]);
 }
 
 void WorkerRelays::relay(int pipe_fd, int console_fd, const std::string& prefix,
-                         const std::string& file) {
+                         const std::string& file, std::function<void()> on_output) {
   int file_fd = -1;
   if (!file.empty()) {
     std::error_code ignored;
@@ -136,11 +142,14 @@ void WorkerRelays::relay(int pipe_fd, int console_fd, const std::string& prefix,
     file_fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   }
   ++open_;
-  auto relay = std::make_shared<LineRelay>(io_, pipe_fd, console_fd, prefix, file_fd, [this] {
-    if (--open_ == 0 && draining_) {
-      drain_.cancel();
-    }
-  });
+  auto relay = std::make_shared<LineRelay>(
+      io_, pipe_fd, console_fd, prefix, file_fd,
+      [this] {
+        if (--open_ == 0 && draining_) {
+          drain_.cancel();
+        }
+      },
+      std::move(on_output));
   relay->start();
   relays_.push_back(std::move(relay));
 }

@@ -23,9 +23,10 @@ class LineRelay : public std::enable_shared_from_this<LineRelay> {
  public:
   // Takes ownership of pipe_fd and file_fd (-1: no file); console_fd (-1:
   // none) is borrowed.
-  // on_finished runs once, at end of stream or stop().
+  // on_finished runs once, at end of stream or stop(); on_output (if set)
+  // on every chunk read.
   LineRelay(net::asio::io_context& io, int pipe_fd, int console_fd, std::string prefix, int file_fd,
-            std::function<void()> on_finished);
+            std::function<void()> on_finished, std::function<void()> on_output = {});
   ~LineRelay();
 
   void start();
@@ -46,6 +47,7 @@ class LineRelay : public std::enable_shared_from_this<LineRelay> {
   std::array<char, 16 * 1024> buffer_{};
   std::string partial_;  // the current line, not yet ended
   std::function<void()> on_finished_;
+  std::function<void()> on_output_;
   bool finished_ = false;
 };
 
@@ -67,11 +69,14 @@ class WorkerRelays {
   explicit WorkerRelays(net::asio::io_context& io) : io_(io), drain_(io) {}
 
   // Relays `pipe_fd` (taken) to `console_fd` (-1: none) with `prefix`, and
-  // to `file` (empty: none), appending.
-  void relay(int pipe_fd, int console_fd, const std::string& prefix, const std::string& file);
+  // to `file` (empty: none), appending; `on_output` (if set) hears of every
+  // chunk (the hang watch's "no output").
+  void relay(int pipe_fd, int console_fd, const std::string& prefix, const std::string& file,
+             std::function<void()> on_output = {});
   // A new pipe whose read end is relayed so; returns its write end, for a
   // worker's stdout or stderr. Throws SpawnError if no pipe can be made.
-  OwnedFd pipe(int console_fd, const std::string& prefix, const std::string& file);
+  OwnedFd pipe(int console_fd, const std::string& prefix, const std::string& file,
+               std::function<void()> on_output = {});
   // The workers have exited: streams still open get 500 ms, then are cut.
   void drain();
 

@@ -6,6 +6,8 @@
 // cannot start or the job failed elsewhere.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -118,6 +120,13 @@ launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
     return launcher::workerOutput(config, run_dir, host, local_rank, rank, attempt);
   };
   agent.hostname = host;
+  agent.timer_file = config.timer_file.value_or("");
+  if (config.worker_hang_timeout_s) {
+    agent.worker_hang_timeout = std::chrono::milliseconds(
+        std::max<long long>(1, std::llround(*config.worker_hang_timeout_s * 1000)));
+  }
+  const char* path = std::getenv("PATH");
+  agent.tools_path = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
   return agent;
 }
 
@@ -138,6 +147,9 @@ int runAgent(const LaunchConfig& config) {
   }
   log().info("{}; {} worker(s), run id {}, logs in {}", rendezvous->describe(), nproc,
              config.rdzv_id, run_dir.string());
+  if (config.timer_file) {
+    log().info("file timer: serving torch's FileTimerClient at {}", *config.timer_file);
+  }
   const launcher::RunResult result = launcher::Agent(std::move(agent_config)).run();
   // Said before the end of the job, which may wait for other nodes a while.
   if (!result.error.empty()) {

@@ -26,6 +26,9 @@ WorkerEnvironment::WorkerEnvironment(Job job, Variables inherited) : job_(std::m
   const auto nccl = merged.find(proto::env::kNcclAsyncErrorHandling);
   nccl_async_error_handling_ = nccl != merged.end() ? nccl->second : "1";
   merged.insert_or_assign(std::string(proto::env::kSignalsToHandle), job_.signals_to_handle);
+  if (!job_.timer_file.empty()) {
+    merged.insert_or_assign(std::string(proto::env::kTimerFile), job_.timer_file);
+  }
   base_.assign(merged.begin(), merged.end());
 }
 
@@ -37,6 +40,7 @@ WorkerEnvironment WorkerEnvironment::forLaunch(const LaunchConfig& config, int n
   job.role = config.role;
   job.run_id = config.rdzv_id;
   job.signals_to_handle = config.signals_to_handle_text;
+  job.timer_file = config.timer_file.value_or("");
   return WorkerEnvironment(std::move(job), std::move(inherited));
 }
 

@@ -88,6 +88,8 @@ std::vector<ValueCase> valueCases() {
        [](auto& c) { return std::to_string(c.signals_to_handle.at(0)); }, std::to_string(SIGUSR1)},
       {"--shutdown-timeout", "--shutdown_timeout", "PET_SHUTDOWN_TIMEOUT", "7",
        [](auto& c) { return std::to_string(c.shutdown_timeout_s.value_or(-1)); }, "7"},
+      {"--worker-hang-timeout", "--worker_hang_timeout", "PET_WORKER_HANG_TIMEOUT", "2.5",
+       [](auto& c) { return std::to_string(c.worker_hang_timeout_s.value_or(-1)); }, "2.500000"},
   };
 }
 
@@ -256,6 +258,32 @@ TEST(CliOptions, ShutdownGraceFromFlagThenTorchVariableThenThirty) {
   EXPECT_EQ(parse({"t.py"}).shutdown_grace_s, 30);
   EXPECT_EQ(parseError({"t.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}}),
             "TORCH_ELASTIC_SHUTDOWN_TIMEOUT 'soon': not an integer");
+}
+
+// docs/torchrun-contract.md §7.6: torch's switch, its path or one in the
+// temporary directory; the path alone turns nothing on.
+TEST(CliOptions, FileTimerIsOnWhenTorchsSwitchIsOne) {
+  EXPECT_FALSE(parse({"t.py"}).timer_file);
+  EXPECT_FALSE(parse({"t.py"}, {{"TORCHELASTIC_TIMER_FILE", "/run/t"}}).timer_file);
+  EXPECT_FALSE(parse({"t.py"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "0"}}).timer_file);
+  EXPECT_FALSE(parse({"t.py"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "true"}}).timer_file);
+  EXPECT_EQ(parse({"t.py"},
+                  {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}, {"TORCHELASTIC_TIMER_FILE", "/run/t"}})
+                .timer_file,
+            "/run/t");
+  const auto chosen = parse({"t.py"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}}).timer_file;
+  ASSERT_TRUE(chosen);
+  EXPECT_EQ(chosen->rfind("/tmp/watchdog_timer_", 0), 0u) << *chosen;
+  EXPECT_NE(*chosen, *parse({"t.py"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}}).timer_file)
+      << "each run gets its own pipe";
+  const auto in_tmpdir =
+      parse({"t.py"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}, {"TMPDIR", "/scratch"}}).timer_file;
+  EXPECT_EQ(in_tmpdir->rfind("/scratch/watchdog_timer_", 0), 0u) << *in_tmpdir;
+}
+
+TEST(CliOptions, WorkerHangTimeoutIsOffUnlessGiven) {
+  EXPECT_FALSE(parse({"t.py"}).worker_hang_timeout_s);
+  EXPECT_EQ(parse({"--worker-hang-timeout", "30", "t.py"}).worker_hang_timeout_s, 30.0);
 }
 
 TEST(CliOptions, EmptyLocalRanksFilterMeansAll) {

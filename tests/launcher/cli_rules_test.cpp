@@ -97,6 +97,8 @@ TEST(CliErrors, OneLineNamingTheFlagForEveryTypedOption) {
       {{"--signals-to-handle", "SIGTERM,SIGKILL"},
        "--signals-to-handle 'SIGTERM,SIGKILL': SIGKILL cannot be caught"},
       {{"--shutdown-timeout", "-5"}, "--shutdown-timeout '-5': must be >= 0"},
+      {{"--worker-hang-timeout", "0"}, "--worker-hang-timeout '0': must be greater than 0"},
+      {{"--worker-hang-timeout", "soon"}, "--worker-hang-timeout 'soon': not a number"},
       {{"--rdzv-conf", "a=1,=2"},
        "--rdzv-conf 'a=1,=2': expected KEY=VALUE,... (an item has no key)"},
       {{"--rdzv-conf", "timeout"}, "--rdzv-conf 'timeout': option 'timeout' has no value"},

@@ -12,9 +12,20 @@
 //                       one line to stderr
 //   --error-json TEXT   write a torch @record error file ($TORCHELASTIC_ERROR_FILE)
 //                       whose traceback is TEXT
+//   --tick MS N         write a line to stdout every MS milliseconds, N times
+//   --spin MS           use the CPU for MS milliseconds, silently
+//   --child-spin MS     fork a child that does --spin MS, and wait for it
+//                       (idle and silent itself, as a DataLoader's parent)
+//   --timer-request J   write the line J to the file timer's pipe
+//                       ($TORCHELASTIC_TIMER_FILE) as torch's FileTimerClient
+//                       does; "$PID" in J becomes this process's pid and
+//                       "$DEADLINE" the wall-clock time 0.5 s from now
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -60,6 +71,57 @@ void writeErrorJson(const std::string& traceback) {
       << traceback << R"(", "timestamp": "0"}}})";
 }
 
+void tick(int every_ms, int count) {
+  const std::string rank = envOr("RANK", "?");
+  for (int i = 0; i < count; ++i) {
+    usleep(static_cast<useconds_t>(every_ms) * 1000);
+    const std::string line = "rank " + rank + " tick " + std::to_string(i) + "\n";
+    [[maybe_unused]] ssize_t written = write(STDOUT_FILENO, line.data(), line.size());
+  }
+}
+
+void spin(int ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  volatile unsigned long sink = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    for (int i = 0; i < 10000; ++i) {
+      sink = sink + static_cast<unsigned long>(i);
+    }
+  }
+}
+
+void childSpin(int ms) {
+  const pid_t child = fork();
+  if (child == 0) {
+    spin(ms);
+    _exit(0);
+  }
+  if (child > 0) {
+    waitpid(child, nullptr, 0);
+  }
+}
+
+// As FileTimerClient: open without blocking (fails if nobody serves the
+// pipe), one write of the line and its newline, close.
+void timerRequest(std::string json) {
+  for (auto at = json.find("$PID"); at != std::string::npos; at = json.find("$PID")) {
+    json.replace(at, 4, std::to_string(getpid()));
+  }
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(500);
+  const std::string seconds =
+      std::to_string(std::chrono::duration<double>(deadline.time_since_epoch()).count());
+  for (auto at = json.find("$DEADLINE"); at != std::string::npos; at = json.find("$DEADLINE")) {
+    json.replace(at, 9, seconds);
+  }
+  json += "\n";
+  const int fd = open(envOr("TORCHELASTIC_TIMER_FILE", "/nonexistent").c_str(),
+                      O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 || write(fd, json.data(), json.size()) != static_cast<ssize_t>(json.size())) {
+    _exit(99);  // torch's client raises BrokenPipeError
+  }
+  close(fd);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,6 +164,18 @@ int main(int argc, char** argv) {
       ++i;
     } else if (arg == "--error-json") {
       writeErrorJson(next);
+      ++i;
+    } else if (arg == "--tick") {
+      tick(std::atoi(next), i + 2 < argc ? std::atoi(argv[i + 2]) : 0);
+      i += 2;
+    } else if (arg == "--spin") {
+      spin(std::atoi(next));
+      ++i;
+    } else if (arg == "--child-spin") {
+      childSpin(std::atoi(next));
+      ++i;
+    } else if (arg == "--timer-request") {
+      timerRequest(next);
       ++i;
     } else if (arg == "--only-attempt") {
       only_attempt = std::atoi(next);

@@ -91,6 +91,25 @@ TEST(WorkerEnvironment, TheContractWinsOverInheritedValuesAndTheSignalsAreExport
   EXPECT_EQ(vars.at("TORCHELASTIC_SIGNALS_TO_HANDLE"), "SIGTERM,SIGUSR1");
 }
 
+// docs/torchrun-contract.md §7.6: the pipe the agent serves reaches every
+// worker, over a value it inherited; with no file timer nothing is added.
+TEST(WorkerEnvironment, TheFileTimersPipeIsExportedWhenServed) {
+  WorkerEnvironment::Job served = job(2);
+  served.timer_file = "/tmp/watchdog_timer_x";
+  EXPECT_EQ(workerVars(WorkerEnvironment(served, {{"TORCHELASTIC_TIMER_FILE", "/elsewhere"}}))
+                .at("TORCHELASTIC_TIMER_FILE"),
+            "/tmp/watchdog_timer_x");
+  EXPECT_EQ(workerVars(WorkerEnvironment(job(2), {})).count("TORCHELASTIC_TIMER_FILE"), 0u);
+  EXPECT_EQ(workerVars(WorkerEnvironment(job(2), {{"TORCHELASTIC_TIMER_FILE", "/elsewhere"}}))
+                .at("TORCHELASTIC_TIMER_FILE"),
+            "/elsewhere")
+      << "inherited as torchrun's workers inherit it";
+  const LaunchConfig config = testing::parse({"t.py"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
+                                                        {"TORCHELASTIC_TIMER_FILE", "/run/timer"}});
+  EXPECT_EQ(workerVars(WorkerEnvironment::forLaunch(config, 2, {})).at("TORCHELASTIC_TIMER_FILE"),
+            "/run/timer");
+}
+
 TEST(WorkerEnvironment, ForLaunchTakesTheJobFromTheFlags) {
   const LaunchConfig config =
       testing::parse({"--nnodes", "2", "--role", "r", "--rdzv-id", "x", "--max-restarts", "5",

@@ -6,8 +6,9 @@
 // agent's signals on one Asio io_context (the thread that calls run(); no
 // polling), and on a worker failure stops the group (SIGTERM to every
 // worker's process group, the shutdown timeout, SIGKILL) and restarts it,
-// until max_restarts is spent. A group the rendezvous declares over (the
-// membership changed) is stopped and restarted without counting. A handled
+// until max_restarts is spent. Watchdogs (the file timer, the hang timeout)
+// may condemn a running worker; it is killed and fails like a crash. A group the rendezvous
+// declares over (the membership changed) is stopped and restarted without counting. A handled
 // signal is forwarded to the workers, then the group is stopped the same way.
 // An error on the loop or the waiter thread (a worker that cannot be spawned,
 // a rendezvous that never formed) stops the workers and ends the run with
@@ -53,6 +54,12 @@ struct AgentConfig {
   // Where each worker's output goes, per attempt; unset: the console only.
   std::function<WorkerOutput(int local_rank, int rank, int attempt)> output;
   std::string hostname;
+  // Watchdogs (docs/torchrun-contract.md §7.6), each off unless set: torch's
+  // file timer served at this named pipe (TORCHELASTIC_TIMER_FILE), and
+  // --worker-hang-timeout. A worker they kill fails like a crash.
+  std::string timer_file;
+  std::chrono::milliseconds worker_hang_timeout{0};
+  std::string tools_path = "/usr/bin:/bin";  // PATH for gdb and py-spy
 };
 
 class Agent {

@@ -118,6 +118,12 @@ struct LaunchConfig {
   std::optional<int> shutdown_timeout_s;
   // Effective grace before SIGKILL: the flag, else TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30.
   int shutdown_grace_s = 30;
+  // torch's file timer (docs/torchrun-contract.md §7.6): on when
+  // TORCHELASTIC_ENABLE_FILE_TIMER=1, served at TORCHELASTIC_TIMER_FILE, else
+  // at a fresh <TMPDIR>/watchdog_timer_<uuid>; nullopt = off.
+  std::optional<std::string> timer_file;
+  // --worker-hang-timeout in seconds (a ddprun extra); nullopt = off.
+  std::optional<double> worker_hang_timeout_s;
   // --virtual-local-rank: LOCAL_RANK=0 and one GPU per worker.
   bool virtual_local_rank = false;
   // --event-log-handler: null, console or dynamic_rendezvous. Default null.

@@ -13,6 +13,15 @@
 
 namespace ddprun::launcher {
 
+// Why ddprun itself ended a worker: a watchdog's verdict (its file timer, or
+// --worker-hang-timeout). Empty when the worker failed on its own.
+struct WorkerVerdict {
+  std::string reason;      // "hung: no output and no CPU time for 30 s (stack below)"
+  std::string stack;       // what the stack tools printed (or why there is none)
+  std::string stack_file;  // where the whole stack was saved; empty if nowhere
+  bool empty() const { return reason.empty(); }
+};
+
 // One worker's failure, for the report.
 struct WorkerFailure {
   int attempt = 0;
@@ -23,6 +32,7 @@ struct WorkerFailure {
   std::string error_file;  // the worker's TORCHELASTIC_ERROR_FILE
   std::chrono::system_clock::time_point time;
   std::chrono::steady_clock::time_point monotonic;  // orders the root cause
+  WorkerVerdict verdict;                            // why ddprun killed it, if it did
 };
 
 struct RunResult {

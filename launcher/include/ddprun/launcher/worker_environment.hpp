@@ -2,7 +2,8 @@
 // and in one order: the agent's own environment; then torchrun's defaults
 // where the user set nothing (OMP_NUM_THREADS=1 with several workers per
 // node, TORCH_NCCL_ASYNC_ERROR_HANDLING=1); then TORCHELASTIC_SIGNALS_TO_HANDLE
-// from --signals-to-handle, as torchrun exports it; last, the worker's
+// from --signals-to-handle, as torchrun exports it, and TORCHELASTIC_TIMER_FILE
+// when the agent serves torch's file timer; last, the worker's
 // contract (RANK, WORLD_SIZE, MASTER_ADDR, ...; proto/env_contract.hpp),
 // which no inherited value can override. A value, built once by main; read
 // by the agent's thread.
@@ -30,6 +31,7 @@ class WorkerEnvironment {
     std::string role = "default";
     std::string run_id = "none";
     std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+    std::string timer_file;  // the file timer's named pipe; empty: not served
   };
 
   // `inherited`: the agent's own environment, NAME and value (a later entry

@@ -36,6 +36,10 @@ inline constexpr std::string_view kNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ER
 inline constexpr std::string_view kOmpNumThreads = "OMP_NUM_THREADS";
 inline constexpr std::string_view kSignalsToHandle = "TORCHELASTIC_SIGNALS_TO_HANDLE";
 inline constexpr std::string_view kPythonExec = "PYTHON_EXEC";
+// torch's file timer: "1" in the agent's environment turns it on; the named
+// pipe's path, given to the agent or chosen by it, reaches every worker.
+inline constexpr std::string_view kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER";
+inline constexpr std::string_view kTimerFile = "TORCHELASTIC_TIMER_FILE";
 }  // namespace env
 
 // One worker's view of its job. Defaults are what a worker assumes when an

@@ -1,0 +1,95 @@
+// The agent's watchdogs over its running workers (docs/torchrun-contract.md
+// §7.6), each only when asked for:
+//   - torch's file timer (AgentConfig::timer_file): a worker whose deadline
+//     in some scope passed gets the signal its FileTimerClient asked for
+//     (SIGKILL by default), sent to the pid that armed the timer, as torch
+//     does, but only when that pid is one of this agent's running workers or
+//     belongs to one (a descendant, or in the session the worker leads);
+//   - --worker-hang-timeout: a worker with no output and no CPU time for that
+//     long has its stack captured (StackCapture), then its process group is
+//     SIGKILLed.
+// They decide that a worker must die and why; the agent agrees (through
+// Hooks::condemn) only while it still runs that worker in its running group,
+// records the verdict with the worker's failure and handles the exit as any
+// crash: the group is stopped and restarted while --max-restarts allows.
+//
+// Runs on the agent's io_context (FileTimer, HangWatch, StackCapture are
+// all driven by it); no thread. Created by the agent for its whole run; with
+// neither watchdog configured it holds nothing and does nothing.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "ddprun/launcher/run_result.hpp"
+#include "ddprun/launcher/timer_requests.hpp"
+#include "ddprun/net/asio.hpp"
+
+namespace ddprun::launcher {
+
+class FileTimer;
+class HangWatch;
+class StackCapture;
+
+class WorkerWatchdogs {
+ public:
+  struct Options {
+    std::string timer_file;                       // the FIFO to serve; empty: no file timer
+    std::chrono::milliseconds hang_timeout{0};    // zero: no hang detection
+    std::string path_variable = "/usr/bin:/bin";  // where to find gdb and py-spy
+  };
+  // What the watchdogs ask of the agent.
+  struct Hooks {
+    // Does the worker at `index` still run in a group that is not being
+    // stopped? (Nothing is worth a stack capture otherwise.)
+    std::function<bool(std::size_t index)> runs;
+    // May the watchdog kill that worker for `verdict`? True when it runs;
+    // the agent then keeps the verdict for the worker's failure.
+    std::function<bool(std::size_t index, const WorkerVerdict& verdict)> condemn;
+  };
+
+  // Creates the file timer's FIFO when asked for; throws ddprun::Error if it
+  // cannot.
+  WorkerWatchdogs(net::asio::io_context& io, Options options, Hooks hooks);
+  ~WorkerWatchdogs();
+  WorkerWatchdogs(const WorkerWatchdogs&) = delete;
+  WorkerWatchdogs& operator=(const WorkerWatchdogs&) = delete;
+
+  // A new attempt: every timer and watch of the last one is forgotten.
+  void attemptStarted();
+  // The worker at `index` (its local rank) runs as `pid`; a stack captured
+  // for it is saved next to its `error_file` (if not empty).
+  void workerStarted(std::size_t index, pid_t pid, const std::string& error_file);
+  // What the output relays call on each chunk of that worker's output; empty
+  // when there is no hang detection (nothing to call).
+  std::function<void()> outputObserver(std::size_t index);
+  void workerExited(std::size_t index);
+  // Final: every timer, read and capture stops, so the loop can end.
+  void stop();
+
+ private:
+  struct Running {
+    pid_t pid = 0;
+    std::string error_file;
+  };
+  void onTimersExpired(const ExpiredTimers& expired);
+  bool onHung(std::size_t index, pid_t pid);
+  void onStack(std::size_t index, pid_t pid, std::string stacks);
+
+  Options options_;
+  Hooks hooks_;
+  std::map<std::size_t, Running> running_;
+  std::unique_ptr<FileTimer> file_timer_;
+  std::unique_ptr<HangWatch> hang_watch_;
+  std::unique_ptr<StackCapture> stacks_;
+};
+
+// "30 s", "1.5 s": a timeout as the report says it.
+std::string formatSeconds(std::chrono::milliseconds duration);
+
+}  // namespace ddprun::launcher
