@@ -6,63 +6,10 @@
 
 #include <regex>
 
-#include "netns_job.hpp"
+#include "netns_train_fixture.hpp"
 
 namespace ddprun::netns_test {
 namespace {
-
-class NetnsTrainTest : public NetnsJobTest {
- protected:
-  std::string snapshot() const { return (dir_.path() / "snapshot.pt").string(); }
-
-  // train --task mlp with a snapshot every epoch; `extra` after the rest.
-  std::vector<std::string> train(int total_epochs, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {TRAIN_BINARY,
-                                     "--task",
-                                     "mlp",
-                                     "--total-epochs",
-                                     std::to_string(total_epochs),
-                                     "--save-every",
-                                     "1",
-                                     "--batch-size",
-                                     "32",
-                                     "--snapshot-path",
-                                     snapshot(),
-                                     "--timeout",
-                                     "60"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return argv;
-  }
-
-  // Epochs the snapshot holds (train --inspect-snapshot); -1 if none.
-  int snapshotEpochs() const {
-    const CommandResult inspected = runCommand({TRAIN_BINARY, "--inspect-snapshot", snapshot()});
-    std::smatch match;
-    static const std::regex epochs(R"("epochs_run":([0-9]+))");
-    if (inspected.code != 0 || !std::regex_search(inspected.output, match, epochs)) {
-      return -1;
-    }
-    return std::stoi(match[1].str());
-  }
-
-  // The group rank `name`'s agent logged for `round`, or -1.
-  int groupRank(const std::string& name, int round) const {
-    std::smatch match;
-    const std::string text = log(name);
-    const std::regex line("round " + std::to_string(round) + ": node ([0-9]+) of");
-    return std::regex_search(text, match, line) ? std::stoi(match[1].str()) : -1;
-  }
-
-  // Lines "train: epoch N | snapshot saved" in `name`'s log after `from`.
-  static int savesAfter(const std::string& text, std::size_t from) {
-    int saves = 0;
-    for (auto at = text.find("| snapshot saved to", from); at != std::string::npos;
-         at = text.find("| snapshot saved to", at + 1)) {
-      ++saves;
-    }
-    return saves;
-  }
-};
 
 // 2 nodes x 2 workers, --nnodes 2 fixed: both agents succeed, the snapshot
 // holds every epoch, rank 0 (on node 0) trained as a world of 4.
