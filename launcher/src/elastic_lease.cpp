@@ -163,11 +163,14 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
         }
         return true;
       }
+      // Requests do not put the heartbeat off: a job whose rounds end
+      // faster than the interval would never send one, and be dropped.
       if (Clock::now() >= next_beat && !closed_) {
         lock.unlock();
         lease.set(protocol::verbKey(options_.run_id, Verb::kHeartbeat), options_.agent_id);
         lease.ping();  // answered within the keep-alive bound, or the rendezvous is lost
         lock.lock();
+        next_beat = Clock::now() + options_.keep_alive_interval;
       }
     } catch (const Error& error) {
       if (!lock.owns_lock()) {
@@ -179,7 +182,6 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
       markLost(error.what());
       return false;
     }
-    next_beat = std::max(next_beat, Clock::now() + options_.keep_alive_interval);
   }
 }
 

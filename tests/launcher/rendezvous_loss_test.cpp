@@ -227,5 +227,31 @@ TEST_F(RendezvousLossTest, ATokenLetsOnlyItsHoldersJoin) {
   EXPECT_FALSE(contains(daemon.stderrText(), "the job's own secret")) << daemon.stderrText();
 }
 
+// Rounds that end faster than the keep-alive interval keep each agent's
+// lease busy with requests (restart, store_ready); the heartbeat must still
+// go out every interval, so no live agent is dropped. (Each request used to
+// put the next heartbeat off, and both agents were dropped 2 s in.)
+TEST_F(RendezvousLossTest, AgentsWhoseRoundsEndFasterThanTheKeepAliveStayInTheJob) {
+  test_support::DaemonProcess daemon;
+  const std::vector<std::string> conf = {
+      "--max-restarts", "20", "--rdzv-conf",
+      "is_host=0,keep_alive_interval=1,keep_alive_max_attempt=2"};
+  // Each attempt's workers fail after 0.2 s: 20 restarts take 4 s or more.
+  const std::vector<std::string> fail_soon = {"--tick", "200", "1", "--exit", "3"};
+  Subprocess a = agent("a", "2", daemon.port(), fail_soon, conf);
+  Subprocess b = agent("b", "2", daemon.port(), fail_soon, conf);
+  const auto started = std::chrono::steady_clock::now();
+  const auto a_status = a.waitFor(120s);
+  const auto b_status = b.waitFor(120s);
+  ASSERT_TRUE(a_status && b_status) << logs();
+  ASSERT_GT(std::chrono::steady_clock::now() - started, 2s)
+      << "the rounds ended within the keep-alive bound: nothing was tested" << logs();
+  // The restarts run out: the agent whose worker failed last exits 3, the
+  // other 1 (the job failed on another node); neither was dropped.
+  EXPECT_TRUE(a_status->shellCode() == 3 || b_status->shellCode() == 3) << logs();
+  EXPECT_FALSE(a_status->success() || b_status->success()) << logs();
+  EXPECT_FALSE(contains(logs(), "dropped this node")) << logs();
+}
+
 }  // namespace
 }  // namespace ddprun::launcher
