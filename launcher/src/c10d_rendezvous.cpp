@@ -226,7 +226,7 @@ int C10dRendezvous::endedElsewhere(const RunResult& result) {
   if (membership_->dropped()) {
     log().error(
         "the rendezvous dropped this node: no heartbeat reached it within keep_alive_interval "
-        "x keep_alive_max_attempt (a network problem?); the job goes on without it");
+        "x keep_alive_max_attempt (a network problem?), and the job ended without it");
     return failed;
   }
   if (auto failed_on = membership_->failedOn()) {

@@ -204,9 +204,11 @@ std::unique_ptr<rdzv::StoreClient> ElasticMembership::recover() {
   std::string why;
   std::string host;
   std::int64_t newer_round = 0;
+  bool dropped = false;
   {
     std::lock_guard lock(mutex_);
     why = lost_.value_or("the connection dropped");
+    dropped = dropped_;
     if (running_ && !running_->rendezvous_host.empty() &&
         running_->rendezvous_host != options_.agent_id) {
       host = running_->rendezvous_host;
@@ -214,7 +216,14 @@ std::unique_ptr<rdzv::StoreClient> ElasticMembership::recover() {
     newer_round = returned_ + 1;
   }
   const std::string wait = describeSeconds(options_.join_timeout);
-  if (!host.empty()) {
+  if (dropped) {
+    host.clear();  // the rendezvous is there; this agent is out of its round
+    log().warn(
+        "the rendezvous at {} dropped this node: no heartbeat reached it within "
+        "keep_alive_interval x keep_alive_max_attempt (a network problem?); this node's workers "
+        "stop, and it joins the job again",
+        endpoint());
+  } else if (!host.empty()) {
     log().error(
         "lost the rendezvous hosted by {} at {} ({}): that agent is gone, and its workers with "
         "it; stopping this node's workers and waiting up to join_timeout ({}) for the rendezvous "
@@ -245,7 +254,8 @@ std::unique_ptr<rdzv::StoreClient> ElasticMembership::recover() {
         std::lock_guard lock(mutex_);
         ++session_;
       }
-      const protocol::JoinRequest request = joinRequest(*lease, /*rejoin=*/host.empty());
+      const protocol::JoinRequest request =
+          joinRequest(*lease, /*rejoin=*/host.empty() && !dropped);
       sendJoin(*lease, request);
       lease->ping();  // the join was taken
       {

@@ -34,8 +34,7 @@ std::string nodes(const ElasticOptions& options) {
 }
 
 bool isLast(EventType type) {
-  return type == EventType::kClosed || type == EventType::kLeft || type == EventType::kError ||
-         type == EventType::kDropped;
+  return type == EventType::kClosed || type == EventType::kLeft || type == EventType::kError;
 }
 
 }  // namespace
@@ -75,11 +74,13 @@ ElasticMembership::StreamEnd ElasticMembership::readSession(std::int64_t session
     for (std::int64_t n = 0;; ++n) {
       const protocol::Event event = protocol::decodeEvent(
           events.get(protocol::eventKey(options_.run_id, options_.agent_id, session, n)));
+      if (event.type == EventType::kDropped) {
+        return onDropped();
+      }
       const bool round_over = recordEvent(event);
       changed_.notify_all();
       if (round_over) {
-        const bool aborted = event.type == EventType::kClosed || event.type == EventType::kDropped;
-        notifyChange(aborted ? kAborted : event.round);
+        notifyChange(event.type == EventType::kClosed ? kAborted : event.round);
       }
       if (isLast(event.type)) {
         std::lock_guard lock(mutex_);
@@ -107,6 +108,29 @@ ElasticMembership::StreamEnd ElasticMembership::readSession(std::int64_t session
   }
 }
 
+// The rendezvous dropped this agent: no heartbeat reached it in time (a
+// network outage longer than the keep-alive bound, or one that TCP's
+// retransmission backoff stretched past it). The agent still runs, so its
+// round is over and it joins again, as a newcomer, like a node that was
+// restarted; a job that ended meanwhile answers that join with "closed".
+// The lease thread does the joining (recover()).
+ElasticMembership::StreamEnd ElasticMembership::onDropped() {
+  std::int64_t running = -1;
+  {
+    std::lock_guard lock(mutex_);
+    events_ = nullptr;
+    dropped_ = true;
+    running = returned_;
+    markLost(
+        "the rendezvous dropped this node: no heartbeat reached it within keep_alive_interval x "
+        "keep_alive_max_attempt");
+  }
+  if (running >= 0) {
+    notifyChange(running + 1);
+  }
+  return StreamEnd::kLost;
+}
+
 void ElasticMembership::notifyChange(std::int64_t newer_round) {
   // Under notify_mutex_, so onChange({}) returning means no call runs.
   std::lock_guard callback_lock(notify_mutex_);
@@ -123,6 +147,7 @@ bool ElasticMembership::recordEvent(const protocol::Event& event) {
       latest_ = roundFrom(event);
       spare_ = false;
       suspended_ = false;
+      dropped_ = false;
       break;
     case EventType::kSuspended:
       suspended_ = true;
@@ -136,9 +161,7 @@ bool ElasticMembership::recordEvent(const protocol::Event& event) {
       failed_on_ = event.failed_on;
       break;
     case EventType::kDropped:
-      closed_ = true;
-      dropped_ = true;
-      break;
+      break;  // never recorded: onDropped()
     case EventType::kFinished:
       finished_ = event.round == returned_;
       break;
@@ -151,7 +174,7 @@ bool ElasticMembership::recordEvent(const protocol::Event& event) {
   // does not stop workers that are running: it comes first from the agent
   // that finished first, while the others finish too.
   return returned_ >= 0 && (event.type == EventType::kRound ||
-                            event.type == EventType::kSuspended || failed_on_ || dropped_);
+                            event.type == EventType::kSuspended || failed_on_);
 }
 
 // What nextRound() waits for, as the rendezvous last said.

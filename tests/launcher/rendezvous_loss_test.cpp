@@ -253,5 +253,41 @@ TEST_F(RendezvousLossTest, AgentsWhoseRoundsEndFasterThanTheKeepAliveStayInTheJo
   EXPECT_FALSE(contains(logs(), "dropped this node")) << logs();
 }
 
+// An agent that falls silent past the keep-alive bound (here: stopped with
+// SIGSTOP) is dropped while it still runs, and the job goes on without it.
+// When it wakes, it learns it was dropped, stops its workers and joins
+// again: the job re-forms with both nodes. (It used to exit 1, "the job goes
+// on without it", so a network blip longer than the bound cost a node for
+// good, or, when the hosting agent was cut off, the whole job.)
+TEST_F(RendezvousLossTest, ADroppedAgentThatWakesUpJoinsTheJobAgain) {
+  test_support::DaemonProcess daemon;
+  const std::vector<std::string> conf = {
+      "--rdzv-conf", "is_host=0,keep_alive_interval=1,keep_alive_max_attempt=2,last_call_timeout=1"};
+  const std::vector<std::string> wait_for_go = {"--after", go().string()};
+  Subprocess a = agent("a", "1:2", daemon.port(), wait_for_go, conf);
+  ASSERT_TRUE(test_support::eventually([&] { return ready("a"); }, 30s)) << logs();
+  Subprocess b = agent("b", "1:2", daemon.port(), wait_for_go, conf);
+  const auto in_attempt = [&](const std::string& name, const std::string& attempt) {
+    return ready(name) && env(name, 0)["TORCHELASTIC_RESTART_COUNT"] == attempt &&
+           env(name, 1)["TORCHELASTIC_RESTART_COUNT"] == attempt;
+  };
+  ASSERT_TRUE(test_support::eventually([&] { return in_attempt("b", "1"); }, 30s)) << logs();
+  ASSERT_EQ(::kill(a.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(test_support::eventually([&] { return in_attempt("b", "2"); }, 30s))
+      << "b did not go on alone" << logs();
+  EXPECT_EQ(env("b", 0)["WORLD_SIZE"], "2") << logs();
+  ASSERT_EQ(::kill(a.pid(), SIGCONT), 0);
+  ASSERT_TRUE(test_support::eventually(
+      [&] { return in_attempt("a", "3") && in_attempt("b", "3"); }, 30s))
+      << "a did not join again" << logs();
+  EXPECT_EQ(env("a", 0)["WORLD_SIZE"], "4") << logs();
+  EXPECT_TRUE(contains(log("a"), "dropped this node")) << logs();
+  std::ofstream(go()) << "go";
+  const auto a_status = a.waitFor(30s);
+  const auto b_status = b.waitFor(30s);
+  ASSERT_TRUE(a_status && a_status->success()) << logs();
+  ASSERT_TRUE(b_status && b_status->success()) << logs();
+}
+
 }  // namespace
 }  // namespace ddprun::launcher

@@ -240,7 +240,7 @@ class NetnsChaosTest : public NetnsTrainTest {
           << agent.name << " exited 0 for a job that did not finish" << allLogs();
       const std::string text = log(agent.name);
       EXPECT_TRUE(agent.status->success() || contains(text, "ddprun: ") ||
-                  contains(text, " FAILED"))
+                  contains(text, "] [error] ") || contains(text, " FAILED"))
           << agent.name << " failed without saying why:\n" << text;
     }
     EXPECT_TRUE(finished && some_success)

@@ -113,7 +113,8 @@ class ElasticMembership {
   static constexpr std::int64_t kAborted = INT64_MAX;
   // The agent whose failure ended the job, once the run was aborted.
   std::optional<std::string> failedOn();
-  // Whether the daemon dropped this agent (no heartbeat reached it in time).
+  // Whether the daemon dropped this agent (no heartbeat reached it in time)
+  // and it has not been in a round since.
   bool dropped();
   // Whether this agent ever took part in a round (a spare never did).
   bool wasMember();
@@ -160,6 +161,7 @@ class ElasticMembership {
   enum class StreamEnd { kFinal, kLost, kStopping };
   void readEvents();
   StreamEnd readSession(std::int64_t session);
+  StreamEnd onDropped();
   bool recordEvent(const proto::rendezvous::Event& event);
   void notifyChange(std::int64_t newer_round);
   std::string waitingFor();
