@@ -86,6 +86,15 @@ std::optional<std::int64_t> peakRssKib(pid_t pid) {
   return std::nullopt;
 }
 
+std::optional<std::int64_t> launcherPeakRssKib(pid_t pid) {
+  const std::optional<std::int64_t> own = peakRssKib(pid);
+  const pid_t agent = test_support::ddprunAgentOf(pid);
+  if (!own || agent == pid) {
+    return own;
+  }
+  return *own + peakRssKib(agent).value_or(0);
+}
+
 bool waitForFiles(const std::vector<std::filesystem::path>& files, launcher::Subprocess& child,
                   Clock::time_point deadline) {
   auto all_there = [&files] {

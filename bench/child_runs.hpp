@@ -60,6 +60,11 @@ std::string stopAndDescribe(launcher::Subprocess& child, std::chrono::millisecon
 // exited (a zombie has no memory left to report).
 std::optional<std::int64_t> peakRssKib(pid_t pid);
 
+// The launcher's peak resident set: peakRssKib() of `pid`, or, for ddprun,
+// whose pid stays behind as a guardian of its agent process (a child of the
+// same name), the two added (the pages they share counted twice).
+std::optional<std::int64_t> launcherPeakRssKib(pid_t pid);
+
 // Waits until every file exists; false if the child exits first or the
 // deadline passes.
 bool waitForFiles(const std::vector<std::filesystem::path>& files, launcher::Subprocess& child,

@@ -156,7 +156,8 @@ void printLaunchReport(std::ostream& out, const LaunchReport& report) {
   }
   out << "\n";
   printRestartDetail(out, report.restart);
-  out << "\nAgent peak RSS (VmHWM of the launcher process, read from /proc until it exits):\n\n";
+  out << "\nAgent peak RSS (VmHWM of the launcher process, for ddprun its guardian "
+         "and its agent added, read from /proc until it exits):\n\n";
   printRss(out, report.peak_rss);
   out << "\n";
   printTargets(out, report);

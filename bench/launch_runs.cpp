@@ -260,7 +260,7 @@ Comparison measurePeakRss(Setup& setup) {
       return false;
     }
     auto sample = [&] {
-      if (auto kib = peakRssKib(process.pid())) {
+      if (auto kib = launcherPeakRssKib(process.pid())) {
         peak_kib = std::max(peak_kib, static_cast<double>(*kib));
       }
     };

@@ -21,8 +21,6 @@
 // fail() stops the workers and ends the run with RunResult::error. The waiter
 // thread catches the rendezvous's exception and posts it to the loop. run()
 // never throws, and joins the waiter thread before it returns.
-#include "ddprun/launcher/agent.hpp"
-
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -32,83 +30,16 @@
 #include <memory>
 #include <thread>
 
+#include "agent_impl.hpp"
 #include "ddprun/launcher/option_values.hpp"
-#include "ddprun/net/asio.hpp"
-#include "line_relay.hpp"
 #include "log.hpp"
-#include "worker_watchdogs.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 namespace asio = net::asio;
 
 }  // namespace
-
-struct Agent::Impl {
-  struct Worker {
-    Subprocess process;
-    std::unique_ptr<asio::posix::stream_descriptor> exit_watch;
-    int local_rank = 0;
-    int rank = 0;
-    bool exited = false;
-    std::string error_file;
-    WorkerVerdict verdict;  // why a watchdog killed it, if one did
-  };
-
-  // Waiting: for the rendezvous to form this node's next group.
-  enum class Phase { Waiting, Running, Stopping, Done };
-
-  explicit Impl(AgentConfig agent_config)
-      : config(std::move(agent_config)),
-        rendezvous(*config.rendezvous),
-        signals(io),
-        grace(io),
-        relays(io),
-        watchdogs(io, {config.timer_file, config.worker_hang_timeout, config.tools_path},
-                  {[this](std::size_t index) { return runs(index); },
-                   [this](std::size_t index, const WorkerVerdict& verdict) {
-                     return condemn(index, verdict);
-                   }}) {}
-  ~Impl() { joinWaiter(); }
-
-  void runLoop();
-  void startAttempt();
-  void onGroup(std::optional<WorkerGroup> next, std::exception_ptr error);
-  void launchAttempt(const WorkerGroup& next);
-  void onGroupOver(int newer_attempt);
-  void spawnWorker(int local_rank);
-  void onExit(std::size_t index);
-  void recordFailure(const Worker& worker, const ExitStatus& status);
-  bool runs(std::size_t index) const;
-  bool condemn(std::size_t index, const WorkerVerdict& verdict);
-  void stopGroup(int signal);
-  void afterStop();
-  void fail(const std::string& why);
-  void finish(int exit_code);
-  void joinWaiter();
-  void waitForSignal();
-
-  AgentConfig config;
-  Rendezvous& rendezvous;
-  asio::io_context io{1};
-  asio::signal_set signals;
-  asio::steady_timer grace;
-  std::vector<Worker> workers;
-  WorkerRelays relays;
-  WorkerWatchdogs watchdogs;
-  WorkerGroup group;      // the running attempt's
-  int restarts_used = 0;  // failures restarted, against max_restarts
-  int running = 0;
-  Phase phase = Phase::Waiting;
-  bool restart_after_stop = false;
-  bool group_over = false;     // this stop is for a membership change
-  bool after_failure = false;  // the next attempt restarts a failed one
-  int newest_over = 0;         // the newest attempt the rendezvous said is coming
-  std::thread waiter;          // blocks in rendezvous.nextGroup() off the loop
-  RunResult result;
-};
 
 void Agent::Impl::runLoop() {
   for (;;) {
@@ -239,6 +170,7 @@ void Agent::Impl::spawnWorker(int local_rank) {
   options.env = config.environment.forWorker(group, local_rank, output.error_file);
   options.stdout_fd = out.fd;
   options.stderr_fd = err.fd;
+  options.cgroup_fd = tree.cgroupFd();
   Worker worker{Subprocess(options), nullptr, local_rank, rank, false, output.error_file, {}};
   if (worker.process.pidfd() < 0) {
     throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);
@@ -263,7 +195,8 @@ void Agent::Impl::spawnWorker(int local_rank) {
 
 void Agent::Impl::onExit(std::size_t index) {
   Worker& worker = workers[index];
-  const ExitStatus status = worker.process.wait();  // the pidfd says it has exited
+  // The pidfd says it has exited; the rest of its group dies with it.
+  const ExitStatus status = tree.reapWorker(worker.process, worker.local_rank);
   worker.exited = true;
   watchdogs.workerExited(index);
   --running;
@@ -308,123 +241,6 @@ bool Agent::Impl::condemn(std::size_t index, const WorkerVerdict& verdict) {
   return true;
 }
 
-void Agent::Impl::stopGroup(int signal) {
-  phase = Phase::Stopping;
-  for (Worker& worker : workers) {
-    if (!worker.exited) {
-      worker.process.signalGroup(signal);
-    }
-  }
-  if (running == 0) {
-    asio::post(io, [this] { afterStop(); });
-    return;
-  }
-  grace.expires_after(config.shutdown_timeout);
-  grace.async_wait([this](const net::error_code& error) {
-    if (error) {
-      return;
-    }
-    for (Worker& worker : workers) {
-      if (!worker.exited) {
-        worker.process.signalGroup(SIGKILL);
-      }
-    }
-  });
-}
-
-void Agent::Impl::afterStop() {
-  grace.cancel();
-  if (phase == Phase::Done) {
-    return;
-  }
-  if (!result.error.empty()) {
-    finish(1);
-    return;
-  }
-  if (restart_after_stop && result.signal == 0) {
-    restart_after_stop = false;
-    if (!group_over) {
-      ++restarts_used;  // a membership change is not a failure
-      after_failure = true;
-    }
-    group_over = false;
-    startAttempt();
-    return;
-  }
-  if (result.signal != 0) {
-    finish(128 + result.signal);
-    return;
-  }
-  orderRootCauseFirst(result.failures);
-  finish(result.failures.empty() ? 1 : result.failures.front().status.shellCode());
-}
-
-// An error on the loop: no restart; the workers are stopped and the run ends
-// with exit status 1 and the error's line.
-void Agent::Impl::fail(const std::string& why) {
-  if (phase == Phase::Done) {
-    return;
-  }
-  if (result.error.empty()) {
-    result.error = why;
-  }
-  restart_after_stop = false;
-  if (phase == Phase::Running) {
-    stopGroup(SIGTERM);
-  } else if (phase == Phase::Waiting) {
-    finish(1);
-  }  // Stopping: afterStop() sees the error
-}
-
-void Agent::Impl::finish(int exit_code) {
-  if (phase == Phase::Waiting) {
-    rendezvous.cancelWait();  // a pending nextGroup() returns; run() joins it
-  }
-  phase = Phase::Done;
-  result.exit_code = exit_code;
-  net::error_code ignored;
-  signals.cancel(ignored);
-  grace.cancel();
-  watchdogs.stop();
-  relays.drain();
-}
-
-void Agent::Impl::joinWaiter() {
-  if (waiter.joinable()) {
-    waiter.join();
-  }
-}
-
-void Agent::Impl::waitForSignal() {
-  signals.async_wait([this](const net::error_code& error, int signal) {
-    if (error || phase == Phase::Done) {
-      return;
-    }
-    if (result.signal != 0) {
-      // A second signal while stopping: do not make the user wait the grace.
-      log().warn("received {} again: killing the workers now", signalName(signal));
-      for (Worker& worker : workers) {
-        if (!worker.exited) {
-          worker.process.signalGroup(SIGKILL);
-        }
-      }
-    } else {
-      result.signal = signal;
-      restart_after_stop = false;
-      log().warn("received {}: {}", signalName(signal),
-                 phase == Phase::Waiting ? "stopping (no workers are running)"
-                                         : "forwarding it to the workers and stopping them (a "
-                                           "second one kills them at once)");
-      if (phase == Phase::Waiting) {
-        finish(128 + signal);  // no workers yet: stop waiting
-        return;
-      }
-      stopGroup(signal);  // forwarded as is, as torchrun does
-    }
-    waitForSignal();
-  });
-}
-
 Agent::Agent(AgentConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
 
 Agent::~Agent() = default;
@@ -435,6 +251,7 @@ RunResult Agent::run() {
     impl.signals.add(signal);
   }
   impl.waitForSignal();
+  impl.tree.start(impl.config.guardian_pidfd);
   impl.rendezvous.watchGroup([&impl](int newer_attempt) {
     asio::post(impl.io, [&impl, newer_attempt] { impl.onGroupOver(newer_attempt); });
   });

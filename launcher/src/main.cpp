@@ -4,10 +4,12 @@
 // signal for a worker killed by a signal (as srun does); 128 + signal when
 // ddprun itself was stopped by a handled signal; 2 for bad flags; 1 when it
 // cannot start or the job failed elsewhere.
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,10 +22,12 @@
 #include "ddprun/launcher/device_count.hpp"
 #include "ddprun/launcher/rendezvous.hpp"
 #include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/worker_cgroup.hpp"
 #include "ddprun/launcher/worker_command.hpp"
 #include "ddprun/launcher/worker_environment.hpp"
 #include "ddprun/launcher/worker_limits.hpp"
 #include "ddprun/proto/errors.hpp"
+#include "guardian.hpp"
 #include "log.hpp"
 #include "worker_output.hpp"
 
@@ -138,10 +142,18 @@ int runAgent(const LaunchConfig& config) {
   if (const auto problem = launcher::workerLimitProblem(nproc, launcher::currentProcessLimits())) {
     throw ConfigError("--nproc-per-node " + std::to_string(nproc) + ": " + *problem);
   }
+  std::string cgroup_note;
+  const auto cgroup = launcher::makeJobCgroup(cgroup_note);
+  // Only the agent returns; the pid ddprun was started as stays its guardian.
+  const int guardian_pidfd =
+      launcher::forkAgentUnderGuardian(cgroup.get(), config.signals_to_handle);
+  log().info("process clean-up: child subreaper, guardian pid {}, {}", getppid(), cgroup_note);
   const std::string host = hostName();
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
   const fs::path run_dir = launcher::runLogDir(config);
   launcher::AgentConfig agent_config = agentConfig(config, nproc, *rendezvous, run_dir, host);
+  agent_config.cgroup = cgroup.get();
+  agent_config.guardian_pidfd = guardian_pidfd;
   for (const std::string& notice : agent_config.environment.notices()) {
     log().warn("{}", notice);
   }
@@ -151,6 +163,9 @@ int runAgent(const LaunchConfig& config) {
     log().info("file timer: serving torch's FileTimerClient at {}", *config.timer_file);
   }
   const launcher::RunResult result = launcher::Agent(std::move(agent_config)).run();
+  if (result.signal != 0) {
+    std::signal(result.signal, SIG_IGN);  // the guardian's late copy of it changes nothing now
+  }
   // Said before the end of the job, which may wait for other nodes a while.
   if (!result.error.empty()) {
     std::fprintf(stderr, "ddprun: %s\n", result.error.c_str());

@@ -45,6 +45,8 @@ std::optional<ProcStat> readProcStat(pid_t pid) {
     return std::nullopt;
   }
   ProcStat stat;
+  stat.state = state.empty() ? '?' : state[0];
+  stat.pgrp = static_cast<pid_t>(pgrp);
   stat.ppid = static_cast<pid_t>(ppid);
   stat.session = static_cast<pid_t>(session);
   stat.cpu_ticks = utime + stime + static_cast<unsigned long long>(cutime + cstime);

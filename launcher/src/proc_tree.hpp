@@ -13,7 +13,9 @@
 namespace ddprun::launcher {
 
 struct ProcStat {
+  char state = '?';  // R, S, D, Z, ...
   pid_t ppid = 0;
+  pid_t pgrp = 0;
   pid_t session = 0;
   // utime + stime + cutime + cstime in clock ticks: the process's own CPU
   // time and that of the children it has reaped.

@@ -1,11 +1,13 @@
 // fork + exec by hand because posix_spawn cannot set PR_SET_PDEATHSIG or
 // start a new session with the parent-death check in between. Between fork
 // and exec the child runs only async-signal-safe calls on memory prepared
-// before the fork (the process may have other threads).
+// before the fork (the process may have other threads), and nothing that
+// relies on the C library's fork handlers (it may come from a raw clone3).
 #include "ddprun/launcher/subprocess.hpp"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <linux/sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -18,6 +20,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -66,9 +69,52 @@ std::string pathFor(const SpawnOptions& options) {
   return inherited != nullptr ? inherited : "/usr/local/bin:/usr/bin:/bin";
 }
 
+// Every pid a Subprocess of this process owns and has not reaped.
+struct OwnedPids {
+  std::mutex mutex;
+  std::vector<pid_t> pids;
+};
+
+OwnedPids& owned() {
+  static OwnedPids registry;
+  return registry;
+}
+
+void own(pid_t pid) {
+  std::lock_guard lock(owned().mutex);
+  owned().pids.push_back(pid);
+}
+
+void disown(pid_t pid) {
+  std::lock_guard lock(owned().mutex);
+  std::erase(owned().pids, pid);
+}
+
+// A fork, straight into the cgroup `cgroup_fd` when there is one: clone3
+// with CLONE_INTO_CGROUP, because moving a running process into a cgroup
+// takes a lock that waits for an RCU grace period, milliseconds per launch.
+// Where clone3 is refused (seccomp, an old kernel), a plain fork, and
+// `move_in_child` tells the child to move itself.
+pid_t forkInto(int cgroup_fd, bool& move_in_child) {
+  move_in_child = false;
+  if (cgroup_fd < 0) {
+    return fork();
+  }
+  clone_args args{};
+  args.flags = CLONE_INTO_CGROUP;
+  args.exit_signal = SIGCHLD;
+  args.cgroup = static_cast<__u64>(cgroup_fd);
+  const long child = syscall(SYS_clone3, &args, sizeof(args));
+  if (child >= 0) {
+    return static_cast<pid_t>(child);
+  }
+  move_in_child = true;
+  return fork();
+}
+
 // Runs in the child between fork and exec. Never returns.
 [[noreturn]] void execChild(const SpawnOptions& options, pid_t parent, const char* path,
-                            ExecArrays& arrays, int error_pipe) {
+                            ExecArrays& arrays, int error_pipe, bool move_to_cgroup) {
   prctl(PR_SET_PDEATHSIG, options.death_signal);
   if (getppid() != parent) {
     _exit(127);  // the agent died before the death signal was armed
@@ -89,6 +135,10 @@ std::string pathFor(const SpawnOptions& options) {
   }
   if (options.stderr_fd >= 0) {
     dup2(options.stderr_fd, STDERR_FILENO);
+  }
+  if (move_to_cgroup) {
+    const int procs = openat(options.cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+    [[maybe_unused]] ssize_t moved = write(procs, "0", 1);
   }
   // Nothing of the agent's leaks into the worker; the error pipe (already
   // close-on-exec) stays open until exec succeeds.
@@ -149,10 +199,11 @@ Subprocess::Subprocess(const SpawnOptions& options) {
     throw SpawnError("cannot run '" + program + "': pipe", errno);
   }
   const pid_t parent = getpid();
-  pid_ = fork();
+  bool move_to_cgroup = false;
+  pid_ = forkInto(options.cgroup_fd, move_to_cgroup);
   if (pid_ == 0) {
     close(error_pipe[0]);
-    execChild(options, parent, path->c_str(), arrays, error_pipe[1]);
+    execChild(options, parent, path->c_str(), arrays, error_pipe[1], move_to_cgroup);
   }
   const int fork_error = errno;
   close(error_pipe[1]);
@@ -171,6 +222,7 @@ Subprocess::Subprocess(const SpawnOptions& options) {
     pid_ = -1;
     throw SpawnError("cannot run '" + *path + "'", exec_error);
   }
+  own(pid_);
   pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
   if (pidfd_ < 0 && errno != ENOSYS) {
     const int pidfd_error = errno;  // out of descriptors, most likely
@@ -193,6 +245,7 @@ Subprocess::~Subprocess() {
     killpg(pid_, SIGKILL);
     kill(pid_, SIGKILL);  // in case it left its group
     waitpid(pid_, nullptr, 0);
+    disown(pid_);
   }
   if (pidfd_ >= 0) {
     close(pidfd_);
@@ -206,13 +259,41 @@ bool Subprocess::signalGroup(int signal) const {
   return killpg(pid_, signal) == 0 || kill(pid_, signal) == 0;
 }
 
+ExitStatus Subprocess::waitAndKillGroup() {
+  if (status_) {
+    return *status_;
+  }
+  if (pid_ <= 0) {
+    throw std::logic_error("waitAndKillGroup() on a Subprocess that owns no child");
+  }
+  siginfo_t info{};
+  while (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT) != 0) {
+    if (errno != EINTR) {
+      throw Error("cannot wait for pid " + std::to_string(pid_) + ": " + std::strerror(errno));
+    }
+  }
+  // A session leader cannot leave its group, and its zombie keeps the id.
+  killpg(pid_, SIGKILL);
+  return wait();
+}
+
+std::vector<pid_t> Subprocess::ownedPids() {
+  std::lock_guard lock(owned().mutex);
+  return owned().pids;
+}
+
+void Subprocess::reaped(int wait_status) {
+  status_ = ExitStatus::fromWaitStatus(wait_status);
+  disown(pid_);
+}
+
 std::optional<ExitStatus> Subprocess::tryWait() {
   if (status_ || pid_ <= 0) {
     return status_;
   }
   int status = 0;
   if (waitpid(pid_, &status, WNOHANG) == pid_) {
-    status_ = ExitStatus::fromWaitStatus(status);
+    reaped(status);
   }
   return status_;
 }
@@ -220,10 +301,10 @@ std::optional<ExitStatus> Subprocess::tryWait() {
 ExitStatus Subprocess::wait() {
   while (!status_) {
     int status = 0;
-    const pid_t reaped = waitpid(pid_, &status, 0);
-    if (reaped == pid_) {
-      status_ = ExitStatus::fromWaitStatus(status);
-    } else if (reaped < 0 && errno != EINTR) {
+    const pid_t got = waitpid(pid_, &status, 0);
+    if (got == pid_) {
+      reaped(status);
+    } else if (got < 0 && errno != EINTR) {
       throw Error("cannot wait for worker pid " + std::to_string(pid_) + ": " +
                   std::strerror(errno));
     }

@@ -23,6 +23,7 @@
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "fake_rendezvous.hpp"
+#include "leftovers.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -149,6 +150,33 @@ TEST(AgentTest, RestartsAreBoundedByMaxRestarts) {
   EXPECT_EQ(result.exit_code, 5);
   EXPECT_EQ(result.attempts, 3);
   EXPECT_EQ(rendezvous.restartRequests(), 2) << "the last failure asks for no restart";
+}
+
+// Nothing a worker started outlives the run: the rest of a failed worker's
+// process group (the agent stopped signalling it once the worker was reaped),
+// nor what left its group (setsid, a daemon).
+TEST(AgentTest, NothingTheWorkersStartedOutlivesTheRun) {
+  test_support::TempDir dir;
+  FakeRendezvous rendezvous(singleNode(2));
+  // Rank 1 fails once both have started theirs.
+  const RunResult result =
+      Agent(configFor(
+                rendezvous, 2,
+                {"--leak", dir.path().string(), "--after", (dir.path() / "leak.0.0").string(),
+                 "--after", (dir.path() / "leak.0.1").string(), "--only-rank", "1", "--exit", "3"}))
+          .run();
+  EXPECT_EQ(result.exit_code, 3);
+  std::vector<testing::Leftover> leftovers;
+  for (const char* rank : {"0", "1"}) {
+    const auto file = dir.path() / (std::string("leak.0.") + rank);
+    ASSERT_TRUE(std::filesystem::exists(file)) << file;
+    for (const auto& leftover : testing::readLeftovers(file)) {
+      leftovers.push_back(leftover);
+    }
+  }
+  EXPECT_TRUE(testing::noneAlive(leftovers))
+      << "alive after run() returned: " << testing::describeAlive(leftovers);
+  testing::killAlive(leftovers);
 }
 
 TEST(AgentTest, WorkerIgnoringSigtermIsKilledAfterTheShutdownTimeout) {

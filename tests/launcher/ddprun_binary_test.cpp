@@ -20,6 +20,7 @@
 #include "ddprun/launcher/device_count.hpp"
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/proc_status.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "ddprun_binary_fixture.hpp"
@@ -102,8 +103,13 @@ TEST_F(DdprunBinaryTest, NoWorkerSurvivesTheAgentsSigkill) {
         return true;
       },
       10s));
+  const pid_t agent_process = test_support::ddprunAgentOf(agent.pid());
   ASSERT_TRUE(agent.signalGroup(SIGKILL));  // the agent's own group: not its workers'
   EXPECT_EQ(agent.wait(), (ExitStatus{ExitStatus::Kind::Signaled, SIGKILL}));
+  if (agent_process != agent.pid()) {
+    // Reparented here with ddprun's pid gone; its workers will be once it is.
+    ASSERT_EQ(waitpid(agent_process, nullptr, 0), agent_process);
+  }
   for (pid_t worker : workers) {
     int status = 0;
     ASSERT_EQ(waitpid(worker, &status, 0), worker) << "worker " << worker << " is not ours";

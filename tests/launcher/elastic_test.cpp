@@ -160,7 +160,7 @@ TEST_F(ElasticTest, ASigkilledAgentLeavesTheSurvivorsASmallerWorld) {
   ::kill(b.pid(), SIGKILL);
   EXPECT_TRUE(a.wait().success()) << log("a");
   auto survivor = env("a", 0);
-  EXPECT_EQ(survivor["TORCHELASTIC_RESTART_COUNT"], "1");
+  EXPECT_EQ(survivor["TORCHELASTIC_RESTART_COUNT"], "1") << log("a") << log("b");
   EXPECT_EQ(survivor["WORLD_SIZE"], "2");
   EXPECT_EQ(survivor["GROUP_WORLD_SIZE"], "1");
   EXPECT_EQ(env("a", 1)["RANK"], "1");

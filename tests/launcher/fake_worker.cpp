@@ -21,6 +21,11 @@
 //                       does; "$PID" in J becomes this process's pid and
 //                       "$DEADLINE" the wall-clock time 0.5 s from now
 #include <fcntl.h>
+//   --leak DIR          start three processes that only wait (one in this worker's
+//                       process group, one that called setsid, and a daemon: fork,
+//                       setsid, fork, its parent gone) and list them, with this
+//                       worker's cgroup, in DIR/leak.<attempt>.<LOCAL_RANK>
+//   --exit-if-attempt A N  exit with N here when TORCHELASTIC_RESTART_COUNT is A
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +33,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -122,6 +128,64 @@ void timerRequest(std::string json) {
   close(fd);
 }
 
+// A child that waits until killed; in the caller's process group, or in a
+// session of its own.
+pid_t waitingChild(bool new_session) {
+  const pid_t child = fork();
+  if (child == 0) {
+    if (new_session) {
+      setsid();
+    }
+    for (;;) {
+      pause();
+    }
+  }
+  return child;
+}
+
+// fork, setsid, fork: the daemon's parent exits at once, so the daemon is
+// nobody's child and in no group or session of this worker's.
+pid_t daemonChild() {
+  int report[2];
+  if (pipe(report) != 0) {
+    return -1;
+  }
+  const pid_t middle = fork();
+  if (middle == 0) {
+    close(report[0]);
+    const pid_t daemon = waitingChild(true);
+    [[maybe_unused]] ssize_t written = write(report[1], &daemon, sizeof(daemon));
+    _exit(0);
+  }
+  close(report[1]);
+  pid_t daemon = -1;
+  [[maybe_unused]] ssize_t got = read(report[0], &daemon, sizeof(daemon));
+  close(report[0]);
+  waitpid(middle, nullptr, 0);
+  return daemon;
+}
+
+// The list appears whole (written, then renamed), so a test never reads half.
+void leak(const std::string& dir) {
+  const std::string name =
+      dir + "/leak." + envOr("TORCHELASTIC_RESTART_COUNT", "0") + "." + envOr("LOCAL_RANK", "x");
+  {
+    std::ofstream out(name + ".tmp");
+    out << "group " << waitingChild(false) << "\n";
+    out << "setsid " << waitingChild(true) << "\n";
+    out << "daemon " << daemonChild() << "\n";
+    std::ifstream cgroups("/proc/self/cgroup");
+    for (std::string line; std::getline(cgroups, line);) {
+      if (line.rfind("0::", 0) == 0) {
+        out << "cgroup " << line.substr(3) << "\n";
+      }
+    }
+  }
+  std::filesystem::rename(name + ".tmp", name);
+}
+
+bool isAttempt(const char* attempt) { return envOr("TORCHELASTIC_RESTART_COUNT", "-1") == attempt; }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -177,6 +241,14 @@ int main(int argc, char** argv) {
     } else if (arg == "--timer-request") {
       timerRequest(next);
       ++i;
+    } else if (arg == "--leak") {
+      leak(next);
+      ++i;
+    } else if (arg == "--exit-if-attempt") {
+      if (i + 2 < argc && isAttempt(next)) {
+        return std::atoi(argv[i + 2]);
+      }
+      i += 2;
     } else if (arg == "--only-attempt") {
       only_attempt = std::atoi(next);
       ++i;

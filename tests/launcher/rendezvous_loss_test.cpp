@@ -16,6 +16,7 @@
 #include "ddprun/rendezvous/client.hpp"
 #include "ddprun/test_support/daemon_process.hpp"
 #include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/proc_status.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "elastic_fixture.hpp"
 
@@ -272,11 +273,12 @@ TEST_F(RendezvousLossTest, ADroppedAgentThatWakesUpJoinsTheJobAgain) {
            env(name, 1)["TORCHELASTIC_RESTART_COUNT"] == attempt;
   };
   ASSERT_TRUE(test_support::eventually([&] { return in_attempt("b", "1"); }, 30s)) << logs();
-  ASSERT_EQ(::kill(a.pid(), SIGSTOP), 0);
+  const pid_t a_agent = test_support::ddprunAgentOf(a.pid());  // not its guardian
+  ASSERT_EQ(::kill(a_agent, SIGSTOP), 0);
   ASSERT_TRUE(test_support::eventually([&] { return in_attempt("b", "2"); }, 30s))
       << "b did not go on alone" << logs();
   EXPECT_EQ(env("b", 0)["WORLD_SIZE"], "2") << logs();
-  ASSERT_EQ(::kill(a.pid(), SIGCONT), 0);
+  ASSERT_EQ(::kill(a_agent, SIGCONT), 0);
   ASSERT_TRUE(test_support::eventually(
       [&] { return in_attempt("a", "3") && in_attempt("b", "3"); }, 30s))
       << "a did not join again" << logs();

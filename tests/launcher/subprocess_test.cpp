@@ -1,7 +1,8 @@
 // Subprocess with real processes and signals: exit codes, signals, exec
 // failures, the exact environment, own session, reset signal dispositions,
 // no orphan after the agent is SIGKILLed, the pidfd, waits with a timeout,
-// stopping with a grace period, and no zombie left.
+// stopping with a grace period, a group killed before its leader is reaped,
+// the owned pids, and no zombie left.
 #include "ddprun/launcher/subprocess.hpp"
 
 #include <gtest/gtest.h>
@@ -221,6 +222,37 @@ TEST(SubprocessTest, StopSignalsTheChildsWholeProcessGroup) {
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
   prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+// A child that exits leaving a process in its group: the group is SIGKILLed
+// before the child is reaped, while its zombie still holds the group's id.
+TEST(SubprocessTest, WaitAndKillGroupLeavesNothingOfTheGroup) {
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  SpawnOptions options = shell("sleep 30 & echo $!; exit 3");
+  options.stdout_fd = out[1];
+  Subprocess parent(options);
+  close(out[1]);
+  char buffer[32] = {};
+  ASSERT_GT(read(out[0], buffer, sizeof(buffer) - 1), 0);
+  close(out[0]);
+  const pid_t grandchild = static_cast<pid_t>(std::atoi(buffer));
+  EXPECT_EQ(parent.waitAndKillGroup(), (ExitStatus{ExitStatus::Kind::Exited, 3}));
+  int status = 0;
+  ASSERT_EQ(waitpid(grandchild, &status, 0), grandchild);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_EQ(parent.waitAndKillGroup(), (ExitStatus{ExitStatus::Kind::Exited, 3}));  // once only
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+TEST(SubprocessTest, OwnedPidsListsTheChildrenNotYetReaped) {
+  Subprocess child(shell("exit 0"));
+  const auto before = Subprocess::ownedPids();
+  EXPECT_NE(std::find(before.begin(), before.end(), child.pid()), before.end());
+  child.wait();
+  const auto after = Subprocess::ownedPids();
+  EXPECT_EQ(std::find(after.begin(), after.end(), child.pid()), after.end());
 }
 
 TEST(SubprocessTest, InheritedEnvironmentSplitsAtTheFirstEqualsSign) {

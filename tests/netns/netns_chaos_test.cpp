@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "ddprun/test_support/proc_status.hpp"
 #include "netns_train_fixture.hpp"
 
 namespace ddprun::netns_test {
@@ -135,15 +136,19 @@ class NetnsChaosTest : public NetnsTrainTest {
     }
   }
 
-  // SIGKILLs `host`'s agent; everything it ran must die with it before it is
+  // SIGKILLs `host`'s agent, through ddprun's pid (its guardian) or its agent
+  // process, at random; everything it ran must die with it before it is
   // started again.
   void killAgent(const std::string& host, const std::string& role) {
     Incarnation* agent = running(host);
-    step("SIGKILL the " + role + " on " + host + (agent == nullptr ? " (none runs)" : ""));
+    const bool inner = pick(0, 1) == 1;
+    step("SIGKILL the " + role + " on " + host +
+         (agent == nullptr ? " (none runs)" : inner ? " (its agent process)" : " (ddprun's pid)"));
     if (agent == nullptr) {
       return;
     }
-    ::kill(agent->process->pid(), SIGKILL);
+    const pid_t ddprun = agent->process->pid();
+    ::kill(inner ? test_support::ddprunAgentOf(ddprun) : ddprun, SIGKILL);
     agent->killed = true;
     agent->status = agent->process->wait();
     EXPECT_TRUE(emptyWithin(host, 10s))

@@ -43,4 +43,17 @@ double cpuSecondsOf(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
+pid_t ddprunAgentOf(pid_t ddprun) {
+  const std::string task = "/proc/" + std::to_string(ddprun) + "/task/" + std::to_string(ddprun);
+  std::ifstream children(task + "/children");
+  for (pid_t child = 0; children >> child;) {
+    std::string comm;
+    std::ifstream("/proc/" + std::to_string(child) + "/comm") >> comm;
+    if (comm == "ddprun") {
+      return child;
+    }
+  }
+  return ddprun;
+}
+
 }  // namespace ddprun::test_support

@@ -12,8 +12,10 @@
 // signal is forwarded to the workers, then the group is stopped the same way.
 // An error on the loop or the waiter thread (a worker that cannot be spawned,
 // a rendezvous that never formed) stops the workers and ends the run with
-// RunResult::error; run() itself never throws. Owns the workers and the
-// waiter thread, joined before run() returns; run() is called once.
+// RunResult::error; run() itself never throws. Nothing the workers start
+// outlives its attempt: the agent is a child subreaper and kills what they
+// leave (process_tree.hpp). Owns the workers and the waiter thread, joined
+// before run() returns; run() is called once.
 #pragma once
 
 #include <chrono>
@@ -27,6 +29,8 @@
 #include "ddprun/launcher/worker_environment.hpp"
 
 namespace ddprun::launcher {
+
+class WorkerCgroup;
 
 // Where one worker's output goes. Output always passes through pipes, so
 // the console only ever receives whole lines.
@@ -60,6 +64,14 @@ struct AgentConfig {
   std::string timer_file;
   std::chrono::milliseconds worker_hang_timeout{0};
   std::string tools_path = "/usr/bin:/bin";  // PATH for gdb and py-spy
+  // The job's cgroup the workers join (worker_cgroup.hpp); null: none.
+  // Borrowed: it outlives run().
+  WorkerCgroup* cgroup = nullptr;
+  // A pidfd of ddprun's guardian (-1: none), readable once it has died, as
+  // when `kill -9` hits ddprun's pid: everything the agent started is then
+  // SIGKILLed and the agent exits at once, as ddprun's SIGKILL did before
+  // there was a guardian. Borrowed.
+  int guardian_pidfd = -1;
 };
 
 class Agent {

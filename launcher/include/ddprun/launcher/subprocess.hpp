@@ -6,10 +6,13 @@
 // The one process helper of the project: the agent spawns its workers with
 // it, and the tests and benchmarks their daemons, agents and servers.
 //
-// Owns the pid (reaped in wait()/tryWait()/waitFor()/stop(), or killed and
-// reaped by the destructor: no zombies, no orphans) and the pidfd. Not
-// thread-safe: signal, wait and destroy from one thread (the agent's
-// supervision thread; a test's or a benchmark's main thread).
+// Owns the pid (reaped in wait()/tryWait()/waitFor()/stop()/
+// waitAndKillGroup(), or killed and reaped by the destructor: no zombies, no
+// orphans) and the pidfd. Not thread-safe: signal, wait and destroy from one
+// thread (the agent's supervision thread; a test's or a benchmark's main
+// thread). Every pid a Subprocess owns and has not reaped is listed, process
+// wide, in ownedPids(), so code that reaps children it does not own (the
+// agent's ProcessTree) can leave them alone.
 #pragma once
 
 #include <sys/types.h>
@@ -62,6 +65,10 @@ struct SpawnOptions {
   int stdout_fd = -1;    // dup2'ed to 1 when >= 0; otherwise inherited
   int stderr_fd = -1;    // dup2'ed to 2 when >= 0; otherwise inherited
   int death_signal = 9;  // sent to the child when the agent's thread that spawned it dies
+  // When >= 0, an open cgroup v2 directory the child starts in (clone3's
+  // CLONE_INTO_CGROUP); where clone3 is refused (seccomp), the child moves in
+  // before exec. If neither works, the child stays in this process's cgroup.
+  int cgroup_fd = -1;
 };
 
 // This process's own environment, as SpawnOptions::env wants it: for a child
@@ -85,8 +92,13 @@ class Subprocess {
   // descriptors, is a SpawnError: the child is killed and reaped.)
   int pidfd() const { return pidfd_; }
 
-  // Sends `signal` to the child's whole process group; false if it is gone.
+  // Sends `signal` to the child's whole process group; false once the child
+  // has been reaped (its group's id may then belong to another group).
   bool signalGroup(int signal) const;
+  // Blocks until the child exits, SIGKILLs what is left of its process group
+  // while the unreaped child still holds the group's id (so no other group
+  // can have it yet), then reaps the child: nothing of the group outlives it.
+  ExitStatus waitAndKillGroup();
   // Reaps the child if it has exited.
   std::optional<ExitStatus> tryWait();
   // Blocks until the child exits and reaps it.
@@ -100,7 +112,13 @@ class Subprocess {
   ExitStatus stop(std::chrono::milliseconds grace);
   std::optional<ExitStatus> exitStatus() const { return status_; }
 
+  // The children of this process that a Subprocess owns and has not reaped.
+  // Any thread.
+  static std::vector<pid_t> ownedPids();
+
  private:
+  void reaped(int wait_status);
+
   pid_t pid_ = -1;
   int pidfd_ = -1;
   std::optional<ExitStatus> status_;

@@ -1,5 +1,6 @@
 // What /proc says about a live process (a daemon under test, a launcher
-// under a benchmark): its memory and its CPU time. Stateless.
+// under a benchmark): its memory, its CPU time, and which of ddprun's two
+// processes is the agent. Stateless.
 #pragma once
 
 #include <sys/types.h>
@@ -15,5 +16,10 @@ std::optional<std::size_t> procStatusKiB(pid_t pid, const char* field);
 
 // User + system CPU seconds the process has used so far; 0 once it is gone.
 double cpuSecondsOf(pid_t pid);
+
+// ddprun's agent process: the child named ddprun of the pid ddprun was
+// started as (which stays behind as its guardian); that pid if there is none
+// (yet, or any more).
+pid_t ddprunAgentOf(pid_t ddprun);
 
 }  // namespace ddprun::test_support

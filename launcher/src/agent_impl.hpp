@@ -1,0 +1,92 @@
+// Agent::Impl: the agent's state and its handlers, shared by agent.cpp (the
+// attempts and the workers) and agent_stop.cpp (stopping, signals, the end).
+// Owns the workers, the loop and the waiter thread; everything but the
+// waiter runs on the thread that called Agent::run(). Private to the agent.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ddprun/launcher/agent.hpp"
+#include "ddprun/net/asio.hpp"
+#include "line_relay.hpp"
+#include "process_tree.hpp"
+#include "worker_watchdogs.hpp"
+
+namespace ddprun::launcher {
+
+struct Agent::Impl {
+  using Clock = std::chrono::steady_clock;
+  using Descriptor = net::asio::posix::stream_descriptor;
+
+  struct Worker {
+    Subprocess process;
+    std::unique_ptr<Descriptor> exit_watch;
+    int local_rank = 0;
+    int rank = 0;
+    bool exited = false;
+    std::string error_file;
+    WorkerVerdict verdict;  // why a watchdog killed it, if one did
+  };
+
+  // Waiting: for the rendezvous to form this node's next group.
+  enum class Phase { Waiting, Running, Stopping, Done };
+
+  explicit Impl(AgentConfig agent_config)
+      : config(std::move(agent_config)),
+        rendezvous(*config.rendezvous),
+        signals(io),
+        grace(io),
+        relays(io),
+        watchdogs(io, {config.timer_file, config.worker_hang_timeout, config.tools_path},
+                  {[this](std::size_t index) { return runs(index); },
+                   [this](std::size_t index, const WorkerVerdict& verdict) {
+                     return condemn(index, verdict);
+                   }}),
+        tree(io, config.cgroup) {}
+  ~Impl() { joinWaiter(); }
+
+  void runLoop();
+  void startAttempt();
+  void onGroup(std::optional<WorkerGroup> next, std::exception_ptr error);
+  void launchAttempt(const WorkerGroup& next);
+  void onGroupOver(int newer_attempt);
+  void spawnWorker(int local_rank);
+  void onExit(std::size_t index);
+  void recordFailure(const Worker& worker, const ExitStatus& status);
+  bool runs(std::size_t index) const;
+  bool condemn(std::size_t index, const WorkerVerdict& verdict);
+  void stopGroup(int signal);
+  void afterStop();
+  void fail(const std::string& why);
+  void finish(int exit_code);
+  void joinWaiter();
+  void waitForSignal();
+
+  AgentConfig config;
+  Rendezvous& rendezvous;
+  net::asio::io_context io{1};
+  net::asio::signal_set signals;
+  net::asio::steady_timer grace;
+  std::vector<Worker> workers;
+  WorkerRelays relays;
+  WorkerWatchdogs watchdogs;
+  ProcessTree tree;       // what the workers leave behind
+  WorkerGroup group;      // the running attempt's
+  int restarts_used = 0;  // failures restarted, against max_restarts
+  int running = 0;
+  Phase phase = Phase::Waiting;
+  bool restart_after_stop = false;
+  bool group_over = false;     // this stop is for a membership change
+  bool after_failure = false;  // the next attempt restarts a failed one
+  int newest_over = 0;         // the newest attempt the rendezvous said is coming
+  std::thread waiter;          // blocks in rendezvous.nextGroup() off the loop
+  RunResult result;
+  Clock::time_point signalled_at;  // when result.signal came
+};
+
+}  // namespace ddprun::launcher

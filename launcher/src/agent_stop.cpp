@@ -1,0 +1,146 @@
+// The agent's ends: stopping a group (the signal, the grace, SIGKILL), what
+// follows once every worker has exited (a restart, the next round, or the
+// end), an error on the loop, the handled signals. See agent.cpp for the
+// event flow.
+#include <signal.h>
+
+#include "agent_impl.hpp"
+#include "ddprun/launcher/option_values.hpp"
+#include "log.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+namespace asio = net::asio;
+using Clock = std::chrono::steady_clock;
+
+// The same signal twice within this is one request that reached both ddprun's
+// guardian, which forwards it, and the agent (`pkill ddprun`, Slurm, systemd,
+// `timeout`), not a second one.
+constexpr auto kOneRequest = std::chrono::milliseconds(200);
+
+}  // namespace
+
+void Agent::Impl::stopGroup(int signal) {
+  phase = Phase::Stopping;
+  for (Worker& worker : workers) {
+    if (!worker.exited) {
+      worker.process.signalGroup(signal);
+    }
+  }
+  if (running == 0) {
+    asio::post(io, [this] { afterStop(); });
+    return;
+  }
+  grace.expires_after(config.shutdown_timeout);
+  grace.async_wait([this](const net::error_code& error) {
+    if (error) {
+      return;
+    }
+    for (Worker& worker : workers) {
+      if (!worker.exited) {
+        worker.process.signalGroup(SIGKILL);
+      }
+    }
+  });
+}
+
+void Agent::Impl::afterStop() {
+  grace.cancel();
+  if (phase == Phase::Done) {
+    return;
+  }
+  tree.killLeftovers(group.attempt);  // before any restart
+  if (!result.error.empty()) {
+    finish(1);
+    return;
+  }
+  if (restart_after_stop && result.signal == 0) {
+    restart_after_stop = false;
+    if (!group_over) {
+      ++restarts_used;  // a membership change is not a failure
+      after_failure = true;
+    }
+    group_over = false;
+    startAttempt();
+    return;
+  }
+  if (result.signal != 0) {
+    finish(128 + result.signal);
+    return;
+  }
+  orderRootCauseFirst(result.failures);
+  finish(result.failures.empty() ? 1 : result.failures.front().status.shellCode());
+}
+
+// An error on the loop: no restart; the workers are stopped and the run ends
+// with exit status 1 and the error's line.
+void Agent::Impl::fail(const std::string& why) {
+  if (phase == Phase::Done) {
+    return;
+  }
+  if (result.error.empty()) {
+    result.error = why;
+  }
+  restart_after_stop = false;
+  if (phase == Phase::Running) {
+    stopGroup(SIGTERM);
+  } else if (phase == Phase::Waiting) {
+    finish(1);
+  }  // Stopping: afterStop() sees the error
+}
+
+void Agent::Impl::finish(int exit_code) {
+  if (phase == Phase::Waiting) {
+    rendezvous.cancelWait();  // a pending nextGroup() returns; run() joins it
+  }
+  phase = Phase::Done;
+  result.exit_code = exit_code;
+  net::error_code ignored;
+  signals.cancel(ignored);
+  grace.cancel();
+  watchdogs.stop();
+  tree.finish(group.attempt);
+  relays.drain();
+}
+
+void Agent::Impl::joinWaiter() {
+  if (waiter.joinable()) {
+    waiter.join();
+  }
+}
+
+void Agent::Impl::waitForSignal() {
+  signals.async_wait([this](const net::error_code& error, int signal) {
+    if (error || phase == Phase::Done) {
+      return;
+    }
+    if (signal == result.signal && Clock::now() - signalled_at < kOneRequest) {
+      // the same request, delivered twice
+    } else if (result.signal != 0) {
+      // A second signal while stopping: do not make the user wait the grace.
+      log().warn("received {} again: killing the workers now", signalName(signal));
+      for (Worker& worker : workers) {
+        if (!worker.exited) {
+          worker.process.signalGroup(SIGKILL);
+        }
+      }
+    } else {
+      result.signal = signal;
+      signalled_at = Clock::now();
+      restart_after_stop = false;
+      log().warn("received {}: {}", signalName(signal),
+                 phase == Phase::Waiting ? "stopping (no workers are running)"
+                                         : "forwarding it to the workers and stopping them (a "
+                                           "second one kills them at once)");
+      if (phase == Phase::Waiting) {
+        finish(128 + signal);  // no workers yet: stop waiting
+        return;
+      }
+      stopGroup(signal);  // forwarded as is, as torchrun does
+    }
+    waitForSignal();
+  });
+}
+
+}  // namespace ddprun::launcher

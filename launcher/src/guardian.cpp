@@ -1,0 +1,142 @@
+#include "guardian.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/worker_cgroup.hpp"
+#include "ddprun/proto/errors.hpp"
+#include "log.hpp"
+#include "process_tree.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+// What the guardian forwards: every signal but those it cannot catch, its
+// own SIGCHLD, job control (left at its default: both processes stop and go
+// on together), what only the guardian's own faults or writes would raise,
+// and the ones ignored by default.
+sigset_t forwardedSignals() {
+  static constexpr int kNotForwarded[] = {SIGKILL, SIGSTOP, SIGCHLD,  SIGTSTP, SIGTTIN, SIGTTOU,
+                                          SIGCONT, SIGSEGV, SIGBUS,   SIGFPE,  SIGILL,  SIGTRAP,
+                                          SIGSYS,  SIGPIPE, SIGWINCH, SIGURG};
+  sigset_t set;
+  sigemptyset(&set);
+  for (int signal = 1; signal <= SIGRTMAX; ++signal) {
+    if (std::find(std::begin(kNotForwarded), std::end(kNotForwarded), signal) ==
+        std::end(kNotForwarded)) {
+      sigaddset(&set, signal);  // refuses the C library's own real-time signals
+    }
+  }
+  return set;
+}
+
+// The agent's side of the fork: told of the guardian's death by a pidfd (on
+// its loop), and by SIGTERM where the agent handles SIGTERM.
+int becomeAgent(pid_t guardian, const sigset_t& previous_mask,
+                const std::vector<int>& agent_handles) {
+  const bool term =
+      std::find(agent_handles.begin(), agent_handles.end(), SIGTERM) != agent_handles.end();
+  if (term) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+  }
+  const int guardian_pidfd = static_cast<int>(syscall(SYS_pidfd_open, guardian, 0));
+  sigprocmask(SIG_SETMASK, &previous_mask, nullptr);
+  if (getppid() != guardian) {
+    raise(SIGKILL);  // the guardian died already: no workers have started
+  }
+  return guardian_pidfd;
+}
+
+// Forwards signals until the agent has ended; returns its wait status.
+int superviseAgent(pid_t agent, const sigset_t& waited) {
+  for (;;) {
+    siginfo_t info{};
+    const int signal = sigwaitinfo(&waited, &info);
+    if (signal == SIGCHLD) {
+      int status = 0;
+      if (waitpid(agent, &status, WNOHANG) == agent) {
+        return status;
+      }
+    } else if (signal > 0 && info.si_code != SI_KERNEL) {
+      kill(agent, signal);  // SI_KERNEL: a terminal's, sent to the agent's group too
+    }
+  }
+}
+
+void killWhatIsLeft(pid_t agent, int wait_status, WorkerCgroup* cgroup) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  const int by_cgroup = cgroup != nullptr ? cgroup->killAll(deadline) : 0;
+  const KillCount rest = killOrphans(deadline);
+  const int killed = by_cgroup + rest.killed;
+  const std::string how = ExitStatus::fromWaitStatus(wait_status).describe();
+  if (killed > 0) {
+    const char* mechanism = by_cgroup == 0 ? "guardian, child subreaper" : "guardian, cgroup.kill";
+    log().warn("the agent (pid {}) {}: killed {} process{} it left behind ({})", agent, how, killed,
+               killed == 1 ? "" : "es", mechanism);
+  } else if (WIFSIGNALED(wait_status)) {
+    log().warn("the agent (pid {}) {}", agent, how);
+  }
+  if (rest.still_alive > 0) {
+    log().warn("{} process(es) still alive 5 s after SIGKILL (uninterruptible sleep?)",
+               rest.still_alive);
+  }
+  if (cgroup != nullptr && !cgroup->remove()) {
+    log().warn("cannot remove the job's cgroups {}: {}", cgroup->describe(), std::strerror(errno));
+  }
+}
+
+// Ends the guardian as the agent ended: its exit code, or its signal. At
+// once: it holds nothing that needs tearing down.
+[[noreturn]] void mirror(int wait_status) {
+  std::fflush(nullptr);
+  if (!WIFSIGNALED(wait_status)) {
+    _exit(WEXITSTATUS(wait_status));
+  }
+  const int signal = WTERMSIG(wait_status);
+  const rlimit no_core{0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);  // the agent dumped its own
+  std::signal(signal, SIG_DFL);
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, signal);
+  sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  raise(signal);
+  _exit(128 + signal);  // a signal that does not end a process by default
+}
+
+}  // namespace
+
+int forkAgentUnderGuardian(WorkerCgroup* cgroup, const std::vector<int>& agent_handles) {
+  sigset_t waited = forwardedSignals();
+  sigaddset(&waited, SIGCHLD);
+  std::signal(SIGCHLD, SIG_DFL);  // an inherited SIG_IGN would reap the agent unseen
+  sigset_t previous;
+  sigprocmask(SIG_BLOCK, &waited, &previous);  // none is lost before sigwaitinfo
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  const pid_t guardian = getpid();
+  const pid_t agent = fork();
+  if (agent < 0) {
+    sigprocmask(SIG_SETMASK, &previous, nullptr);
+    throw Error(std::string("cannot start the agent: fork: ") + std::strerror(errno));
+  }
+  if (agent == 0) {
+    return becomeAgent(guardian, previous, agent_handles);
+  }
+  std::signal(SIGPIPE, SIG_IGN);  // a closed stderr must not end the guardian
+  const int wait_status = superviseAgent(agent, waited);
+  killWhatIsLeft(agent, wait_status, cgroup);
+  mirror(wait_status);
+}
+
+}  // namespace ddprun::launcher

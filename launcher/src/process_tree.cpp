@@ -1,0 +1,208 @@
+#include "process_tree.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <string>
+
+#include "ddprun/launcher/worker_cgroup.hpp"
+#include "log.hpp"
+#include "proc_tree.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The children of this process that no Subprocess owns: workers' orphans.
+std::vector<pid_t> ownOrphans() {
+  std::vector<pid_t> orphans = childrenOf(getpid());
+  const std::vector<pid_t> owned = Subprocess::ownedPids();
+  std::erase_if(orphans, [&owned](pid_t pid) {
+    return std::find(owned.begin(), owned.end(), pid) != owned.end();
+  });
+  return orphans;
+}
+
+// Live processes of group `pgid` among this process's orphans and their
+// descendants (a dead worker's group: its children are orphans by now).
+int liveMembersOf(pid_t pgid) {
+  int members = 0;
+  std::vector<pid_t> pending = ownOrphans();
+  for (int visited = 0; !pending.empty() && visited < 100'000; ++visited) {
+    const pid_t pid = pending.back();
+    pending.pop_back();
+    const auto state = readProcStat(pid);
+    if (state && state->pgrp == pgid && state->state != 'Z') {
+      ++members;
+    }
+    const auto children = childrenOf(pid);
+    pending.insert(pending.end(), children.begin(), children.end());
+  }
+  return members;
+}
+
+// Reaps the given children of this process, waiting on pidfds until
+// `deadline` for those not dead yet. Returns how many are still alive.
+int reapBy(const std::vector<pid_t>& children, Clock::time_point deadline) {
+  int alive = 0;
+  for (pid_t child : children) {
+    const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
+    if (pidfd >= 0) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      pollfd exited{pidfd, POLLIN, 0};
+      poll(&exited, 1, static_cast<int>(std::clamp<long long>(left.count(), 0, INT_MAX)));
+      close(pidfd);
+    }
+    if (waitpid(child, nullptr, WNOHANG) == 0) {
+      ++alive;
+    }
+  }
+  return alive;
+}
+
+std::string processes(int count) {
+  return std::to_string(count) + (count == 1 ? " process" : " processes");
+}
+
+}  // namespace
+
+KillCount killOrphans(Clock::time_point deadline) {
+  KillCount count;
+  for (;;) {
+    const std::vector<pid_t> orphans = ownOrphans();
+    if (orphans.empty()) {
+      return count;
+    }
+    for (pid_t orphan : orphans) {
+      const auto state = readProcStat(orphan);
+      if (state && state->state != 'Z' && kill(orphan, SIGKILL) == 0) {
+        ++count.killed;
+      }
+    }
+    // Their children are this process's now, for the next round.
+    count.still_alive = reapBy(orphans, deadline);
+    if (count.still_alive > 0 || Clock::now() >= deadline) {
+      return count;
+    }
+  }
+}
+
+ProcessTree::ProcessTree(net::asio::io_context& io, WorkerCgroup* cgroup)
+    : reap_timer_(io), cgroup_(cgroup) {
+  prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper_);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+ProcessTree::~ProcessTree() { prctl(PR_SET_CHILD_SUBREAPER, was_subreaper_); }
+
+int ProcessTree::cgroupFd() { return cgroup_ != nullptr ? cgroup_->attemptFd() : -1; }
+
+void ProcessTree::start(int guardian_pidfd) {
+  reapLater();
+  if (guardian_pidfd < 0) {
+    return;
+  }
+  guardian_watch_ = std::make_unique<net::asio::posix::stream_descriptor>(
+      reap_timer_.get_executor(), dup(guardian_pidfd));
+  guardian_watch_->async_wait(net::asio::posix::stream_descriptor::wait_read,
+                              [this](const net::error_code& error) {
+                                if (!error) {
+                                  onGuardianGone();
+                                }
+                              });
+}
+
+// The guardian was SIGKILLed, as ddprun's pid was before there was one: the
+// agent goes as it went then. Every descendant gets SIGKILL (pass after
+// pass, for what forks meanwhile; a process with SIGKILL pending forks no
+// more), then the agent exits, which closes its connections: the workers are
+// signalled a millisecond or so before the rendezvous hears of the loss, but
+// die after it (dying takes longer). Nothing else is torn down first: a
+// connection closed by hand would be reconnected by the rendezvous client's
+// thread meanwhile. No waiting: its orphans, already killed, go to init to be
+// reaped.
+void ProcessTree::onGuardianGone() {
+  const int by_cgroup = cgroup_ != nullptr ? cgroup_->killAll(Clock::now()) : 0;
+  std::vector<pid_t> killed;
+  for (bool found = true; found;) {
+    found = false;
+    std::vector<pid_t> pending = childrenOf(getpid());
+    while (!pending.empty()) {
+      const pid_t pid = pending.back();
+      pending.pop_back();
+      const auto state = readProcStat(pid);
+      if (state && state->state != 'Z' &&
+          std::find(killed.begin(), killed.end(), pid) == killed.end() && kill(pid, SIGKILL) == 0) {
+        killed.push_back(pid);
+        found = true;
+      }
+      const auto children = childrenOf(pid);
+      pending.insert(pending.end(), children.begin(), children.end());
+    }
+  }
+  log().warn("ddprun's guardian has died: killed {} at once ({}); the agent ends with it",
+             processes(static_cast<int>(killed.size())),
+             by_cgroup > 0 ? "cgroup.kill and child subreaper" : "child subreaper");
+  _exit(128 + SIGKILL);
+}
+
+void ProcessTree::finish(int attempt) {
+  killLeftovers(attempt);
+  if (cgroup_ != nullptr) {
+    cgroup_->remove();  // empty now; else the guardian tries again
+  }
+  reap_timer_.cancel();
+  if (guardian_watch_) {
+    guardian_watch_->cancel();
+  }
+}
+
+void ProcessTree::reapLater() {
+  reap_timer_.expires_after(std::chrono::seconds(2));
+  reap_timer_.async_wait([this](const net::error_code& error) {
+    if (error) {
+      return;
+    }
+    for (pid_t orphan : ownOrphans()) {
+      waitpid(orphan, nullptr, WNOHANG);
+    }
+    reapLater();
+  });
+}
+
+ExitStatus ProcessTree::reapWorker(Subprocess& worker, int local_rank) {
+  const int members = liveMembersOf(worker.pid());
+  const ExitStatus status = worker.waitAndKillGroup();
+  if (members > 0) {
+    log().info("local rank {} (pid {}) {}: killed {} left in its process group", local_rank,
+               worker.pid(), status.describe(), processes(members));
+  }
+  return status;
+}
+
+void ProcessTree::killLeftovers(int attempt) {
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  const int by_cgroup = cgroup_ != nullptr ? cgroup_->killAll(deadline) : 0;
+  const KillCount rest = killOrphans(deadline);
+  if (by_cgroup + rest.killed > 0) {
+    const char* how = by_cgroup == 0     ? "child subreaper"
+                      : rest.killed == 0 ? "cgroup.kill"
+                                         : "cgroup.kill, then child subreaper";
+    log().info("attempt {}: killed {} the workers left behind ({})", attempt,
+               processes(by_cgroup + rest.killed), how);
+  }
+  if (rest.still_alive > 0) {
+    log().warn("attempt {}: {} still alive 5 s after SIGKILL (uninterruptible sleep?)", attempt,
+               processes(rest.still_alive));
+  }
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,82 @@
+// ProcessTree: the agent's hold on everything its workers start, so that no
+// process outlives its attempt. It makes the agent a child subreaper: what a
+// worker leaves behind (a child that called setsid, a double-forked daemon,
+// the rest of a dead worker's tree) becomes the agent's child instead of
+// init's. Then:
+//   - when a worker exits, the rest of its process group is SIGKILLed before
+//     the worker is reaped (Subprocess::waitAndKillGroup);
+//   - when every worker of an attempt has exited (before a restart, and at
+//     the end of the run), everything left is killed and reaped: the job's
+//     cgroup through cgroup.kill where there is one, then every child of the
+//     agent that no Subprocess owns, and theirs as they become the agent's;
+//   - orphans that exit on their own meanwhile are reaped every 2 s;
+//   - when ddprun's guardian dies (`kill -9` of ddprun's pid, guardian.hpp),
+//     it SIGKILLs every descendant at once, workers included, and ends the
+//     agent as that SIGKILL would have before there was a guardian: at once,
+//     its connections closed by its death.
+// Each kill is one log line: how many processes, and by which mechanism.
+// Children a Subprocess owns (the workers, any helper) are never signalled or
+// reaped here: their owner does that, so nothing races with it.
+//
+// Runs on the agent's loop thread. killOrphans() also runs in the guardian.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/net/asio.hpp"
+
+namespace ddprun::launcher {
+
+class WorkerCgroup;
+
+struct KillCount {
+  int killed = 0;       // processes alive when SIGKILLed
+  int still_alive = 0;  // killed but not dead by the deadline (uninterruptible sleep?)
+};
+
+// SIGKILLs and reaps every child of this process that no Subprocess owns,
+// then those they leave behind as they die (this process must be a child
+// subreaper), until none is left or `deadline` passes. Only ever signals its
+// own unreaped children, so never a recycled pid.
+KillCount killOrphans(std::chrono::steady_clock::time_point deadline);
+
+class ProcessTree {
+ public:
+  // Makes this process a child subreaper until destroyed. `cgroup` (may be
+  // null) is borrowed: the job's cgroup the workers join.
+  ProcessTree(net::asio::io_context& io, WorkerCgroup* cgroup);
+  ~ProcessTree();
+  ProcessTree(const ProcessTree&) = delete;
+  ProcessTree& operator=(const ProcessTree&) = delete;
+
+  // The job's cgroup a new worker starts in (SpawnOptions::cgroup_fd); -1: none.
+  int cgroupFd();
+  // Until finish(): reaps orphans that exit on their own every 2 s, and
+  // watches ddprun's guardian (`guardian_pidfd`, borrowed, is readable once
+  // it has died; -1: no guardian).
+  void start(int guardian_pidfd);
+  // The run is over: kills and reaps all that is left, removes the job's
+  // cgroup, and stops watching.
+  // For a worker whose pidfd says it has exited: kills the rest of its
+  // process group, reaps it, and says so if anything was killed.
+  ExitStatus reapWorker(Subprocess& worker, int local_rank);
+  void finish(int attempt);
+  // Every worker has exited: kills and reaps all that is left.
+  void killLeftovers(int attempt);
+
+ private:
+  void reapLater();
+  [[noreturn]] void onGuardianGone();
+
+  net::asio::steady_timer reap_timer_;
+  std::unique_ptr<net::asio::posix::stream_descriptor> guardian_watch_;
+  WorkerCgroup* cgroup_;
+  int was_subreaper_ = 0;
+};
+
+}  // namespace ddprun::launcher
