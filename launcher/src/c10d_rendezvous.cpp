@@ -189,6 +189,12 @@ int C10dRendezvous::finishJob(const RunResult& result) {
             "the job moved to a new round after this node's workers succeeded (a node was lost "
             "or joined); this node leaves it and cannot report the job a success");
         return 1;
+      case Finish::kDropped:
+        log().error(
+            "the rendezvous dropped this node while it waited for the others (no heartbeat "
+            "reached it within keep_alive_interval x keep_alive_max_attempt); this node's "
+            "workers succeeded, but it cannot report the job a success");
+        return 1;
       case Finish::kClosed:
         log().error("the job was closed before every node reported success");
         return 1;

@@ -1,8 +1,9 @@
 // ElasticMembership's lease thread: the connection that joined is this
 // agent's lease, and only this thread uses it after join(). It sends the
 // queued requests in order and a heartbeat every keep_alive_interval, each
-// answered (a PING rides with it), so a rendezvous that falls silent is lost
-// within the keep-alive bound, as the rendezvous would lose this agent. When
+// answered (a PING rides with it), so a rendezvous that falls silent is
+// noticed within the keep-alive bound, as the rendezvous would lose this
+// agent (beat() says what happens then). When
 // the rendezvous is lost (here, or by the reader), it reconnects and joins
 // again: a rejoin of the running round when a ddprund served it, a fresh
 // join when the agent that hosted it is gone.
@@ -167,8 +168,7 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
       // faster than the interval would never send one, and be dropped.
       if (Clock::now() >= next_beat && !closed_) {
         lock.unlock();
-        lease.set(protocol::verbKey(options_.run_id, Verb::kHeartbeat), options_.agent_id);
-        lease.ping();  // answered within the keep-alive bound, or the rendezvous is lost
+        beat(lease);
         lock.lock();
         next_beat = Clock::now() + options_.keep_alive_interval;
       }
@@ -183,6 +183,56 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
       return false;
     }
   }
+}
+
+// One heartbeat, with a PING behind it. An agent that hosts the rendezvous
+// and falls silent is lost at the keep-alive bound (its workers are gone or
+// cut off too). A ddprund that falls silent (stopped, its link cut) is waited
+// for on this same connection, up to join_timeout, while the workers go on:
+// a new connection would close this one, and to a daemon that only stalled a
+// closed lease is a lost agent, and a new round for all. Only a connection
+// that breaks, or a silence that long, is the daemon's loss.
+void ElasticMembership::beat(rdzv::StoreClient& lease) {
+  lease.set(protocol::verbKey(options_.run_id, Verb::kHeartbeat), options_.agent_id);
+  lease.sendPing();
+  try {
+    lease.awaitPing(keepAliveBound());
+    return;
+  } catch (const TimeoutError& error) {
+    if (hostedByAnotherAgent()) {
+      throw;
+    }
+    log().warn(
+        "the rendezvous daemon at {} is silent ({}); the workers go on; waiting for it on this "
+        "connection for up to join_timeout ({})",
+        endpoint(), error.what(), describeSeconds(options_.join_timeout));
+  }
+  const auto silent_since = Clock::now() - keepAliveBound();
+  const auto deadline = Clock::now() + options_.join_timeout;
+  while (Clock::now() < deadline) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_ || lost_) {
+        throw NetworkError("stopped waiting for the silent rendezvous daemon at " + endpoint());
+      }
+    }
+    try {
+      lease.awaitPing(keepAliveBound());
+      log().info("the rendezvous daemon at {} answers again after {} of silence", endpoint(),
+                 describeSeconds(std::chrono::duration_cast<std::chrono::milliseconds>(
+                     Clock::now() - silent_since)));
+      return;
+    } catch (const TimeoutError&) {
+      // still silent
+    }
+  }
+  throw TimeoutError("the rendezvous daemon at " + endpoint() + " was silent for join_timeout");
+}
+
+bool ElasticMembership::hostedByAnotherAgent() {
+  std::lock_guard lock(mutex_);
+  return running_ && !running_->rendezvous_host.empty() &&
+         running_->rendezvous_host != options_.agent_id;
 }
 
 // With mutex_ held: the rendezvous is gone; the reader's connection is cut

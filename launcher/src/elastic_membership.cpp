@@ -290,7 +290,8 @@ ElasticMembership::Finish ElasticMembership::finish(std::chrono::milliseconds ti
       Clock::now() + timeout);
   std::unique_lock lock(mutex_);
   const auto settled = [this] {
-    return finished_ || closed_ || !error_.empty() || (latest_ && latest_->round > returned_);
+    return finished_ || closed_ || dropped_ || !error_.empty() ||
+           (latest_ && latest_->round > returned_);
   };
   while (!settled() && !notice.expired()) {
     changed_.wait_for(lock, notice.next(), settled);
@@ -303,6 +304,9 @@ ElasticMembership::Finish ElasticMembership::finish(std::chrono::milliseconds ti
   }
   if (latest_ && latest_->round > returned_) {
     return Finish::kRoundMoved;
+  }
+  if (dropped_) {
+    return Finish::kDropped;  // its round went on without it: it cannot be counted
   }
   if (!error_.empty()) {
     return Finish::kLost;

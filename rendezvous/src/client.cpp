@@ -136,7 +136,7 @@ void StoreClient::connectWithRetry(const std::string& host, std::uint16_t port, 
   proto::encodeRequest(proto::Dialect::Modern, validate, out_);
   proto::encodeRequest(proto::Dialect::Modern, ping, out_);
   sendAll(out_);
-  expectPingEcho(ping.word);
+  expectPingEcho(ping.word, deadline());
 }
 
 void StoreClient::send(const proto::Request& request) {
@@ -207,14 +207,19 @@ std::string StoreClient::recvBytes() {
 }
 
 void StoreClient::ping() {
-  const proto::Request request = pingRequest();
-  send(request);
-  expectPingEcho(request.word);
+  sendPing();
+  awaitPing(timeout_);
 }
 
-void StoreClient::expectPingEcho(std::uint32_t nonce) {
+void StoreClient::sendPing() { send(pingRequest()); }
+
+void StoreClient::awaitPing(Duration timeout) {
+  expectPingEcho(pingRequest().word, Clock::now() + timeout);
+}
+
+void StoreClient::expectPingEcho(std::uint32_t nonce, Clock::time_point deadline) {
   std::uint32_t echo = 0;
-  recvExact(reinterpret_cast<char*>(&echo), sizeof(echo), deadline());
+  recvExact(reinterpret_cast<char*>(&echo), sizeof(echo), deadline);
   if (echo != nonce) {
     throw StoreError("the store at " + peer_ + " answered PING with the wrong nonce");
   }

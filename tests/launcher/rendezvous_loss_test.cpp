@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ddprun/proto/rendezvous_protocol.hpp"
@@ -289,6 +290,66 @@ TEST_F(RendezvousLossTest, ADroppedAgentThatWakesUpJoinsTheJobAgain) {
   const auto b_status = b.waitFor(30s);
   ASSERT_TRUE(a_status && a_status->success()) << logs();
   ASSERT_TRUE(b_status && b_status->success()) << logs();
+}
+
+// The daemon falls silent past the keep-alive bound (here: SIGSTOP; on a
+// cluster, a cut link) while one node's workers have finished and it waits
+// in the exit barrier, and the other's still run. Every agent must still end
+// (found by the chaos test: one waited in the exit barrier for good), and
+// when the workers of both succeed, the job does.
+TEST_F(RendezvousLossTest, ASilentDaemonDuringTheExitBarrierEndsEveryAgent) {
+  test_support::DaemonProcess daemon;
+  const std::vector<std::string> conf = {
+      "--rdzv-conf", "is_host=0,keep_alive_interval=1,keep_alive_max_attempt=2,last_call_timeout=1"};
+  const fs::path go_b = dir_.path() / "go_b";
+  Subprocess a = agent("a", "1:2", daemon.port(), {"--after", go().string()}, conf);
+  ASSERT_TRUE(test_support::eventually([&] { return ready("a"); }, 30s)) << logs();
+  Subprocess b = agent("b", "1:2", daemon.port(), {"--after", go_b.string()}, conf);
+  ASSERT_TRUE(test_support::eventually(
+      [&] { return ready("b") && env("b", 0)["WORLD_SIZE"] == "4"; }, 30s))
+      << logs();
+  std::ofstream(go()) << "go";
+  ASSERT_TRUE(logShows("a", "(the exit barrier)", 10s)) << logs();
+  ASSERT_EQ(::kill(daemon.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(logShows("a", "the rendezvous daemon at", 10s)) << logs();
+  ASSERT_TRUE(logShows("b", "the rendezvous daemon at", 10s)) << logs();
+  std::this_thread::sleep_for(1s);  // well past the keep-alive bound
+  ASSERT_EQ(::kill(daemon.pid(), SIGCONT), 0);
+  std::ofstream(go_b) << "go";
+  const auto a_status = a.waitFor(30s);
+  const auto b_status = b.waitFor(30s);
+  ASSERT_TRUE(a_status && b_status) << "an agent still runs 30 s later" << logs()
+                                    << daemon.stderrText();
+  EXPECT_TRUE(a_status->success()) << logs() << daemon.stderrText();
+  EXPECT_TRUE(b_status->success()) << logs() << daemon.stderrText();
+  EXPECT_TRUE(contains(log("a"), "answers again after")) << logs();
+}
+
+// An agent dropped while it waits in the exit barrier (here: stopped past the
+// keep-alive bound), whose peers are gone meanwhile, ends at once with exit 1
+// and says why: its round went on without it, so it can never be counted.
+// (It joined again as a newcomer and waited out the exit barrier's 300 s for
+// a round that could not form; found by the chaos test.)
+TEST_F(RendezvousLossTest, AnAgentDroppedInTheExitBarrierEndsAtOnce) {
+  test_support::DaemonProcess daemon;
+  const std::vector<std::string> conf = {
+      "--rdzv-conf", "is_host=0,keep_alive_interval=1,keep_alive_max_attempt=2,last_call_timeout=1"};
+  Subprocess a = agent("a", "2", daemon.port(), {"--after", go().string()}, conf);
+  Subprocess b = agent("b", "2", daemon.port(), {"--hang"}, conf);
+  ASSERT_TRUE(test_support::eventually([&] { return ready("a") && ready("b"); }, 30s)) << logs();
+  std::ofstream(go()) << "go";
+  ASSERT_TRUE(logShows("a", "(the exit barrier)", 10s)) << logs();
+  const pid_t a_agent = test_support::ddprunAgentOf(a.pid());
+  ASSERT_EQ(::kill(a_agent, SIGSTOP), 0);
+  const bool b_saw_it = logShows("b", "stopping", 10s);
+  ::kill(b.pid(), SIGKILL);  // a's peer is gone for good
+  b.wait();
+  ASSERT_EQ(::kill(a_agent, SIGCONT), 0);
+  ASSERT_TRUE(b_saw_it) << "b never saw a go" << logs();
+  const auto a_status = a.waitFor(15s);
+  ASSERT_TRUE(a_status) << "a still waits in the exit barrier" << logs();
+  EXPECT_EQ(a_status->shellCode(), 1) << logs();
+  EXPECT_TRUE(contains(log("a"), "dropped this node while it waited for the others")) << logs();
 }
 
 }  // namespace

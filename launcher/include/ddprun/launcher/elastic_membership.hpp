@@ -131,7 +131,7 @@ class ElasticMembership {
   // node of the round has (the exit barrier), so the workers' store and a
   // daemon this agent hosts stay up for them. The daemon pushes the outcome;
   // nothing polls. kLost: the rendezvous was lost and never came back.
-  enum class Finish { kAllDone, kRoundMoved, kClosed, kLost, kTimedOut };
+  enum class Finish { kAllDone, kRoundMoved, kDropped, kClosed, kLost, kTimedOut };
   Finish finish(std::chrono::milliseconds timeout);
   // The job is over: every agent is told. `failed`: restarts are spent
   // here, and every other agent stops its workers too. Waits (briefly) until
@@ -149,6 +149,8 @@ class ElasticMembership {
   // Lease thread (elastic_lease.cpp).
   void runLease();
   bool serveLease(rdzv::StoreClient& lease);
+  void beat(rdzv::StoreClient& lease);
+  bool hostedByAnotherAgent();
   std::unique_ptr<rdzv::StoreClient> recover();
   proto::rendezvous::JoinRequest joinRequest(const rdzv::StoreClient& lease, bool rejoin);
   void sendJoin(rdzv::StoreClient& lease, proto::rendezvous::JoinRequest request);

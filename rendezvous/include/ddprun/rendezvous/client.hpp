@@ -50,6 +50,12 @@ class StoreClient {
   void multiSet(const std::vector<std::string>& keys, const std::vector<std::string>& values);
   std::vector<std::string> listKeys();
   void ping();
+  // ping() in two halves, for a caller that waits for one answer past a
+  // timeout (a stalled server, a cut link): sendPing() sends it; awaitPing()
+  // waits up to `timeout` for its echo, and may be called again after a
+  // TimeoutError (the echo is 4 bytes, one segment: it comes whole or not).
+  void sendPing();
+  void awaitPing(Duration timeout);
   // Any thread: the call blocked on this client, if any, and every later one
   // fail at once with NetworkError (the socket is shut down, not closed, so
   // the descriptor stays valid for the thread using it).
@@ -62,7 +68,7 @@ class StoreClient {
   void connectWithRetry(const std::string& host, std::uint16_t port, Duration timeout);
   void send(const proto::Request& request);
   void sendAll(std::string_view bytes);
-  void expectPingEcho(std::uint32_t nonce);
+  void expectPingEcho(std::uint32_t nonce, std::chrono::steady_clock::time_point deadline);
   void recvExact(char* data, std::size_t size, std::chrono::steady_clock::time_point deadline);
   std::uint8_t recvU8();
   std::int64_t recvI64();
