@@ -181,6 +181,14 @@ Events ElasticRendezvous::tick(Clock::time_point now) {
   return events;
 }
 
+void ElasticRendezvous::excuseStall(Clock::duration stalled, Clock::time_point now) {
+  for (auto* list : {&members_, &spares_}) {
+    for (Agent& agent : *list) {
+      agent.last_seen = std::min(agent.last_seen + stalled, now);
+    }
+  }
+}
+
 std::optional<ElasticRendezvous::Clock::time_point> ElasticRendezvous::nextDeadline() const {
   if (closed_) {
     return std::nullopt;

@@ -58,6 +58,9 @@ std::optional<std::string> RendezvousService::onSet(ClientId client, std::string
   if (*parts->verb == protocol::Verb::kChallenge) {
     return challenge(client, run_id, value, keys);
   }
+  if (dropped_leases_.contains(client)) {
+    return std::nullopt;  // its agent reads "dropped" in its events
+  }
   if (auto refusal = authorize(client, run_id, parts->verb_text, value)) {
     return refusal;
   }
@@ -275,6 +278,7 @@ void RendezvousService::forgetChallenge(ClientId client, KeySpace& keys) {
 
 bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, KeySpace& keys) {
   forgetChallenge(client, keys);
+  dropped_leases_.erase(client);
   const auto binding = bindings_.find(client);
   if (binding == bindings_.end()) {
     return false;
@@ -302,11 +306,18 @@ void RendezvousService::tick(Clock::time_point now, KeySpace& keys) {
         tell(run_id, run, agent, simpleEvent(EventType::kDropped), keys);
         if (const auto lease = run.leases.find(agent); lease != run.leases.end()) {
           bindings_.erase(lease->second);  // it speaks for nobody any more
+          dropped_leases_.insert(lease->second);
           run.leases.erase(lease);
         }
       }
     }
     pushExitBarrier(run_id, run, keys);
+  }
+}
+
+void RendezvousService::excuseStall(Clock::duration stalled, Clock::time_point now) {
+  for (auto& [run_id, run] : runs_) {
+    run.rdzv.excuseStall(stalled, now);
   }
 }
 

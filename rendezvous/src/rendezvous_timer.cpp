@@ -28,6 +28,7 @@ void RendezvousTimer::rearm() {
   if (!deadline) {
     return;
   }
+  armed_for_ = *deadline;
   timer_.expires_at(*deadline);
   timer_.async_wait([this](const net::error_code& error) { onExpiry(error); });
 }
@@ -37,8 +38,15 @@ void RendezvousTimer::onExpiry(const net::error_code& error) {
     return;  // cancelled by a re-arm or by the server stopping
   }
   {
+    const auto now = RendezvousService::Clock::now();
     std::lock_guard lock(store_mutex_);
-    service_.tick(RendezvousService::Clock::now(), keys_);
+    // Woken this late, the daemon did not run meanwhile (stopped, paused):
+    // the heartbeats queued on its sockets are not read yet, and the
+    // agents' silence was its own.
+    if (const auto late = now - armed_for_; late > kStalled) {
+      service_.excuseStall(late, now);
+    }
+    service_.tick(now, keys_);
   }
   rearm();
 }

@@ -4,6 +4,7 @@
 // thread and take the store lock.
 #pragma once
 
+#include <chrono>
 #include <mutex>
 #include <optional>
 
@@ -35,6 +36,9 @@ class RendezvousTimer {
   KeySpace& keys_;
   net::asio::steady_timer timer_;
   bool stopped_ = false;  // the io_context's thread only
+  RendezvousService::Clock::time_point armed_for_;  // the deadline the timer waits for
+  // A timer this late means the daemon itself did not run.
+  static constexpr std::chrono::milliseconds kStalled{250};
 };
 
 }  // namespace ddprun::rdzv

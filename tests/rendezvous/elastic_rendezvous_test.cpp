@@ -161,6 +161,18 @@ TEST(ElasticRendezvousTest, ASilentAgentIsLostAfterTheKeepAliveTimeout) {
   EXPECT_EQ(*rdzv.nextDeadline(), kStart + 25s);
 }
 
+// A daemon that was stopped for 20 s does not blame the agents for its own
+// silence: their heartbeats are still queued on its sockets.
+TEST(ElasticRendezvousTest, TheRendezvousOwnStallIsNotTheAgentsSilence) {
+  ElasticRendezvous rdzv(settings(1, 2));
+  joinAll(rdzv, {agent("a"), agent("b")});
+  rdzv.excuseStall(20s, kStart + 25s);
+  EXPECT_TRUE(rdzv.tick(kStart + 25s).empty()) << "an agent was dropped for the daemon's stall";
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 35s);
+  rdzv.excuseStall(60s, kStart + 30s);  // never beyond now
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 45s);
+}
+
 TEST(ElasticRendezvousTest, ARestartRequestStartsTheNextRoundInTheSameOrder) {
   ElasticRendezvous rdzv(settings(3, 3));
   joinAll(rdzv, {agent("a"), agent("b"), agent("c")});

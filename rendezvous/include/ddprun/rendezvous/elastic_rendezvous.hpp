@@ -113,6 +113,10 @@ class ElasticRendezvous {
   Events close();
   // Expires silent agents and the last call. Call at nextDeadline() or later.
   Events tick(Clock::time_point now);
+  // The rendezvous itself did not run for `stalled` (its process stopped, its
+  // host paused): that silence was its own, so every agent is heard from
+  // that much later, never later than `now`.
+  void excuseStall(Clock::duration stalled, Clock::time_point now);
 
   // The earliest time tick() has work to do; nullopt if none.
   std::optional<Clock::time_point> nextDeadline() const;

@@ -50,6 +50,9 @@ class RendezvousService {
   bool onDisconnect(ClientId client, Clock::time_point now, KeySpace& keys);
   // Expires silent agents, last calls and restores.
   void tick(Clock::time_point now, KeySpace& keys);
+  // The service did not run for `stalled`: no agent is blamed for it
+  // (ElasticRendezvous::excuseStall).
+  void excuseStall(Clock::duration stalled, Clock::time_point now);
   std::optional<Clock::time_point> nextDeadline() const;
   // Agents of `run_id` whose joining connection is still open.
   std::size_t agentsConnected(std::string_view run_id) const {
@@ -120,6 +123,11 @@ class RendezvousService {
   std::unordered_map<ClientId, Challenge> challenges_;
   std::map<std::string, Run, std::less<>> runs_;
   std::unordered_map<ClientId, Binding> bindings_;
+  // Leases whose agent was dropped (no heartbeat in time): their requests
+  // are ignored, not refused, so the agent learns of the drop from its
+  // events rather than from a closed connection it would take for a lost
+  // daemon.
+  std::set<ClientId> dropped_leases_;
 };
 
 }  // namespace ddprun::rdzv
