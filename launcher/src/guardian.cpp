@@ -75,21 +75,14 @@ int superviseAgent(pid_t agent, const sigset_t& waited) {
 }
 
 void killWhatIsLeft(pid_t agent, int wait_status, WorkerCgroup* cgroup) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  const int by_cgroup = cgroup != nullptr ? cgroup->killAll(deadline) : 0;
-  const KillCount rest = killOrphans(deadline);
-  const int killed = by_cgroup + rest.killed;
+  const LeftoverKill kill =
+      killEverythingLeft(cgroup, std::chrono::steady_clock::now() + std::chrono::seconds(5));
   const std::string how = ExitStatus::fromWaitStatus(wait_status).describe();
-  if (killed > 0) {
-    const char* mechanism = by_cgroup == 0 ? "guardian, child subreaper" : "guardian, cgroup.kill";
-    log().warn("the agent (pid {}) {}: killed {} process{} it left behind ({})", agent, how, killed,
-               killed == 1 ? "" : "es", mechanism);
+  if (kill.killed() > 0) {
+    log().warn("the agent (pid {}) {}: killed {} process{} it left behind (guardian, {})", agent,
+               how, kill.killed(), kill.killed() == 1 ? "" : "es", kill.mechanism());
   } else if (WIFSIGNALED(wait_status)) {
     log().warn("the agent (pid {}) {}", agent, how);
-  }
-  if (rest.still_alive > 0) {
-    log().warn("{} process(es) still alive 5 s after SIGKILL (uninterruptible sleep?)",
-               rest.still_alive);
   }
   if (cgroup != nullptr && !cgroup->remove()) {
     log().warn("cannot remove the job's cgroups {}: {}", cgroup->describe(), std::strerror(errno));

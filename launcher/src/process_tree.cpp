@@ -188,20 +188,28 @@ ExitStatus ProcessTree::reapWorker(Subprocess& worker, int local_rank) {
   return status;
 }
 
-void ProcessTree::killLeftovers(int attempt) {
-  const auto deadline = Clock::now() + std::chrono::seconds(5);
-  const int by_cgroup = cgroup_ != nullptr ? cgroup_->killAll(deadline) : 0;
-  const KillCount rest = killOrphans(deadline);
-  if (by_cgroup + rest.killed > 0) {
-    const char* how = by_cgroup == 0     ? "child subreaper"
-                      : rest.killed == 0 ? "cgroup.kill"
-                                         : "cgroup.kill, then child subreaper";
-    log().info("attempt {}: killed {} the workers left behind ({})", attempt,
-               processes(by_cgroup + rest.killed), how);
+std::string LeftoverKill::mechanism() const {
+  return by_cgroup == 0        ? "child subreaper"
+         : orphans.killed == 0 ? "cgroup.kill"
+                               : "cgroup.kill, then child subreaper";
+}
+
+LeftoverKill killEverythingLeft(WorkerCgroup* cgroup, Clock::time_point deadline) {
+  LeftoverKill kill;
+  kill.by_cgroup = cgroup != nullptr ? cgroup->killAll(deadline) : 0;
+  kill.orphans = killOrphans(deadline);
+  if (kill.orphans.still_alive > 0) {
+    log().warn("{} still alive 5 s after SIGKILL (uninterruptible sleep?)",
+               processes(kill.orphans.still_alive));
   }
-  if (rest.still_alive > 0) {
-    log().warn("attempt {}: {} still alive 5 s after SIGKILL (uninterruptible sleep?)", attempt,
-               processes(rest.still_alive));
+  return kill;
+}
+
+void ProcessTree::killLeftovers(int attempt) {
+  const LeftoverKill kill = killEverythingLeft(cgroup_, Clock::now() + std::chrono::seconds(5));
+  if (kill.killed() > 0) {
+    log().info("attempt {}: killed {} the workers left behind ({})", attempt,
+               processes(kill.killed()), kill.mechanism());
   }
 }
 

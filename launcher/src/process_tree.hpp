@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ddprun/launcher/subprocess.hpp"
@@ -44,6 +45,21 @@ struct KillCount {
 // subreaper), until none is left or `deadline` passes. Only ever signals its
 // own unreaped children, so never a recycled pid.
 KillCount killOrphans(std::chrono::steady_clock::time_point deadline);
+
+// What killEverythingLeft() did.
+struct LeftoverKill {
+  int by_cgroup = 0;  // processes the job's cgroups held
+  KillCount orphans;  // then the orphans left
+  int killed() const { return by_cgroup + orphans.killed; }
+  // "child subreaper", "cgroup.kill" or "cgroup.kill, then child subreaper".
+  std::string mechanism() const;
+};
+
+// Kills and reaps all the workers left, until `deadline`: the job's cgroups
+// through cgroup.kill (`cgroup` may be null), then killOrphans(). Used by
+// the agent at the end of each attempt and by the guardian at the end.
+LeftoverKill killEverythingLeft(WorkerCgroup* cgroup,
+                                std::chrono::steady_clock::time_point deadline);
 
 class ProcessTree {
  public:

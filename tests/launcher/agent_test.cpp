@@ -23,6 +23,7 @@
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "fake_rendezvous.hpp"
+#include "fake_worker_config.hpp"
 #include "leftovers.hpp"
 
 namespace ddprun::launcher {
@@ -31,33 +32,14 @@ namespace {
 using namespace std::chrono_literals;
 using test_support::readEnvFile;
 using testing::FakeRendezvous;
-
-WorkerGroup singleNode(int nproc) {
-  WorkerGroup group;
-  group.world_size = nproc;
-  group.store_host = "127.0.0.1";
-  group.store_port = 29999;
-  return group;
-}
+using testing::singleNode;
 
 AgentConfig configFor(Rendezvous& rendezvous, int nproc, std::vector<std::string> worker_args,
                       int max_restarts = 0) {
-  AgentConfig config;
-  config.nproc_per_node = nproc;
-  config.max_restarts = max_restarts;
-  config.shutdown_timeout = 5s;
-  config.rendezvous = &rendezvous;
   WorkerEnvironment::Job job;
-  job.nproc_per_node = nproc;
-  job.max_restarts = max_restarts;
   job.run_id = "test-run";
-  config.environment = WorkerEnvironment(job, {{"PATH", "/usr/bin:/bin"}, {"INHERITED", "yes"}});
-  config.command = [worker_args](int) {
-    std::vector<std::string> argv = {DDPRUN_FAKE_WORKER};
-    argv.insert(argv.end(), worker_args.begin(), worker_args.end());
-    return argv;
-  };
-  return config;
+  return testing::fakeWorkerConfig(rendezvous, nproc, std::move(worker_args), max_restarts, job,
+                                   {{"PATH", "/usr/bin:/bin"}, {"INHERITED", "yes"}});
 }
 
 bool readyFiles(const test_support::TempDir& dir, int nproc) {

@@ -16,6 +16,7 @@
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "fake_rendezvous.hpp"
+#include "fake_worker_config.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -23,33 +24,15 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing::FakeRendezvous;
-
-WorkerGroup oneNode(int nproc) {
-  WorkerGroup group;
-  group.world_size = nproc;
-  group.store_host = "127.0.0.1";
-  group.store_port = 29999;
-  return group;
-}
+using testing::singleNode;
 
 // `timer_file` non-empty: the file timer is served there (and exported).
 AgentConfig watchedConfig(Rendezvous& rendezvous, int nproc, std::vector<std::string> worker_args,
                           int max_restarts = 0, std::string timer_file = "") {
-  AgentConfig config;
-  config.nproc_per_node = nproc;
-  config.max_restarts = max_restarts;
-  config.shutdown_timeout = 5s;
-  config.rendezvous = &rendezvous;
   WorkerEnvironment::Job job;
-  job.nproc_per_node = nproc;
-  job.max_restarts = max_restarts;
   job.timer_file = timer_file;
-  config.environment = WorkerEnvironment(job, {{"PATH", "/usr/bin:/bin"}});
-  config.command = [worker_args](int) {
-    std::vector<std::string> argv = {DDPRUN_FAKE_WORKER};
-    argv.insert(argv.end(), worker_args.begin(), worker_args.end());
-    return argv;
-  };
+  AgentConfig config = testing::fakeWorkerConfig(rendezvous, nproc, std::move(worker_args),
+                                                 max_restarts, job, {{"PATH", "/usr/bin:/bin"}});
   config.timer_file = timer_file;
   return config;
 }
@@ -62,7 +45,7 @@ double secondsSince(Clock::time_point start, Clock::time_point end = Clock::now(
 // Without gdb on the tools' PATH the stack says so, and the failure's time
 // is the detection's: after the timeout, within a tick (0.25 s) or so.
 TEST(AgentWatchdogTest, AHungWorkerIsKilledAndFailsLikeACrash) {
-  FakeRendezvous rendezvous(oneNode(2));
+  FakeRendezvous rendezvous(singleNode(2));
   AgentConfig config = watchedConfig(rendezvous, 2, {"--only-rank", "1", "--hang"});
   config.worker_hang_timeout = 1s;
   config.tools_path = "/nonexistent";
@@ -89,7 +72,7 @@ TEST(AgentWatchdogTest, AHungWorkerIsKilledAndFailsLikeACrash) {
 }
 
 TEST(AgentWatchdogTest, AHungWorkerIsRestartedLikeACrash) {
-  FakeRendezvous rendezvous(oneNode(2));
+  FakeRendezvous rendezvous(singleNode(2));
   AgentConfig config =
       watchedConfig(rendezvous, 2, {"--only-rank", "0", "--only-attempt", "0", "--hang"}, 1);
   config.worker_hang_timeout = 1s;
@@ -101,7 +84,7 @@ TEST(AgentWatchdogTest, AHungWorkerIsRestartedLikeACrash) {
 
 // A line every 0.3 s for 3 s: never 1 s without output.
 TEST(AgentWatchdogTest, AWorkerThatPrintsIsNotHung) {
-  FakeRendezvous rendezvous(oneNode(1));
+  FakeRendezvous rendezvous(singleNode(1));
   AgentConfig config = watchedConfig(rendezvous, 1, {"--tick", "300", "10"});
   config.worker_hang_timeout = 1s;
   const RunResult result = Agent(config).run();
@@ -111,7 +94,7 @@ TEST(AgentWatchdogTest, AWorkerThatPrintsIsNotHung) {
 
 // Silent for 3 s, but busy: a spinning worker is not hung by this measure.
 TEST(AgentWatchdogTest, AWorkerThatSpinsSilentlyIsNotHung) {
-  FakeRendezvous rendezvous(oneNode(1));
+  FakeRendezvous rendezvous(singleNode(1));
   AgentConfig config = watchedConfig(rendezvous, 1, {"--spin", "3000"});
   config.worker_hang_timeout = 1s;
   const RunResult result = Agent(config).run();
@@ -122,7 +105,7 @@ TEST(AgentWatchdogTest, AWorkerThatSpinsSilentlyIsNotHung) {
 // The worker waits, silent and idle, for a child that works 3 s: the CPU
 // time of the worker's descendants counts (a DataLoader's workers).
 TEST(AgentWatchdogTest, AWorkerWhoseChildWorksIsNotHung) {
-  FakeRendezvous rendezvous(oneNode(1));
+  FakeRendezvous rendezvous(singleNode(1));
   AgentConfig config = watchedConfig(rendezvous, 1, {"--child-spin", "3000"});
   config.worker_hang_timeout = 1s;
   const RunResult result = Agent(config).run();
@@ -135,7 +118,7 @@ TEST(AgentWatchdogTest, AWorkerWhoseChildWorksIsNotHung) {
 TEST(AgentWatchdogTest, AnExpiredFileTimerKillsTheWorkerAndNamesTheScope) {
   test_support::TempDir dir;
   const std::string fifo = (dir.path() / "timer").string();
-  FakeRendezvous rendezvous(oneNode(2));
+  FakeRendezvous rendezvous(singleNode(2));
   AgentConfig config = watchedConfig(rendezvous, 2, {}, 0, fifo);
   config.command = [](int local_rank) {
     return local_rank == 1
@@ -159,7 +142,7 @@ TEST(AgentWatchdogTest, AnExpiredFileTimerKillsTheWorkerAndNamesTheScope) {
 // Acquired for 0.5 s, released at once, then 1.5 s of work: not killed.
 TEST(AgentWatchdogTest, AReleasedFileTimerNeverFires) {
   test_support::TempDir dir;
-  FakeRendezvous rendezvous(oneNode(1));
+  FakeRendezvous rendezvous(singleNode(1));
   const RunResult result = Agent(watchedConfig(rendezvous, 1,
                                                {"--timer-request",
                                                 R"({"version": 1, "pid": $PID, "scope_id": "s", )"
@@ -182,7 +165,7 @@ TEST(AgentWatchdogTest, AFileTimerNeverSignalsAProcessOutsideTheJob) {
   SpawnOptions options;
   options.argv = {DDPRUN_FAKE_WORKER, "--hang"};
   Subprocess bystander(options);
-  FakeRendezvous rendezvous(oneNode(1));
+  FakeRendezvous rendezvous(singleNode(1));
   const std::string other = std::to_string(bystander.pid());
   const RunResult result =
       Agent(watchedConfig(rendezvous, 1,

@@ -20,8 +20,8 @@
 #include "ddprun/launcher/device_count.hpp"
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/test_support/eventually.hpp"
-#include "ddprun/test_support/proc_status.hpp"
 #include "ddprun/test_support/files.hpp"
+#include "ddprun/test_support/proc_status.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "ddprun_binary_fixture.hpp"
 
