@@ -9,6 +9,7 @@
 #include <linux/close_range.h>
 #include <linux/sched.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -69,6 +70,50 @@ std::string pathFor(const SpawnOptions& options) {
   return inherited != nullptr ? inherited : "/usr/local/bin:/usr/bin:/bin";
 }
 
+// The CPUs a child is bound to, as sched_setaffinity wants them, allocated
+// before fork (CPU_ALLOC mallocs) and sized for the highest CPU named, so
+// machines with more than cpu_set_t's 1024 CPUs work too.
+class CpuMask {
+ public:
+  explicit CpuMask(const std::vector<int>& cpus) {
+    if (cpus.empty()) {
+      return;
+    }
+    const int highest = *std::max_element(cpus.begin(), cpus.end());
+    if (*std::min_element(cpus.begin(), cpus.end()) < 0) {
+      throw SpawnError("cannot bind a child to a negative CPU number", EINVAL);
+    }
+    mask_ = CPU_ALLOC(highest + 1);
+    if (mask_ == nullptr) {
+      throw SpawnError("cannot bind a child to its CPUs: CPU_ALLOC", ENOMEM);
+    }
+    size_ = CPU_ALLOC_SIZE(highest + 1);
+    CPU_ZERO_S(size_, mask_);
+    for (const int cpu : cpus) {
+      CPU_SET_S(cpu, size_, mask_);
+    }
+  }
+  ~CpuMask() {
+    if (mask_ != nullptr) {
+      CPU_FREE(mask_);
+    }
+  }
+  CpuMask(const CpuMask&) = delete;
+  CpuMask& operator=(const CpuMask&) = delete;
+
+  // In the child (one system call, async-signal-safe): 0, or errno.
+  int bindThisProcess() const {
+    if (mask_ == nullptr) {
+      return 0;
+    }
+    return sched_setaffinity(0, size_, mask_) == 0 ? 0 : errno;
+  }
+
+ private:
+  cpu_set_t* mask_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 // Every pid a Subprocess of this process owns and has not reaped.
 struct OwnedPids {
   std::mutex mutex;
@@ -114,7 +159,8 @@ pid_t forkInto(int cgroup_fd, bool& move_in_child) {
 
 // Runs in the child between fork and exec. Never returns.
 [[noreturn]] void execChild(const SpawnOptions& options, pid_t parent, const char* path,
-                            ExecArrays& arrays, int error_pipe, bool move_to_cgroup) {
+                            ExecArrays& arrays, const CpuMask& cpus, int error_pipe,
+                            bool move_to_cgroup) {
   prctl(PR_SET_PDEATHSIG, options.death_signal);
   if (getppid() != parent) {
     _exit(127);  // the agent died before the death signal was armed
@@ -139,6 +185,11 @@ pid_t forkInto(int cgroup_fd, bool& move_in_child) {
   if (move_to_cgroup) {
     const int procs = openat(options.cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
     [[maybe_unused]] ssize_t moved = write(procs, "0", 1);
+  }
+  if (const int error = cpus.bindThisProcess(); error != 0) {
+    const int failure = -error;  // negative: the CPU binding failed, not exec
+    [[maybe_unused]] ssize_t written = write(error_pipe, &failure, sizeof(failure));
+    _exit(127);
   }
   // Nothing of the agent's leaks into the worker; the error pipe (already
   // close-on-exec) stays open until exec succeeds.
@@ -194,6 +245,7 @@ Subprocess::Subprocess(const SpawnOptions& options) {
     throw SpawnError("cannot run '" + program + "' (looked for on PATH)", ENOENT);
   }
   ExecArrays arrays(options);
+  const CpuMask cpus(options.cpu_affinity);
   int error_pipe[2];
   if (pipe2(error_pipe, O_CLOEXEC) != 0) {
     throw SpawnError("cannot run '" + program + "': pipe", errno);
@@ -203,7 +255,7 @@ Subprocess::Subprocess(const SpawnOptions& options) {
   pid_ = forkInto(options.cgroup_fd, move_to_cgroup);
   if (pid_ == 0) {
     close(error_pipe[0]);
-    execChild(options, parent, path->c_str(), arrays, error_pipe[1], move_to_cgroup);
+    execChild(options, parent, path->c_str(), arrays, cpus, error_pipe[1], move_to_cgroup);
   }
   const int fork_error = errno;
   close(error_pipe[1]);
@@ -220,6 +272,9 @@ Subprocess::Subprocess(const SpawnOptions& options) {
   if (got == static_cast<ssize_t>(sizeof(exec_error))) {
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
+    if (exec_error < 0) {
+      throw SpawnError("cannot bind '" + program + "' to its CPUs: sched_setaffinity", -exec_error);
+    }
     throw SpawnError("cannot run '" + *path + "'", exec_error);
   }
   own(pid_);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -17,6 +18,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "ddprun/launcher/executable_path.hpp"
 
@@ -82,6 +86,60 @@ TEST(SubprocessTest, ChildSeesExactlyTheGivenEnvironment) {
   close(out[0]);
   EXPECT_TRUE(child.wait().success());
   EXPECT_EQ(text, "RANK=3\nEMPTY=\n");
+}
+
+// What the child's /proc/self/status says of the CPUs it may run on.
+std::string cpusAllowedInChild(const std::vector<int>& cpu_affinity) {
+  int out[2];
+  if (pipe(out) != 0) {
+    return "pipe failed";
+  }
+  SpawnOptions options = shell("grep Cpus_allowed_list: /proc/self/status");
+  options.stdout_fd = out[1];
+  options.cpu_affinity = cpu_affinity;
+  Subprocess child(options);
+  close(out[1]);
+  std::string text;
+  char buffer[256];
+  for (ssize_t got; (got = read(out[0], buffer, sizeof(buffer))) > 0;) {
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+  close(out[0]);
+  child.wait();
+  return text;
+}
+
+TEST(SubprocessTest, ChildIsBoundToTheGivenCpusBeforeExec) {
+  cpu_set_t own;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(own), &own), 0);
+  int last = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &own)) {
+      last = cpu;
+    }
+  }
+  ASSERT_GE(last, 0);
+  EXPECT_EQ(cpusAllowedInChild({last}), "Cpus_allowed_list:\t" + std::to_string(last) + "\n");
+  // Without a binding the child keeps this process's CPUs.
+  std::ifstream status("/proc/self/status");
+  std::string own_line;
+  while (std::getline(status, own_line) && own_line.rfind("Cpus_allowed_list:", 0) != 0) {
+  }
+  EXPECT_EQ(cpusAllowedInChild({}), own_line + "\n");
+}
+
+TEST(SubprocessTest, ACpuBindingTheKernelRefusesIsASpawnErrorSayingSo) {
+  SpawnOptions options = shell("exit 0");
+  options.cpu_affinity = {1 << 20};  // no machine has this CPU: EINVAL
+  try {
+    Subprocess child(options);
+    FAIL() << "spawned a child bound to a CPU that does not exist";
+  } catch (const SpawnError& error) {
+    EXPECT_EQ(error.errorNumber(), EINVAL);
+    EXPECT_EQ(std::string(error.what()),
+              "cannot bind '/bin/sh' to its CPUs: sched_setaffinity: Invalid argument");
+  }
+  EXPECT_TRUE(Subprocess::ownedPids().empty());  // the child that could not run is reaped
 }
 
 TEST(SubprocessTest, ChildLeadsItsOwnSessionAndGroupSignalsReachIt) {

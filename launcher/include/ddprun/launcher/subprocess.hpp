@@ -69,6 +69,9 @@ struct SpawnOptions {
   // CLONE_INTO_CGROUP); where clone3 is refused (seccomp), the child moves in
   // before exec. If neither works, the child stays in this process's cgroup.
   int cgroup_fd = -1;
+  // When not empty, the CPUs (logical CPU numbers) the child is bound to
+  // before exec (sched_setaffinity); its threads and children inherit them.
+  std::vector<int> cpu_affinity;
 };
 
 // This process's own environment, as SpawnOptions::env wants it: for a child
