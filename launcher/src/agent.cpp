@@ -171,6 +171,9 @@ void Agent::Impl::spawnWorker(int local_rank) {
   options.stdout_fd = out.fd;
   options.stderr_fd = err.fd;
   options.cgroup_fd = tree.cgroupFd();
+  if (!config.worker_cpus.empty()) {
+    options.cpu_affinity = config.worker_cpus.at(static_cast<std::size_t>(local_rank));
+  }
   Worker worker{Subprocess(options), nullptr, local_rank, rank, false, output.error_file, {}};
   if (worker.process.pidfd() < 0) {
     throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);

@@ -20,6 +20,7 @@
 #include "ddprun/launcher/agent.hpp"
 #include "ddprun/launcher/cli.hpp"
 #include "ddprun/launcher/device_count.hpp"
+#include "ddprun/launcher/numa_binding.hpp"
 #include "ddprun/launcher/rendezvous.hpp"
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/launcher/worker_cgroup.hpp"
@@ -92,9 +93,6 @@ void refuseUnsupported(const LaunchConfig& config) {
   auto refuse = [](const std::string& flag) {
     throw ConfigError(flag + " is not supported by ddprun yet");
   };
-  if (config.numa_binding) {
-    refuse("--numa-binding");
-  }
   if (config.virtual_local_rank) {
     refuse("--virtual-local-rank");
   }
@@ -108,9 +106,10 @@ void refuseUnsupported(const LaunchConfig& config) {
 
 launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
                                   launcher::Rendezvous& rendezvous, const fs::path& run_dir,
-                                  const std::string& host) {
+                                  const std::string& host, launcher::CpuBinding cpu_binding) {
   launcher::AgentConfig agent;
   agent.nproc_per_node = nproc;
+  agent.worker_cpus = std::move(cpu_binding.cpus);
   agent.max_restarts = config.max_restarts;
   agent.shutdown_timeout = std::chrono::seconds(config.shutdown_grace_s);
   agent.signals_to_handle = config.signals_to_handle;
@@ -142,6 +141,11 @@ int runAgent(const LaunchConfig& config) {
   if (const auto problem = launcher::workerLimitProblem(nproc, launcher::currentProcessLimits())) {
     throw ConfigError("--nproc-per-node " + std::to_string(nproc) + ": " + *problem);
   }
+  // Also before anything is forked: a binding that cannot be honoured is one line.
+  launcher::CpuBinding cpu_binding;
+  if (config.numa_binding) {
+    cpu_binding = launcher::bindOnThisMachine(*config.numa_binding, nproc);
+  }
   std::string cgroup_note;
   const auto cgroup = launcher::makeJobCgroup(cgroup_note);
   // Only the agent returns; the pid ddprun was started as stays its guardian.
@@ -151,7 +155,9 @@ int runAgent(const LaunchConfig& config) {
   const std::string host = hostName();
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
   const fs::path run_dir = launcher::runLogDir(config);
-  launcher::AgentConfig agent_config = agentConfig(config, nproc, *rendezvous, run_dir, host);
+  const std::string binding_line = cpu_binding.description;
+  launcher::AgentConfig agent_config =
+      agentConfig(config, nproc, *rendezvous, run_dir, host, std::move(cpu_binding));
   agent_config.cgroup = cgroup.get();
   agent_config.guardian_pidfd = guardian_pidfd;
   for (const std::string& notice : agent_config.environment.notices()) {
@@ -159,6 +165,9 @@ int runAgent(const LaunchConfig& config) {
   }
   log().info("{}; {} worker(s), run id {}, logs in {}", rendezvous->describe(), nproc,
              config.rdzv_id, run_dir.string());
+  if (!binding_line.empty()) {
+    log().info("{}", binding_line);
+  }
   if (config.timer_file) {
     log().info("file timer: serving torch's FileTimerClient at {}", *config.timer_file);
   }

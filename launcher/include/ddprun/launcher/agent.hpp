@@ -64,6 +64,9 @@ struct AgentConfig {
   std::string timer_file;
   std::chrono::milliseconds worker_hang_timeout{0};
   std::string tools_path = "/usr/bin:/bin";  // PATH for gdb and py-spy
+  // The CPUs each local rank's worker is bound to (--numa-binding,
+  // numa_binding.hpp), indexed by local rank; empty: no binding.
+  std::vector<std::vector<int>> worker_cpus;
   // The job's cgroup the workers join (worker_cgroup.hpp); null: none.
   // Borrowed: it outlives run().
   WorkerCgroup* cgroup = nullptr;
