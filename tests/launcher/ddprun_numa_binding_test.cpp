@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "ddprun/test_support/files.hpp"
 #include "ddprun_binary_fixture.hpp"
@@ -137,6 +138,22 @@ TEST_F(DdprunNumaBindingTest, NodeGivesEachPythonWorkerEveryCpuOfItsNode) {
   for (int rank = 0; rank < 2; ++rank) {
     // ddprun's rule without GPUs: rank i on node i * nodes / nproc.
     EXPECT_EQ(workerCpus(rank), nodes[rank * nodes.size() / 2]) << "local rank " << rank;
+  }
+}
+
+// hwloc reads HWLOC_SYNTHETIC instead of the machine: here, two NUMA nodes
+// (or two L3 caches) of one CPU each, CPUs 0 and 1.
+TEST_F(DdprunNumaBindingTest, OnASynthesizedMachineEachWorkerGetsItsOwnNodeOrComplex) {
+  if (!ownCpus().contains(0) || !ownCpus().contains(1)) {
+    GTEST_SKIP() << "needs CPUs 0 and 1";
+  }
+  for (const auto& [mode, machine] : {std::pair<std::string, std::string>{"node", "numa:2 pu:1"},
+                                      {"core-complex", "numa:1 l3:2 core:1 pu:1"}}) {
+    extra_env_ = {{"HWLOC_SYNTHETIC", machine}};
+    const Outcome outcome = launch(mode, 2, {"--no-python", shellWorker()});
+    ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+    EXPECT_EQ(workerCpus(0), (std::set<int>{0})) << mode;
+    EXPECT_EQ(workerCpus(1), (std::set<int>{1})) << mode;
   }
 }
 
