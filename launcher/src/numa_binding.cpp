@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
-#include <set>
 #include <utility>
 
 #include "ddprun/launcher/gpu_locality.hpp"
