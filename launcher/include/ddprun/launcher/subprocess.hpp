@@ -1,4 +1,5 @@
-// One child process, spawned for supervision: its own process group, killed
+// One child process, spawned for supervision: its own session and process
+// group (with a controlling terminal if asked), killed
 // by the kernel if the agent dies (PR_SET_PDEATHSIG), signal mask and
 // dispositions reset, every other descriptor closed, and a pidfd so an event
 // loop can wait for its exit without polling or SIGCHLD races.
@@ -69,6 +70,12 @@ struct SpawnOptions {
   // CLONE_INTO_CGROUP); where clone3 is refused (seccomp), the child moves in
   // before exec. If neither works, the child stays in this process's cgroup.
   int cgroup_fd = -1;
+  // When >= 0, a terminal (a pseudo-terminal's slave) that becomes the
+  // controlling terminal of the child's new session, so the kernel sends
+  // the child SIGWINCH when it is resized. The child's process group is then
+  // the terminal's foreground group: when the child exits, what is left of
+  // its group gets SIGHUP from the kernel.
+  int controlling_terminal_fd = -1;
 };
 
 // This process's own environment, as SpawnOptions::env wants it: for a child
