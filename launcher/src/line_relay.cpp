@@ -176,8 +176,8 @@ WorkerEnd WorkerRelays::open(Console& console, const StreamRoute& route,
   if (route.to_console && route.may_be_terminal && console.isTerminal() && !no_ptys_) {
     if (const auto pty = openWorkerPty(workerWindow(console.windowSize(), route.prefix.size()))) {
       OwnedFd slave(pty->slave);
-      ptys_.push_back({relay(pty->master, console, route, std::move(on_output)), &console,
-                       route.prefix.size()});
+      auto relayed = relay(pty->master, console, route, std::move(on_output));
+      ptys_.push_back({std::move(relayed), &console, route.prefix.size()});
       watchResizes();
       return {std::move(slave), true};
     }
@@ -227,6 +227,7 @@ std::shared_ptr<LineRelay> WorkerRelays::relay(int source_fd, Console& console,
 // One descriptor per filtered file, shared by the streams writing to it:
 // each line is one write() on it (O_APPEND), so lines never interleave.
 std::shared_ptr<OwnedFd> WorkerRelays::filteredFile(const std::string& path) {
+  std::erase_if(filtered_files_, [](const auto& entry) { return entry.second.expired(); });
   if (auto shared = filtered_files_[path].lock()) {
     return shared;
   }
