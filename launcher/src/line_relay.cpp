@@ -261,9 +261,12 @@ void WorkerRelays::awaitResize() {
     if (error) {
       return;  // drain(): the workers are gone
     }
-    for (const Pty& pty : ptys_) {
-      if (!pty.relay->finished()) {
-        resizePty(pty.relay->sourceFd(), workerWindow(pty.console->windowSize(), pty.prefix_width));
+    // Last to first: a worker's stdout terminal, opened first, is the one
+    // whose resize signals it, and by then its stderr one has its size too.
+    for (auto pty = ptys_.rbegin(); pty != ptys_.rend(); ++pty) {
+      if (!pty->relay->finished()) {
+        resizePty(pty->relay->sourceFd(),
+                  workerWindow(pty->console->windowSize(), pty->prefix_width));
       }
     }
     awaitResize();

@@ -300,12 +300,12 @@ TEST_F(DdprunConsoleTest, LinesOfTwoWorkersNeverMixOnTheTerminalLiveLinesInclude
 TEST_F(DdprunConsoleTest, ResizingDdprunsTerminalResizesTheWorkers) {
   const auto done = dir_ / "done";
   Subprocess ddprun = startOnTerminal(workers(1, {"sizes-until:" + done.string()}), 40, 100);
-  ASSERT_TRUE(readUntilShown("size 40x100\n")) << transcript_;
+  ASSERT_TRUE(readUntilShown("size 40x100/40x100\n")) << transcript_;
   winsize smaller{};
   smaller.ws_row = 25;
   smaller.ws_col = 80;
   ASSERT_EQ(::ioctl(master_, TIOCSWINSZ, &smaller), 0);
-  EXPECT_TRUE(readUntilShown("size 25x80\n")) << transcript_;
+  EXPECT_TRUE(readUntilShown("size 25x80/25x80\n")) << transcript_;
   create(done);
   EXPECT_TRUE(readToEnd(ddprun).success()) << transcript_;
 }

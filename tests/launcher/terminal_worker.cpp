@@ -8,8 +8,8 @@
 //   touch:FILE      create FILE
 //   terminal        print "stdout tty=T size=RxC" to stdout and the same for
 //                   stderr to stderr (T 0 or 1; RxC 0x0 when no terminal)
-//   sizes-until:FILE  print "size RxC" (stdout's terminal) now and after
-//                   every SIGWINCH, until FILE exists
+//   sizes-until:FILE  print "size RxC/RxC" (stdout's terminal, stderr's) now
+//                   and after every SIGWINCH, until FILE exists
 //   chatter:N       N lines "rank R line I end" to stdout, each in two
 //                   write()s, so a relay that is not line-aware would mix them
 //   progress:N      N updates "\rstep I of N ###..." (a 30-column bar) of one
@@ -75,13 +75,13 @@ void sizesUntil(const std::string& file) {
   struct sigaction action {};
   action.sa_handler = [](int) { resized = 1; };
   sigaction(SIGWINCH, &action, nullptr);
-  std::printf("size %s\n", sizeOf(STDOUT_FILENO).c_str());
+  std::printf("size %s/%s\n", sizeOf(STDOUT_FILENO).c_str(), sizeOf(STDERR_FILENO).c_str());
   std::fflush(stdout);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (!std::filesystem::exists(file) && std::chrono::steady_clock::now() < deadline) {
     if (resized != 0) {
       resized = 0;
-      std::printf("size %s\n", sizeOf(STDOUT_FILENO).c_str());
+      std::printf("size %s/%s\n", sizeOf(STDOUT_FILENO).c_str(), sizeOf(STDERR_FILENO).c_str());
       std::fflush(stdout);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
