@@ -159,17 +159,23 @@ void Agent::Impl::spawnWorker(int local_rank) {
   const WorkerOutput output =
       config.output ? config.output(local_rank, rank, group.attempt) : WorkerOutput{};
   const std::size_t index = workers.size();
-  const OwnedFd out = relays.pipe(output.stdout_to_console ? STDOUT_FILENO : -1,
-                                  output.stdout_prefix, output.stdout_file,
-                                  watchdogs.outputObserver(index));
-  const OwnedFd err = relays.pipe(output.stderr_to_console ? STDERR_FILENO : -1,
-                                  output.stderr_prefix, output.stderr_file,
-                                  watchdogs.outputObserver(index));
+  const WorkerEnd out =
+      relays.open(relays.stdoutConsole(),
+                  {output.stdout_to_console, output.stdout_prefix, output.stdout_file,
+                   output.stdout_may_be_terminal, output.stdout_filter},
+                  watchdogs.outputObserver(index));
+  const WorkerEnd err =
+      relays.open(relays.stderrConsole(),
+                  {output.stderr_to_console, output.stderr_prefix, output.stderr_file,
+                   output.stderr_may_be_terminal, output.stderr_filter},
+                  watchdogs.outputObserver(index));
   SpawnOptions options;
   options.argv = config.command(local_rank);
   options.env = config.environment.forWorker(group, local_rank, output.error_file);
-  options.stdout_fd = out.fd;
-  options.stderr_fd = err.fd;
+  options.stdout_fd = out.fd.fd;
+  options.stderr_fd = err.fd.fd;
+  // Its terminal's resizes reach the worker as SIGWINCH, from the kernel.
+  options.controlling_terminal_fd = out.terminal ? out.fd.fd : err.terminal ? err.fd.fd : -1;
   options.cgroup_fd = tree.cgroupFd();
   if (!config.worker_cpus.empty()) {
     options.cpu_affinity = config.worker_cpus.at(static_cast<std::size_t>(local_rank));

@@ -1,12 +1,17 @@
 #include "line_relay.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "ddprun/launcher/subprocess.hpp"
+#include "log.hpp"
+#include "worker_pty.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -14,49 +19,61 @@ namespace {
 // A worker that never ends its line must not grow the agent without bound.
 constexpr std::size_t kMaxLineBytes = 64 * 1024;
 
-void writeAll(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t written = ::write(fd, bytes.data(), bytes.size());
-    if (written < 0 && errno == EINTR) {
-      continue;
+// What a terminal shows of a line rewritten with '\r': its last non-empty
+// piece (a progress bar's latest state). Without '\r', the line itself.
+std::string_view visiblePart(std::string_view line) {
+  while (!line.empty()) {
+    const auto cr = line.rfind('\r');
+    if (cr == std::string_view::npos) {
+      return line;
     }
-    if (written <= 0) {
-      return;  // the console or disk went away: output is best effort
+    if (cr + 1 < line.size()) {
+      return line.substr(cr + 1);
     }
-    bytes.remove_prefix(static_cast<std::size_t>(written));
+    line.remove_suffix(1);
   }
+  return line;
+}
+
+bool matchesAny(std::string_view line, const std::vector<std::string>& substrings) {
+  return std::any_of(substrings.begin(), substrings.end(), [line](const std::string& substring) {
+    return line.find(substring) != std::string_view::npos;
+  });
+}
+
+int openAppending(const std::string& path) {
+  std::error_code ignored;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ignored);
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
 
 }  // namespace
 
-LineRelay::LineRelay(net::asio::io_context& io, int pipe_fd, int console_fd, std::string prefix,
-                     int file_fd, std::function<void()> on_finished,
-                     std::function<void()> on_output)
-    : pipe_(io, pipe_fd),
-      console_fd_(console_fd),
-      prefix_(std::move(prefix)),
-      file_fd_(file_fd),
+LineRelay::LineRelay(net::asio::io_context& io, int source_fd, Sinks sinks,
+                     std::function<void()> on_finished, std::function<void()> on_output)
+    : source_(io, source_fd),
+      sinks_(std::move(sinks)),
       on_finished_(std::move(on_finished)),
       on_output_(std::move(on_output)) {}
 
 LineRelay::~LineRelay() {
-  if (file_fd_ >= 0) {
-    ::close(file_fd_);
+  if (sinks_.file_fd >= 0) {
+    ::close(sinks_.file_fd);
   }
 }
 
 void LineRelay::start() { read(); }
 
 void LineRelay::read() {
-  pipe_.async_read_some(net::asio::buffer(buffer_),
-                        [self = shared_from_this()](const net::error_code& error, std::size_t n) {
-                          if (error) {
-                            self->finish();  // end of stream, or stop()
-                            return;
-                          }
-                          self->onData(n);
-                          self->read();
-                        });
+  source_.async_read_some(net::asio::buffer(buffer_),
+                          [self = shared_from_this()](const net::error_code& error, std::size_t n) {
+                            if (error) {
+                              self->finish();  // end of stream (EOF, or a pty's EIO), or stop()
+                              return;
+                            }
+                            self->onData(n);
+                            self->read();
+                          });
 }
 
 void LineRelay::onData(std::size_t bytes) {
@@ -64,36 +81,64 @@ void LineRelay::onData(std::size_t bytes) {
   if (on_output_) {
     on_output_();
   }
-  if (file_fd_ >= 0) {
-    writeAll(file_fd_, chunk);
+  if (sinks_.file_fd >= 0) {
+    writeAll(sinks_.file_fd, chunk);
   }
-  if (console_fd_ < 0) {
+  if (sinks_.console == nullptr && !sinks_.filtered) {
     return;
   }
   std::size_t start = 0;
   for (std::size_t newline; (newline = chunk.find('\n', start)) != std::string_view::npos;
        start = newline + 1) {
     partial_.append(chunk.substr(start, newline + 1 - start));
-    writeConsoleLine(partial_);
+    onLine(partial_);
     partial_.clear();
   }
   partial_.append(chunk.substr(start));
+  capPartialLine();
+  // A line rewritten with '\r' is shown as it changes; any other waits for
+  // its end, so a line written in pieces is not drawn piece by piece.
+  if (sinks_.console != nullptr && sinks_.console->isTerminal() &&
+      partial_.find('\r') != std::string::npos) {
+    const std::string_view visible = visiblePart(partial_);
+    if (!visible.empty()) {
+      sinks_.console->showLive(this, sinks_.prefix + std::string(visible));
+    }
+  }
+}
+
+// A line past the limit keeps only what a terminal would still show of it;
+// if that is still too long, it is ended here.
+void LineRelay::capPartialLine() {
+  if (partial_.size() < kMaxLineBytes) {
+    return;
+  }
+  const std::string_view visible = visiblePart(partial_);
+  if (visible.size() < partial_.size()) {
+    partial_ = std::string(visible);
+  }
   if (partial_.size() >= kMaxLineBytes) {
     partial_.push_back('\n');
-    writeConsoleLine(partial_);
+    onLine(partial_);
     partial_.clear();
   }
 }
 
-void LineRelay::writeConsoleLine(std::string_view line) {
-  if (prefix_.empty()) {
-    writeAll(console_fd_, line);
+void LineRelay::onLine(std::string_view line) {
+  if (sinks_.filtered && matchesAny(line, sinks_.filters)) {
+    writeAll(sinks_.filtered->fd, sinks_.filtered_prefix + std::string(line));
+  }
+  if (sinks_.console == nullptr) {
     return;
   }
-  std::string prefixed;
-  prefixed.reserve(prefix_.size() + line.size());
-  prefixed.append(prefix_).append(line);
-  writeAll(console_fd_, prefixed);
+  std::string shown = sinks_.prefix;
+  if (sinks_.console->isTerminal() && line.find('\r') != std::string_view::npos) {
+    // Raw, its '\r' would draw over the prefix: the final state alone.
+    shown.append(visiblePart(line.substr(0, line.size() - 1))).push_back('\n');
+  } else {
+    shown.append(line);
+  }
+  sinks_.console->writeLine(this, shown);
 }
 
 void LineRelay::finish() {
@@ -101,9 +146,9 @@ void LineRelay::finish() {
     return;
   }
   finished_ = true;
-  if (console_fd_ >= 0 && !partial_.empty()) {
+  if (!partial_.empty()) {
     partial_.push_back('\n');
-    writeConsoleLine(partial_);
+    onLine(partial_);
     partial_.clear();
   }
   if (on_finished_) {
@@ -113,7 +158,7 @@ void LineRelay::finish() {
 
 void LineRelay::stop() {
   net::error_code ignored;
-  pipe_.close(ignored);
+  source_.close(ignored);
   finish();
 }
 
@@ -123,27 +168,51 @@ OwnedFd::~OwnedFd() {
   }
 }
 
-OwnedFd WorkerRelays::pipe(int console_fd, const std::string& prefix, const std::string& file,
-                           std::function<void()> on_output) {
+WorkerRelays::WorkerRelays(net::asio::io_context& io)
+    : io_(io), consoles_(consolesOfThisProcess()), drain_(io), resizes_(io) {}
+
+WorkerEnd WorkerRelays::open(Console& console, const StreamRoute& route,
+                             std::function<void()> on_output) {
+  if (route.to_console && route.may_be_terminal && console.isTerminal() && !no_ptys_) {
+    if (const auto pty = openWorkerPty(workerWindow(console.windowSize(), route.prefix.size()))) {
+      OwnedFd slave(pty->slave);
+      auto relayed = relay(pty->master, console, route, std::move(on_output));
+      ptys_.push_back({std::move(relayed), &console, route.prefix.size()});
+      watchResizes();
+      return {std::move(slave), true};
+    }
+    // Output still flows, only without a terminal: said once, not fatal.
+    log().warn("cannot open a pseudo-terminal for the workers' output ({}): pipes instead",
+               std::strerror(errno));
+    no_ptys_ = true;
+  }
   int ends[2];
   if (::pipe2(ends, O_CLOEXEC) != 0) {
     throw SpawnError("cannot create a pipe for a worker's output", errno);
   }
-  relay(ends[0], console_fd, prefix, file, std::move(on_output));
-  return OwnedFd(ends[1]);
+  OwnedFd write_end(ends[1]);
+  relay(ends[0], console, route, std::move(on_output));
+  return {std::move(write_end), false};
 }
 
-void WorkerRelays::relay(int pipe_fd, int console_fd, const std::string& prefix,
-                         const std::string& file, std::function<void()> on_output) {
-  int file_fd = -1;
-  if (!file.empty()) {
-    std::error_code ignored;
-    std::filesystem::create_directories(std::filesystem::path(file).parent_path(), ignored);
-    file_fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+std::shared_ptr<LineRelay> WorkerRelays::relay(int source_fd, Console& console,
+                                               const StreamRoute& route,
+                                               std::function<void()> on_output) {
+  // Relays of earlier attempts that have ended let go of their descriptors.
+  std::erase_if(relays_, [](const auto& relay) { return relay->finished(); });
+  std::erase_if(ptys_, [](const Pty& pty) { return pty.relay->finished(); });
+  LineRelay::Sinks sinks;
+  sinks.console = route.to_console ? &console : nullptr;
+  sinks.prefix = route.prefix;
+  sinks.file_fd = route.file.empty() ? -1 : openAppending(route.file);
+  if (!route.filter.substrings.empty() && !route.filter.file.empty()) {
+    sinks.filters = route.filter.substrings;
+    sinks.filtered = filteredFile(route.filter.file);
+    sinks.filtered_prefix = route.filter.prefix;
   }
   ++open_;
   auto relay = std::make_shared<LineRelay>(
-      io_, pipe_fd, console_fd, prefix, file_fd,
+      io_, source_fd, std::move(sinks),
       [this] {
         if (--open_ == 0 && draining_) {
           drain_.cancel();
@@ -151,11 +220,63 @@ void WorkerRelays::relay(int pipe_fd, int console_fd, const std::string& prefix,
       },
       std::move(on_output));
   relay->start();
-  relays_.push_back(std::move(relay));
+  relays_.push_back(relay);
+  return relay;
+}
+
+// One descriptor per filtered file, shared by the streams writing to it:
+// each line is one write() on it (O_APPEND), so lines never interleave.
+std::shared_ptr<OwnedFd> WorkerRelays::filteredFile(const std::string& path) {
+  std::erase_if(filtered_files_, [](const auto& entry) { return entry.second.expired(); });
+  if (auto shared = filtered_files_[path].lock()) {
+    return shared;
+  }
+  auto file = std::make_shared<OwnedFd>(openAppending(path));
+  if (file->fd < 0) {
+    return nullptr;  // like the log files: output is best effort
+  }
+  filtered_files_[path] = file;
+  return file;
+}
+
+// ddprun's terminal was resized (SIGWINCH): so are the workers'. Boost 1.74's
+// signal_set installs its handler without SA_RESTART; a resize comes often
+// and must not interrupt blocking calls on the agent's other threads.
+void WorkerRelays::watchResizes() {
+  if (watching_resizes_) {
+    return;
+  }
+  watching_resizes_ = true;
+  resizes_.add(SIGWINCH);
+  struct sigaction action {};
+  if (::sigaction(SIGWINCH, nullptr, &action) == 0) {
+    action.sa_flags |= SA_RESTART;
+    ::sigaction(SIGWINCH, &action, nullptr);
+  }
+  awaitResize();
+}
+
+void WorkerRelays::awaitResize() {
+  resizes_.async_wait([this](const net::error_code& error, int) {
+    if (error) {
+      return;  // drain(): the workers are gone
+    }
+    // Last to first: a worker's stdout terminal, opened first, is the one
+    // whose resize signals it, and by then its stderr one has its size too.
+    for (auto pty = ptys_.rbegin(); pty != ptys_.rend(); ++pty) {
+      if (!pty->relay->finished()) {
+        resizePty(pty->relay->sourceFd(),
+                  workerWindow(pty->console->windowSize(), pty->prefix_width));
+      }
+    }
+    awaitResize();
+  });
 }
 
 void WorkerRelays::drain() {
   draining_ = true;
+  net::error_code ignored;
+  resizes_.cancel(ignored);  // nothing left to resize; the loop may end
   if (open_ == 0) {
     return;
   }

@@ -96,9 +96,6 @@ void refuseUnsupported(const LaunchConfig& config) {
   if (config.virtual_local_rank) {
     refuse("--virtual-local-rank");
   }
-  if (!config.duplicate_stdout_filters.empty() || !config.duplicate_stderr_filters.empty()) {
-    refuse("--duplicate-stdout-filters/--duplicate-stderr-filters");
-  }
   if (config.logs_specs) {
     refuse("--logs-specs");
   }

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -166,6 +167,9 @@ pid_t forkInto(int cgroup_fd, bool& move_in_child) {
     _exit(127);  // the agent died before the death signal was armed
   }
   setsid();  // own session and process group: signals reach the worker's children too
+  if (options.controlling_terminal_fd >= 0) {
+    ioctl(options.controlling_terminal_fd, TIOCSCTTY, 0);
+  }
   struct sigaction default_action {};
   default_action.sa_handler = SIG_DFL;
   for (int signal = 1; signal < NSIG; ++signal) {

@@ -62,17 +62,23 @@ WorkerOutput workerOutput(const LaunchConfig& config, const fs::path& run_dir,
   WorkerOutput output;
   output.error_file = (dir / "error.json").string();
   auto route = [&](int stream, const char* file, std::string& path, bool& console,
-                   std::string& line_prefix) {
+                   std::string& line_prefix, bool& may_be_terminal) {
     const bool teed = (tee & stream) != 0;
     const bool redirected = (redirect & stream) != 0;
     path = teed || redirected ? (dir / file).string() : std::string();
     console = shown && (teed || !redirected);
     line_prefix = teed ? prefix : std::string();
+    may_be_terminal = shown && !teed && !redirected;
   };
   route(static_cast<int>(Std::kOut), "stdout.log", output.stdout_file, output.stdout_to_console,
-        output.stdout_prefix);
+        output.stdout_prefix, output.stdout_may_be_terminal);
   route(static_cast<int>(Std::kErr), "stderr.log", output.stderr_file, output.stderr_to_console,
-        output.stderr_prefix);
+        output.stderr_prefix, output.stderr_may_be_terminal);
+  // Every stream is filtered, -r/-t or not; one file per attempt.
+  output.stdout_filter = {config.duplicate_stdout_filters,
+                          (dir.parent_path() / "filtered_stdout.log").string(), prefix};
+  output.stderr_filter = {config.duplicate_stderr_filters,
+                          (dir.parent_path() / "filtered_stderr.log").string(), prefix};
   return output;
 }
 

@@ -1,5 +1,6 @@
 // Subprocess with real processes and signals: exit codes, signals, exec
-// failures, the exact environment, own session, reset signal dispositions,
+// failures, the exact environment, own session (with a controlling terminal
+// when asked), reset signal dispositions,
 // no orphan after the agent is SIGKILLed, the pidfd, waits with a timeout,
 // stopping with a grace period, a group killed before its leader is reaped,
 // the owned pids, and no zombie left.
@@ -7,6 +8,7 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <pty.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -149,6 +151,20 @@ TEST(SubprocessTest, ChildLeadsItsOwnSessionAndGroupSignalsReachIt) {
   ASSERT_TRUE(child.signalGroup(SIGTERM));
   EXPECT_EQ(child.wait(), (ExitStatus{ExitStatus::Kind::Signaled, SIGTERM}));
   EXPECT_FALSE(child.signalGroup(SIGTERM));  // reaped: never signals a recycled pid
+}
+
+// /dev/tty opens only in a process that has a controlling terminal.
+TEST(SubprocessTest, ChildTakesTheTerminalItIsGivenAsItsControllingTerminal) {
+  int master = -1;
+  int slave = -1;
+  ASSERT_EQ(openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
+  SpawnOptions options = shell("exec 3</dev/tty");
+  options.stdout_fd = slave;
+  EXPECT_NE(Subprocess(options).wait().code, 0) << "no controlling terminal unless asked";
+  options.controlling_terminal_fd = slave;
+  EXPECT_EQ(Subprocess(options).wait(), (ExitStatus{ExitStatus::Kind::Exited, 0}));
+  close(slave);
+  close(master);
 }
 
 TEST(SubprocessTest, AgentsIgnoredAndBlockedSignalsAreResetInTheChild) {

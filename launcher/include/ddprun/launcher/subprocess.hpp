@@ -1,4 +1,5 @@
-// One child process, spawned for supervision: its own process group, killed
+// One child process, spawned for supervision: its own session and process
+// group (with a controlling terminal if asked), killed
 // by the kernel if the agent dies (PR_SET_PDEATHSIG), signal mask and
 // dispositions reset, every other descriptor closed, and a pidfd so an event
 // loop can wait for its exit without polling or SIGCHLD races.
@@ -72,6 +73,12 @@ struct SpawnOptions {
   // When not empty, the CPUs (logical CPU numbers) the child is bound to
   // before exec (sched_setaffinity); its threads and children inherit them.
   std::vector<int> cpu_affinity;
+  // When >= 0, a terminal (a pseudo-terminal's slave) that becomes the
+  // controlling terminal of the child's new session, so the kernel sends
+  // the child SIGWINCH when it is resized. The child's process group is then
+  // the terminal's foreground group: when the child exits, what is left of
+  // its group gets SIGHUP from the kernel.
+  int controlling_terminal_fd = -1;
 };
 
 // This process's own environment, as SpawnOptions::env wants it: for a child

@@ -1,0 +1,45 @@
+#include "worker_pty.hpp"
+
+#include <fcntl.h>
+#include <pty.h>
+#include <termios.h>
+#include <unistd.h>
+
+namespace ddprun::launcher {
+
+// glibc's openpty opens the slave without making it a controlling terminal;
+// close-on-exec is set at once, before any other worker is spawned from this
+// thread (the spawn itself closes every descriptor too).
+std::optional<PtyPair> openWorkerPty(const winsize& size) {
+  PtyPair pair;
+  winsize initial = size;
+  if (::openpty(&pair.master, &pair.slave, nullptr, nullptr, &initial) != 0) {
+    return std::nullopt;
+  }
+  ::fcntl(pair.master, F_SETFD, FD_CLOEXEC);
+  ::fcntl(pair.slave, F_SETFD, FD_CLOEXEC);
+  termios settings{};
+  if (::tcgetattr(pair.slave, &settings) == 0) {
+    settings.c_oflag &= ~static_cast<tcflag_t>(OPOST);  // the relay wants the bytes as written
+    ::tcsetattr(pair.slave, TCSANOW, &settings);
+  }
+  return pair;
+}
+
+winsize workerWindow(const std::optional<winsize>& console, std::size_t prefix_width) {
+  winsize size{};
+  if (!console) {
+    return size;
+  }
+  size = *console;
+  if (prefix_width > 0 && size.ws_col > prefix_width) {
+    size.ws_col = static_cast<unsigned short>(size.ws_col - prefix_width);
+    size.ws_xpixel = 0;  // unknown for a narrower window
+    size.ws_ypixel = 0;
+  }
+  return size;
+}
+
+void resizePty(int master, const winsize& size) { ::ioctl(master, TIOCSWINSZ, &size); }
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,34 @@
+// A pseudo-terminal for one worker stream, so that a worker on a terminal
+// sees one (isatty(), its window size, line-buffered C stdio) while the
+// agent still relays its lines. Stateless functions; the caller owns the
+// descriptors they return.
+#pragma once
+
+#include <sys/ioctl.h>
+
+#include <cstddef>
+#include <optional>
+
+namespace ddprun::launcher {
+
+struct PtyPair {
+  int master = -1;  // the agent reads the worker's output here
+  int slave = -1;   // the worker's stdout or stderr
+};
+
+// Opens a pair, both ends close-on-exec and neither the agent's controlling
+// terminal. The slave passes bytes as written (no output processing: '\n'
+// stays '\n') and has `size`. nullopt, with errno set, when no pty can be
+// had (no /dev/pts, the kernel's pty limit).
+std::optional<PtyPair> openWorkerPty(const winsize& size);
+
+// The window a worker gets on a console of `console` size whose lines carry
+// a prefix `prefix_width` columns wide; all zero when the size is unknown.
+winsize workerWindow(const std::optional<winsize>& console, std::size_t prefix_width);
+
+// Resizes the terminal of `master`; the kernel sends SIGWINCH to the
+// foreground process group of a terminal that is some session's controlling
+// terminal (a worker's, see SpawnOptions::controlling_terminal_fd).
+void resizePty(int master, const winsize& size);
+
+}  // namespace ddprun::launcher
