@@ -73,9 +73,12 @@ std::string hostName() {
 namespace fs = std::filesystem;
 
 // A parent that set TORCHELASTIC_ERROR_FILE on ddprun gets the root cause's.
+// Its error file, if there is one, is this attempt's: RunLogs empties each
+// attempt's directory before its workers start. None with --log-dir /dev/null.
 void copyRootCauseError(const launcher::RunResult& result) {
   const char* own = std::getenv("TORCHELASTIC_ERROR_FILE");
-  if (own == nullptr || result.failures.empty() ||
+  if (own == nullptr || *own == '\0' || result.failures.empty() ||
+      result.failures.front().error_file.empty() ||
       !fs::exists(result.failures.front().error_file)) {
     return;
   }
@@ -120,9 +123,7 @@ launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
   agent.command = [&config, env = launcher::processEnvironment()](int local_rank) {
     return launcher::workerCommand(config, local_rank, env);
   };
-  agent.output = [&config, run_dir, host](int local_rank, int rank, int attempt) {
-    return launcher::workerOutput(config, run_dir, host, local_rank, rank, attempt);
-  };
+  agent.output = launcher::RunLogs(config, run_dir, host);
   agent.hostname = host;
   agent.timer_file = config.timer_file.value_or("");
   if (config.worker_hang_timeout_s) {
@@ -157,8 +158,8 @@ int runAgent(const LaunchConfig& config) {
   for (const std::string& notice : agent_config.environment.notices()) {
     log().warn("{}", notice);
   }
-  log().info("{}; {} worker(s), run id {}, logs in {}", rendezvous->describe(), nproc,
-             config.rdzv_id, run_dir.string());
+  log().info("{}; {} worker(s), run id {}, {}", rendezvous->describe(), nproc, config.rdzv_id,
+             launcher::describeLogs(run_dir));
   if (config.timer_file) {
     log().info("file timer: serving torch's FileTimerClient at {}", *config.timer_file);
   }
