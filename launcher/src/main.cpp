@@ -90,6 +90,14 @@ void copyRootCauseError(const launcher::RunResult& result) {
   }
 }
 
+// A handled signal (Ctrl-C, a scheduler's SIGTERM) is the user's decision,
+// not a worker failure: one line instead of a failure table (failures seen
+// before it still have theirs), last, so it is what the terminal shows.
+void reportInterrupted(const launcher::RunResult& result) {
+  std::fprintf(stderr, "ddprun: interrupted by %s; %s\n", launcher::signalName(result.signal).c_str(),
+               result.started ? "workers stopped" : "no worker had started");
+}
+
 // Flags torchrun acts on that ddprun does not yet: refused, never ignored.
 void refuseUnsupported(const LaunchConfig& config) {
   auto refuse = [](const std::string& flag) {
@@ -175,7 +183,11 @@ int runAgent(const LaunchConfig& config) {
     std::fputs(launcher::formatFailureReport(result, host, config.training_script).c_str(), stderr);
     copyRootCauseError(result);
   }
-  return rendezvous->finishJob(result);
+  const int exit_code = rendezvous->finishJob(result);  // no wait for other nodes after a signal
+  if (result.signal != 0) {
+    reportInterrupted(result);
+  }
+  return exit_code;
 }
 
 }  // namespace
