@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "ddprun/launcher/agent.hpp"
 #include "ddprun/launcher/cli.hpp"
 #include "ddprun/launcher/device_count.hpp"
+#include "ddprun/launcher/python_interpreter.hpp"
 #include "ddprun/launcher/rendezvous.hpp"
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/launcher/worker_cgroup.hpp"
@@ -117,9 +119,24 @@ void refuseUnsupported(const LaunchConfig& config) {
   }
 }
 
+// The interpreter of Python workers, chosen once, before any node joins: a
+// Python without torch would fail every worker of every attempt.
+std::string workersPython(const LaunchConfig& config, const launcher::Environment& env) {
+  if (!launcher::runsUnderPython(config, env)) {
+    return "";
+  }
+  const launcher::PythonChoice choice = launcher::choosePython(env, [](const std::string& python) {
+    return launcher::findsTorch(python, std::chrono::seconds(10));
+  });
+  if (!choice.why.empty()) {
+    log().info("workers' Python: {} ({})", choice.path, choice.why);
+  }
+  return choice.path;
+}
+
 launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
                                   launcher::Rendezvous& rendezvous, const fs::path& run_dir,
-                                  const std::string& host) {
+                                  const std::string& host, const std::string& python) {
   launcher::AgentConfig agent;
   agent.nproc_per_node = nproc;
   agent.max_restarts = config.max_restarts;
@@ -128,8 +145,8 @@ launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
   agent.rendezvous = &rendezvous;
   agent.environment =
       launcher::WorkerEnvironment::forLaunch(config, nproc, launcher::inheritedEnvironment());
-  agent.command = [&config, env = launcher::processEnvironment()](int local_rank) {
-    return launcher::workerCommand(config, local_rank, env);
+  agent.command = [&config, env = launcher::processEnvironment(), python](int local_rank) {
+    return launcher::workerCommand(config, local_rank, env, python);
   };
   agent.output = launcher::RunLogs(config, run_dir, host);
   agent.hostname = host;
@@ -151,6 +168,7 @@ int runAgent(const LaunchConfig& config) {
   if (const auto problem = launcher::workerLimitProblem(nproc, launcher::currentProcessLimits())) {
     throw ConfigError("--nproc-per-node " + std::to_string(nproc) + ": " + *problem);
   }
+  const std::string python = workersPython(config, launcher::processEnvironment());
   std::string cgroup_note;
   const auto cgroup = launcher::makeJobCgroup(cgroup_note);
   // Only the agent returns; the pid ddprun was started as stays its guardian.
@@ -160,7 +178,8 @@ int runAgent(const LaunchConfig& config) {
   const std::string host = hostName();
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
   const fs::path run_dir = launcher::runLogDir(config);
-  launcher::AgentConfig agent_config = agentConfig(config, nproc, *rendezvous, run_dir, host);
+  launcher::AgentConfig agent_config =
+      agentConfig(config, nproc, *rendezvous, run_dir, host, python);
   agent_config.cgroup = cgroup.get();
   agent_config.guardian_pidfd = guardian_pidfd;
   for (const std::string& notice : agent_config.environment.notices()) {
