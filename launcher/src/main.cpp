@@ -96,7 +96,8 @@ void copyRootCauseError(const launcher::RunResult& result) {
 // not a worker failure: one line instead of a failure table (failures seen
 // before it still have theirs), last, so it is what the terminal shows.
 void reportInterrupted(const launcher::RunResult& result) {
-  std::fprintf(stderr, "ddprun: interrupted by %s; %s\n", launcher::signalName(result.signal).c_str(),
+  std::fprintf(stderr, "ddprun: interrupted by %s; %s\n",
+               launcher::signalName(result.signal).c_str(),
                result.started ? "workers stopped" : "no worker had started");
 }
 

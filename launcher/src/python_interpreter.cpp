@@ -31,8 +31,8 @@ constexpr ActiveEnvironment kActiveEnvironments[] = {{"VIRTUAL_ENV", "virtual en
 // An activated environment puts its bin/ first on PATH: then its python is
 // the first python3 on PATH in all but name, and not worth a line.
 bool sameDirectory(const std::string& a, const std::string& b) {
-  return !b.empty() &&
-         fs::path(a).parent_path().lexically_normal() == fs::path(b).parent_path().lexically_normal();
+  return !b.empty() && fs::path(a).parent_path().lexically_normal() ==
+                           fs::path(b).parent_path().lexically_normal();
 }
 
 std::string joined(const std::vector<std::string>& items) {
@@ -61,8 +61,8 @@ std::optional<PythonChoice> activeEnvironmentPython(const Environment& env,
     if (sameDirectory(python, first_on_path)) {
       return PythonChoice{python, ""};
     }
-    return PythonChoice{python, std::string("the active ") + active.kind + ", $" +
-                                    active.variable + "; the first python3 on PATH is " +
+    return PythonChoice{python, std::string("the active ") + active.kind + ", $" + active.variable +
+                                    "; the first python3 on PATH is " +
                                     (first_on_path.empty() ? "none" : first_on_path)};
   }
   return std::nullopt;
@@ -82,10 +82,9 @@ PythonChoice choosePython(const Environment& env, const TorchProbe& finds_torch)
   std::vector<std::string> without_torch;
   for (const std::string& python : on_path) {
     if (finds_torch(python)) {
-      return {python, without_torch.empty()
-                          ? ""
-                          : "the first python3 on PATH that can import torch; " +
-                                joined(without_torch) + " cannot"};
+      return {python, without_torch.empty() ? ""
+                                            : "the first python3 on PATH that can import torch; " +
+                                                  joined(without_torch) + " cannot"};
     }
     without_torch.push_back(python);
   }

@@ -33,8 +33,10 @@ class DdprunLogsTest : public DdprunBinaryTest {
   std::vector<std::string> staticJob(std::vector<std::string> flags,
                                      std::vector<std::string> worker_args) {
     std::vector<std::string> args = {
-        "--rdzv-backend", "static", "--master-addr", "127.0.0.1", "--master-port",
-        std::to_string(test_support::freeLoopbackPort()), "--nproc-per-node", "1"};
+        "--rdzv-backend",   "static",
+        "--master-addr",    "127.0.0.1",
+        "--master-port",    std::to_string(test_support::freeLoopbackPort()),
+        "--nproc-per-node", "1"};
     args.insert(args.end(), flags.begin(), flags.end());
     args.insert(args.end(), {"--no-python", DDPRUN_FAKE_WORKER});
     args.insert(args.end(), worker_args.begin(), worker_args.end());
