@@ -210,7 +210,10 @@ void Agent::Impl::onExit(std::size_t index) {
   watchdogs.workerExited(index);
   --running;
   const bool stopped_by_us = phase == Phase::Stopping && status.kind == ExitStatus::Kind::Signaled;
-  if (!status.success() && !stopped_by_us) {
+  // After a handled signal the job is being stopped on purpose (by the user,
+  // a scheduler): a worker that ends then has not failed, whatever its status
+  // (a Python one often exits 1 from its KeyboardInterrupt).
+  if (!status.success() && !stopped_by_us && result.signal == 0) {
     recordFailure(worker, status);
   }
   if (phase == Phase::Running && !status.success()) {

@@ -66,6 +66,7 @@ struct Agent::Impl {
   void finish(int exit_code);
   void joinWaiter();
   void waitForSignal();
+  bool onStopRequest(int signal);
 
   AgentConfig config;
   Rendezvous& rendezvous;
@@ -86,7 +87,8 @@ struct Agent::Impl {
   int newest_over = 0;         // the newest attempt the rendezvous said is coming
   std::thread waiter;          // blocks in rendezvous.nextGroup() off the loop
   RunResult result;
-  Clock::time_point signalled_at;  // when result.signal came
+  int last_signal = 0;               // the last handled signal taken as a request
+  Clock::time_point last_signal_at;  // and when it came
 };
 
 }  // namespace ddprun::launcher

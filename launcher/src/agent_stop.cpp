@@ -16,7 +16,8 @@ using Clock = std::chrono::steady_clock;
 
 // The same signal twice within this is one request that reached both ddprun's
 // guardian, which forwards it, and the agent (`pkill ddprun`, Slurm, systemd,
-// `timeout`), not a second one.
+// `timeout`, `kill -INT -<pgid>`), not a second one. A terminal's Ctrl-C
+// reaches the agent once: the guardian leaves the kernel's copies alone.
 constexpr auto kOneRequest = std::chrono::milliseconds(200);
 
 }  // namespace
@@ -110,37 +111,51 @@ void Agent::Impl::joinWaiter() {
   }
 }
 
+// Each signal is one request, however many copies of it come within
+// kOneRequest (the guardian's forwarded copy of a `kill -INT -<pgid>`); two
+// Ctrl-C's further apart are two.
 void Agent::Impl::waitForSignal() {
   signals.async_wait([this](const net::error_code& error, int signal) {
     if (error || phase == Phase::Done) {
       return;
     }
-    if (signal == result.signal && Clock::now() - signalled_at < kOneRequest) {
-      // the same request, delivered twice
-    } else if (result.signal != 0) {
-      // A second signal while stopping: do not make the user wait the grace.
-      log().warn("received {} again: killing the workers now", signalName(signal));
-      for (Worker& worker : workers) {
-        if (!worker.exited) {
-          worker.process.signalGroup(SIGKILL);
-        }
+    const Clock::time_point now = Clock::now();
+    if (signal != last_signal || now - last_signal_at >= kOneRequest) {
+      last_signal = signal;
+      last_signal_at = now;
+      if (!onStopRequest(signal)) {
+        return;  // the run is over
       }
-    } else {
-      result.signal = signal;
-      signalled_at = Clock::now();
-      restart_after_stop = false;
-      log().warn("received {}: {}", signalName(signal),
-                 phase == Phase::Waiting ? "stopping (no workers are running)"
-                                         : "forwarding it to the workers and stopping them (a "
-                                           "second one kills them at once)");
-      if (phase == Phase::Waiting) {
-        finish(128 + signal);  // no workers yet: stop waiting
-        return;
-      }
-      stopGroup(signal);  // forwarded as is, as torchrun does
     }
     waitForSignal();
   });
+}
+
+// The first request stops the workers with the signal itself, as torchrun
+// does; a later one, while they still stop, kills them at once. False once
+// the run has ended.
+bool Agent::Impl::onStopRequest(int signal) {
+  if (result.signal != 0) {
+    log().warn("received {} again: killing the workers now", signalName(signal));
+    for (Worker& worker : workers) {
+      if (!worker.exited) {
+        worker.process.signalGroup(SIGKILL);
+      }
+    }
+    return true;
+  }
+  result.signal = signal;
+  restart_after_stop = false;
+  log().warn("received {}: {}", signalName(signal),
+             phase == Phase::Waiting ? "stopping (no workers are running)"
+                                     : "forwarding it to the workers and stopping them (a "
+                                       "second one kills them at once)");
+  if (phase == Phase::Waiting) {
+    finish(128 + signal);  // no workers yet: stop waiting
+    return false;
+  }
+  stopGroup(signal);  // forwarded as is, as torchrun does
+  return true;
 }
 
 }  // namespace ddprun::launcher

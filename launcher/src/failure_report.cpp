@@ -23,7 +23,10 @@ std::string formatTime(std::chrono::system_clock::time_point time) {
   return text;
 }
 
-// The traceback (or message) a worker's @record left, if it left one.
+// The traceback (or message) a worker's @record left, if it left one. The
+// file can only be this attempt's: its directory is the run's own and was
+// emptied before the attempt started (RunLogs in worker_output.hpp). An
+// empty name: no error files (--log-dir /dev/null).
 std::optional<std::string> recordedError(const std::string& error_file) {
   if (error_file.empty() || !std::filesystem::exists(error_file)) {
     return std::nullopt;

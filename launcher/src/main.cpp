@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "ddprun/launcher/cli.hpp"
 #include "ddprun/launcher/device_count.hpp"
 #include "ddprun/launcher/numa_binding.hpp"
+#include "ddprun/launcher/python_interpreter.hpp"
 #include "ddprun/launcher/rendezvous.hpp"
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/launcher/worker_cgroup.hpp"
@@ -74,9 +76,12 @@ std::string hostName() {
 namespace fs = std::filesystem;
 
 // A parent that set TORCHELASTIC_ERROR_FILE on ddprun gets the root cause's.
+// Its error file, if there is one, is this attempt's: RunLogs empties each
+// attempt's directory before its workers start. None with --log-dir /dev/null.
 void copyRootCauseError(const launcher::RunResult& result) {
   const char* own = std::getenv("TORCHELASTIC_ERROR_FILE");
-  if (own == nullptr || result.failures.empty() ||
+  if (own == nullptr || *own == '\0' || result.failures.empty() ||
+      result.failures.front().error_file.empty() ||
       !fs::exists(result.failures.front().error_file)) {
     return;
   }
@@ -86,6 +91,15 @@ void copyRootCauseError(const launcher::RunResult& result) {
   if (error) {
     log().warn("cannot copy the root cause's error file to {}: {}", own, error.message());
   }
+}
+
+// A handled signal (Ctrl-C, a scheduler's SIGTERM) is the user's decision,
+// not a worker failure: one line instead of a failure table (failures seen
+// before it still have theirs), last, so it is what the terminal shows.
+void reportInterrupted(const launcher::RunResult& result) {
+  std::fprintf(stderr, "ddprun: interrupted by %s; %s\n",
+               launcher::signalName(result.signal).c_str(),
+               result.started ? "workers stopped" : "no worker had started");
 }
 
 // Flags torchrun acts on that ddprun does not yet: refused, never ignored.
@@ -101,9 +115,25 @@ void refuseUnsupported(const LaunchConfig& config) {
   }
 }
 
+// The interpreter of Python workers, chosen once, before any node joins: a
+// Python without torch would fail every worker of every attempt.
+std::string workersPython(const LaunchConfig& config, const launcher::Environment& env) {
+  if (!launcher::runsUnderPython(config, env)) {
+    return "";
+  }
+  const launcher::PythonChoice choice = launcher::choosePython(env, [](const std::string& python) {
+    return launcher::findsTorch(python, std::chrono::seconds(10));
+  });
+  if (!choice.why.empty()) {
+    log().info("workers' Python: {} ({})", choice.path, choice.why);
+  }
+  return choice.path;
+}
+
 launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
                                   launcher::Rendezvous& rendezvous, const fs::path& run_dir,
-                                  const std::string& host, launcher::CpuBinding cpu_binding) {
+                                  const std::string& host, const std::string& python,
+                                  launcher::CpuBinding cpu_binding) {
   launcher::AgentConfig agent;
   agent.nproc_per_node = nproc;
   agent.worker_cpus = std::move(cpu_binding.cpus);
@@ -113,12 +143,10 @@ launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
   agent.rendezvous = &rendezvous;
   agent.environment =
       launcher::WorkerEnvironment::forLaunch(config, nproc, launcher::inheritedEnvironment());
-  agent.command = [&config, env = launcher::processEnvironment()](int local_rank) {
-    return launcher::workerCommand(config, local_rank, env);
+  agent.command = [&config, env = launcher::processEnvironment(), python](int local_rank) {
+    return launcher::workerCommand(config, local_rank, env, python);
   };
-  agent.output = [&config, run_dir, host](int local_rank, int rank, int attempt) {
-    return launcher::workerOutput(config, run_dir, host, local_rank, rank, attempt);
-  };
+  agent.output = launcher::RunLogs(config, run_dir, host);
   agent.hostname = host;
   agent.timer_file = config.timer_file.value_or("");
   if (config.worker_hang_timeout_s) {
@@ -143,6 +171,7 @@ int runAgent(const LaunchConfig& config) {
   if (config.numa_binding) {
     cpu_binding = launcher::bindOnThisMachine(*config.numa_binding, nproc);
   }
+  const std::string python = workersPython(config, launcher::processEnvironment());
   std::string cgroup_note;
   const auto cgroup = launcher::makeJobCgroup(cgroup_note);
   // Only the agent returns; the pid ddprun was started as stays its guardian.
@@ -154,14 +183,14 @@ int runAgent(const LaunchConfig& config) {
   const fs::path run_dir = launcher::runLogDir(config);
   const std::string binding_line = cpu_binding.description;
   launcher::AgentConfig agent_config =
-      agentConfig(config, nproc, *rendezvous, run_dir, host, std::move(cpu_binding));
+      agentConfig(config, nproc, *rendezvous, run_dir, host, python, std::move(cpu_binding));
   agent_config.cgroup = cgroup.get();
   agent_config.guardian_pidfd = guardian_pidfd;
   for (const std::string& notice : agent_config.environment.notices()) {
     log().warn("{}", notice);
   }
-  log().info("{}; {} worker(s), run id {}, logs in {}", rendezvous->describe(), nproc,
-             config.rdzv_id, run_dir.string());
+  log().info("{}; {} worker(s), run id {}, {}", rendezvous->describe(), nproc, config.rdzv_id,
+             launcher::describeLogs(run_dir));
   if (!binding_line.empty()) {
     log().info("{}", binding_line);
   }
@@ -180,7 +209,11 @@ int runAgent(const LaunchConfig& config) {
     std::fputs(launcher::formatFailureReport(result, host, config.training_script).c_str(), stderr);
     copyRootCauseError(result);
   }
-  return rendezvous->finishJob(result);
+  const int exit_code = rendezvous->finishJob(result);  // no wait for other nodes after a signal
+  if (result.signal != 0) {
+    reportInterrupted(result);
+  }
+  return exit_code;
 }
 
 }  // namespace

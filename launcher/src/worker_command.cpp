@@ -7,9 +7,9 @@
 #include <cctype>
 #include <fstream>
 #include <optional>
+#include <stdexcept>
 
 #include "ddprun/launcher/executable_path.hpp"
-#include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -48,10 +48,6 @@ bool hasPythonSuffix(const std::string& path) {
     }
   }
   return false;
-}
-
-std::vector<std::string> interpreterPrefix(const Environment& env) {
-  return {pythonInterpreter(env), "-u"};
 }
 
 }  // namespace
@@ -105,16 +101,6 @@ bool isDirectExecutable(const std::string& path) {
   return first_line.rfind("#!", 0) == 0 && first_line.find("python") == std::string::npos;
 }
 
-std::string pythonInterpreter(const Environment& env) {
-  if (const auto exec = env("PYTHON_EXEC"); exec && !exec->empty()) {
-    return *exec;
-  }
-  if (auto python = findExecutable("python3", env("PATH").value_or(""))) {
-    return *python;
-  }
-  throw ConfigError("no Python interpreter: PYTHON_EXEC is unset and there is no python3 on PATH");
-}
-
 namespace {
 
 // The program to exec without Python, if the script is one: a path that
@@ -132,25 +118,38 @@ std::optional<std::string> directProgram(const std::string& script, const Enviro
   return found && isDirectExecutable(*found) ? found : std::nullopt;
 }
 
+// The program a worker execs when it needs no Python; nullopt when it does.
+// --run-path always runs in Python, even with --no-python (as torchrun's).
+std::optional<std::string> programWithoutPython(const LaunchConfig& config,
+                                                const Environment& env) {
+  if (config.run_path || config.module) {
+    return std::nullopt;
+  }
+  if (config.no_python) {
+    return config.training_script;
+  }
+  return directProgram(config.training_script, env);
+}
+
 }  // namespace
 
+bool runsUnderPython(const LaunchConfig& config, const Environment& env) {
+  return !programWithoutPython(config, env);
+}
+
 std::vector<std::string> workerCommand(const LaunchConfig& config, int local_rank,
-                                       const Environment& env) {
+                                       const Environment& env, const std::string& python) {
   std::vector<std::string> argv;
-  const auto direct = config.no_python || config.module || config.run_path
-                          ? std::nullopt
-                          : directProgram(config.training_script, env);
-  if (config.run_path) {
-    argv = interpreterPrefix(env);
-    argv.insert(argv.end(), {"-c", kRunPathBootstrap});
-    argv.push_back(config.training_script);
-  } else if (config.no_python) {
-    argv.push_back(config.training_script);
-  } else if (direct) {
-    argv.push_back(*direct);
+  if (auto program = programWithoutPython(config, env)) {
+    argv.push_back(std::move(*program));
   } else {
-    argv = interpreterPrefix(env);
-    if (config.module) {
+    if (python.empty()) {
+      throw std::logic_error("workerCommand: a Python worker needs an interpreter");
+    }
+    argv = {python, "-u"};
+    if (config.run_path) {
+      argv.insert(argv.end(), {"-c", kRunPathBootstrap});
+    } else if (config.module) {
       argv.push_back("-m");
     }
     argv.push_back(config.training_script);

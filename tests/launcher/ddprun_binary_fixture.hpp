@@ -1,6 +1,7 @@
 // DdprunBinaryTest: runs the ddprun executable as a child with PATH alone in
-// its environment (plus extra_env_), its stdout and stderr captured in the
-// test's temp dir. Used by one test thread.
+// its environment (plus extra_env_, whose PATH, if it has one, replaces
+// /usr/bin:/bin), its stdout and stderr captured in the test's temp dir. Used
+// by one test thread.
 #pragma once
 
 #include <fcntl.h>
@@ -8,6 +9,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -36,8 +38,11 @@ class DdprunBinaryTest : public ::testing::Test {
     SpawnOptions options;
     options.argv = {DDPRUN_BINARY};
     options.argv.insert(options.argv.end(), args.begin(), args.end());
-    options.env = {{"PATH", "/usr/bin:/bin"}};
-    options.env.insert(options.env.end(), extra_env_.begin(), extra_env_.end());
+    options.env = extra_env_;
+    if (std::none_of(extra_env_.begin(), extra_env_.end(),
+                     [](const auto& entry) { return entry.first == "PATH"; })) {
+      options.env.emplace_back("PATH", "/usr/bin:/bin");
+    }
     const int stderr_fd =
         ::open((dir_.path() / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     const int stdout_fd =
@@ -91,7 +96,7 @@ class DdprunBinaryTest : public ::testing::Test {
   std::vector<std::pair<std::string, std::string>> extra_env_;
 };
 
-// The one directory under <log-dir>: <run id>.
+// The one run directory under <log-dir>: <run id>_<random>.
 inline std::filesystem::path runDir(const std::filesystem::path& log_dir) {
   return std::filesystem::directory_iterator(log_dir)->path();
 }

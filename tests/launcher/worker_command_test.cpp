@@ -1,5 +1,5 @@
-// Worker argv building (docs/torchrun-contract.md §4): interpreter choice, -u, -m, --no-python,
-// --run-path, ${local_rank} expansion and ddprun's direct-executable rule.
+// Worker argv building (docs/torchrun-contract.md §4): -u, -m, --no-python, --run-path,
+// ${local_rank} expansion and ddprun's direct-executable rule.
 #include "ddprun/launcher/worker_command.hpp"
 
 #include <gtest/gtest.h>
@@ -29,7 +29,8 @@ std::string writeFile(const TempDir& dir, const std::string& name, const std::st
   return file.string();
 }
 
-const Environment kEnv = mapEnvironment({{"PYTHON_EXEC", "/opt/py/bin/python"}});
+const Environment kEnv = mapEnvironment({});
+const std::string kPython = "/opt/py/bin/python";
 
 TEST(LocalRankMacro, SafeSubstituteSemantics) {
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -58,24 +59,24 @@ TEST(LocalRankMacro, SafeSubstituteSemantics) {
 
 TEST(WorkerCommand, DefaultRunsPythonUnbuffered) {
   const auto config = parse({"train.py", "--rank", "${local_rank}", "$HOME"});
-  EXPECT_EQ(workerCommand(config, 2, kEnv),
+  EXPECT_EQ(workerCommand(config, 2, kEnv, kPython),
             (Args{"/opt/py/bin/python", "-u", "train.py", "--rank", "2", "$HOME"}));
 }
 
 TEST(WorkerCommand, ModuleAddsDashM) {
   const auto config = parse({"-m", "pkg.train", "x"});
-  EXPECT_EQ(workerCommand(config, 0, kEnv),
+  EXPECT_EQ(workerCommand(config, 0, kEnv, kPython),
             (Args{"/opt/py/bin/python", "-u", "-m", "pkg.train", "x"}));
 }
 
 TEST(WorkerCommand, NoPythonExecsTheScriptAndExpandsOnlyItsArguments) {
   const auto config = parse({"--no-python", "/bin/${local_rank}", "${local_rank}"});
-  EXPECT_EQ(workerCommand(config, 5, kEnv), (Args{"/bin/${local_rank}", "5"}));
+  EXPECT_EQ(workerCommand(config, 5, kEnv, kPython), (Args{"/bin/${local_rank}", "5"}));
 }
 
 TEST(WorkerCommand, RunPathUsesARunpyBootstrap) {
   const auto config = parse({"--run-path", "--no-python", "/abs/t.py", "a"});
-  const auto argv = workerCommand(config, 0, kEnv);
+  const auto argv = workerCommand(config, 0, kEnv, kPython);
   ASSERT_EQ(argv.size(), 6u);
   EXPECT_EQ(argv[0], "/opt/py/bin/python");
   EXPECT_EQ(argv[2], "-c");
@@ -84,21 +85,14 @@ TEST(WorkerCommand, RunPathUsesARunpyBootstrap) {
   EXPECT_EQ(argv[5], "a");
 }
 
-TEST(WorkerCommand, PythonFromPathWhenPythonExecIsUnsetOrEmpty) {
-  const TempDir dir{"ddprun-wc"};
-  const auto python = writeFile(dir, "python3", "#!/bin/sh\n", true);
-  const auto config = parse({"t.py"});
-  const auto env =
-      mapEnvironment({{"PATH", "/nonexistent:" + dir.path().string()}, {"PYTHON_EXEC", ""}});
-  EXPECT_EQ(workerCommand(config, 0, env)[0], python);
-  EXPECT_EQ(pythonInterpreter(env), python);
-}
-
-TEST(WorkerCommand, NoPythonAnywhereIsAConfigError) {
-  const TempDir dir{"ddprun-wc"};
-  writeFile(dir, "python3", "not executable", false);
-  EXPECT_THROW(pythonInterpreter(mapEnvironment({{"PATH", dir.path().string()}})), ConfigError);
-  EXPECT_THROW(workerCommand(parse({"t.py"}), 0, mapEnvironment({})), ConfigError);
+// Which Python runs is chosen once per agent (python_interpreter.hpp); a
+// Python worker without one is a caller's bug, never a guess.
+TEST(WorkerCommand, APythonWorkerNeedsTheChosenInterpreter) {
+  EXPECT_TRUE(runsUnderPython(parse({"t.py"}), kEnv));
+  EXPECT_TRUE(runsUnderPython(parse({"--run-path", "--no-python", "/abs/t.py"}), kEnv));
+  EXPECT_FALSE(runsUnderPython(parse({"--no-python", "t.py"}), kEnv));
+  EXPECT_THROW(workerCommand(parse({"t.py"}), 0, kEnv, ""), std::logic_error);
+  EXPECT_EQ(workerCommand(parse({"--no-python", "/bin/true"}), 0, kEnv, ""), (Args{"/bin/true"}));
 }
 
 TEST(DirectExecutable, Rule) {
@@ -123,23 +117,22 @@ TEST(DirectExecutable, ABareNameOnPathRunsDirectly) {
   const TempDir dir{"ddprun-wc"};
   const auto program = writeFile(dir, "mytrain", "#!/bin/sh\nexit 0\n", true);
   writeFile(dir, "mytool", "#!/usr/bin/env python3\n", true);
-  const auto env = mapEnvironment({{"PATH", "/nonexistent:" + dir.path().string()},
-                                   {"PYTHON_EXEC", "/opt/py/bin/python"}});
-  EXPECT_EQ(workerCommand(parse({"mytrain", "--epochs", "2"}), 0, env),
+  const auto env = mapEnvironment({{"PATH", "/nonexistent:" + dir.path().string()}});
+  EXPECT_EQ(workerCommand(parse({"mytrain", "--epochs", "2"}), 0, env, kPython),
             (Args{program, "--epochs", "2"}));
-  EXPECT_EQ(workerCommand(parse({"mytool"}), 0, env),
+  EXPECT_EQ(workerCommand(parse({"mytool"}), 0, env, kPython),
             (Args{"/opt/py/bin/python", "-u", "mytool"}));
-  EXPECT_EQ(workerCommand(parse({"-m", "mytrain"}), 0, env)[0], "/opt/py/bin/python");
+  EXPECT_EQ(workerCommand(parse({"-m", "mytrain"}), 0, env, kPython)[0], "/opt/py/bin/python");
 }
 
 TEST(DirectExecutable, ShellScriptRunsWithoutPython) {
   const TempDir dir{"ddprun-wc"};
   const auto script = writeFile(dir, "job.sh", "#!/bin/sh\nexit 0\n", true);
   const auto config = parse({script, "${local_rank}"});
-  EXPECT_EQ(workerCommand(config, 1, kEnv), (Args{script, "1"}));
+  EXPECT_EQ(workerCommand(config, 1, kEnv, kPython), (Args{script, "1"}));
   // With -m the name is a module, never a file to exec.
   const auto module = parse({"-m", script});
-  EXPECT_EQ(workerCommand(module, 1, kEnv)[0], "/opt/py/bin/python");
+  EXPECT_EQ(workerCommand(module, 1, kEnv, kPython)[0], "/opt/py/bin/python");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ddprun::launcher {
 
@@ -12,5 +13,13 @@ namespace ddprun::launcher {
 // current directory). nullopt if there is none.
 std::optional<std::string> findExecutable(const std::string& program,
                                           const std::string& path_variable);
+
+// Every regular, executable file of that name on `path_variable`, in PATH
+// order (the candidates after the first, for a caller that may pass one by).
+std::vector<std::string> findExecutables(const std::string& program,
+                                         const std::string& path_variable);
+
+// A regular file this process may execute.
+bool isExecutableFile(const std::string& path);
 
 }  // namespace ddprun::launcher

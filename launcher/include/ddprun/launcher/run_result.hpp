@@ -36,13 +36,15 @@ struct WorkerFailure {
 };
 
 struct RunResult {
-  int exit_code = 0;                    // 0, the root cause's shell code, or 128 + signal
-  std::vector<WorkerFailure> failures;  // the last attempt's failures, root cause first
-  int attempts = 0;                     // attempts that started workers
-  bool started = false;                 // a worker group was formed at least once
-  int signal = 0;                       // the handled signal that stopped the run, if any
-  bool closed_elsewhere = false;        // the rendezvous ended the job on another node first
-  std::string error;                    // why the run could not go on (one line), if it could not
+  int exit_code = 0;  // 0, the root cause's shell code, or 128 + signal
+  // The last attempt's failures, root cause first; none after a handled
+  // signal (a worker that ends once ddprun was told to stop has not failed).
+  std::vector<WorkerFailure> failures;
+  int attempts = 0;               // attempts that started workers
+  bool started = false;           // a worker group was formed at least once
+  int signal = 0;                 // the handled signal that stopped the run, if any
+  bool closed_elsewhere = false;  // the rendezvous ended the job on another node first
+  std::string error;              // why the run could not go on (one line), if it could not
 };
 
 // Sorts the failures root cause first: by when each worker recorded its

@@ -1,7 +1,7 @@
 // Builds each worker's argv the way torchrun 2.14 does (run.py:948-1093 and
 // the ${local_rank} macro of elastic/utils/api.py), plus one ddprun rule: an
 // executable that is not a Python file runs directly. Stateless free
-// functions; isDirectExecutable and pythonInterpreter look at the filesystem.
+// functions; isDirectExecutable and runsUnderPython look at the filesystem.
 #pragma once
 
 #include <string>
@@ -13,10 +13,10 @@
 
 namespace ddprun::launcher {
 
-// argv[0] is the program to exec (an absolute interpreter path, or the script
-// as given for direct execution). Every element after argv[0] has had
-// ${local_rank} expanded. Throws ConfigError when a Python interpreter is
-// needed and none can be found.
+// argv[0] is the program to exec (`python`, or the script as given for
+// direct execution). Every element after argv[0] has had ${local_rank}
+// expanded. `python` (python_interpreter.hpp, chosen once per agent) is used
+// only when runsUnderPython(); it must then not be empty.
 //  - default:      <python> -u [-m] script args...
 //  - --no-python:  script args...
 //  - --run-path:   <python> -u -c <runpy.run_path(script) bootstrap> script args...
@@ -24,7 +24,11 @@ namespace ddprun::launcher {
 //    the cwd but such a program on $PATH (e.g. an installed `train`): the
 //    program, then args... (ddprun's extra rule)
 std::vector<std::string> workerCommand(const LaunchConfig& config, int local_rank,
-                                       const Environment& env);
+                                       const Environment& env, const std::string& python);
+
+// Whether the workers run under Python (so an interpreter must be chosen):
+// not with --no-python (unless --run-path), nor for a direct executable.
+bool runsUnderPython(const LaunchConfig& config, const Environment& env);
 
 // string.Template(arg).safe_substitute(local_rank=N): "$local_rank" and
 // "${local_rank}" become N, "$$" becomes "$", anything else stays as written.
@@ -35,10 +39,5 @@ std::string expandLocalRank(std::string_view arg, int local_rank);
 // "#!" line that does not mention python. Text without "#!" stays with
 // Python, as torchrun would run it. Relative paths are taken from the cwd.
 bool isDirectExecutable(const std::string& path);
-
-// $PYTHON_EXEC when set and non-empty (torchrun's override); otherwise the
-// first executable "python3" on $PATH (ddprun has no sys.executable to fall
-// back on). Throws ConfigError naming both when neither gives one.
-std::string pythonInterpreter(const Environment& env);
 
 }  // namespace ddprun::launcher

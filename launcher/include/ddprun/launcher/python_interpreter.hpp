@@ -1,0 +1,41 @@
+// Which Python runs the script workers (docs/torchrun-contract.md §4).
+// torchrun runs them with its own interpreter, the one that has torch;
+// ddprun has none, so it chooses one, once per agent, before any worker
+// starts. Stateless free functions; choosePython looks at the filesystem and
+// asks its probe, findsTorch starts one short-lived Python.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "ddprun/launcher/environment.hpp"
+
+namespace ddprun::launcher {
+
+struct PythonChoice {
+  std::string path;
+  // Why this one, when it is not the first python3 on PATH (the agent says
+  // so in one line); empty when it is, or when $PYTHON_EXEC named it.
+  std::string why;
+};
+
+// Whether `python` can import torch; asked of the python3 on PATH only.
+using TorchProbe = std::function<bool(const std::string& python)>;
+
+// In order: $PYTHON_EXEC as given (torchrun's override); the active virtual
+// environment's $VIRTUAL_ENV/bin/python, then the conda environment's
+// $CONDA_PREFIX/bin/python, when it is an executable file; else the first
+// python3 on $PATH that `finds_torch` (a pyenv shim or a system Python
+// without torch is passed by). Throws ConfigError naming every interpreter
+// tried when none fits.
+PythonChoice choosePython(const Environment& env, const TorchProbe& finds_torch);
+
+// Asks `python` whether it finds torch on its path: importlib's find_spec,
+// which reads no more than directory entries; torch itself is never
+// imported. Runs with ddprun's own environment (the workers' PYTHONPATH), its
+// output discarded; false if it fails, cannot start, or is not done within
+// `deadline` (then it is killed).
+bool findsTorch(const std::string& python, std::chrono::milliseconds deadline);
+
+}  // namespace ddprun::launcher

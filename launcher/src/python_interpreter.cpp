@@ -1,0 +1,121 @@
+#include "ddprun/launcher/python_interpreter.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+#include "ddprun/launcher/executable_path.hpp"
+#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/proto/errors.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Exit status 0 when torch can be found, 1 when not.
+constexpr const char* kFindTorch =
+    "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)";
+
+struct ActiveEnvironment {
+  const char* variable;
+  const char* kind;
+};
+
+constexpr ActiveEnvironment kActiveEnvironments[] = {{"VIRTUAL_ENV", "virtual environment"},
+                                                     {"CONDA_PREFIX", "conda environment"}};
+
+// An activated environment puts its bin/ first on PATH: then its python is
+// the first python3 on PATH in all but name, and not worth a line.
+bool sameDirectory(const std::string& a, const std::string& b) {
+  return !b.empty() && fs::path(a).parent_path().lexically_normal() ==
+                           fs::path(b).parent_path().lexically_normal();
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) {
+    text += (text.empty() ? "" : ", ") + item;
+  }
+  return text;
+}
+
+// The active environment's python, if one is set and has it; `tried` gets
+// those set without one.
+std::optional<PythonChoice> activeEnvironmentPython(const Environment& env,
+                                                    const std::string& first_on_path,
+                                                    std::vector<std::string>& tried) {
+  for (const ActiveEnvironment& active : kActiveEnvironments) {
+    const auto prefix = env(active.variable);
+    if (!prefix || prefix->empty()) {
+      continue;
+    }
+    const std::string python = (fs::path(*prefix) / "bin" / "python").string();
+    if (!isExecutableFile(python)) {
+      tried.push_back(std::string("$") + active.variable + " (no " + python + ")");
+      continue;
+    }
+    if (sameDirectory(python, first_on_path)) {
+      return PythonChoice{python, ""};
+    }
+    return PythonChoice{python, std::string("the active ") + active.kind + ", $" + active.variable +
+                                    "; the first python3 on PATH is " +
+                                    (first_on_path.empty() ? "none" : first_on_path)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+PythonChoice choosePython(const Environment& env, const TorchProbe& finds_torch) {
+  if (const auto exec = env("PYTHON_EXEC"); exec && !exec->empty()) {
+    return {*exec, ""};
+  }
+  const std::vector<std::string> on_path = findExecutables("python3", env("PATH").value_or(""));
+  std::vector<std::string> tried;
+  if (auto active = activeEnvironmentPython(env, on_path.empty() ? "" : on_path.front(), tried)) {
+    return *active;
+  }
+  std::vector<std::string> without_torch;
+  for (const std::string& python : on_path) {
+    if (finds_torch(python)) {
+      return {python, without_torch.empty() ? ""
+                                            : "the first python3 on PATH that can import torch; " +
+                                                  joined(without_torch) + " cannot"};
+    }
+    without_torch.push_back(python);
+  }
+  tried.insert(tried.end(), without_torch.begin(), without_torch.end());
+  throw ConfigError("no Python that can import torch: PYTHON_EXEC is unset, " +
+                    (on_path.empty() ? std::string("there is no python3 on PATH")
+                                     : "no python3 on PATH finds torch") +
+                    (tried.empty() ? "" : " (tried " + joined(tried) + ")") +
+                    "; set PYTHON_EXEC to the interpreter the workers should run with");
+}
+
+bool findsTorch(const std::string& python, std::chrono::milliseconds deadline) {
+  const int discard = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  SpawnOptions options;
+  options.argv = {python, "-c", kFindTorch};
+  options.env = inheritedEnvironment();
+  options.stdout_fd = discard;
+  options.stderr_fd = discard;
+  std::optional<Subprocess> probe;
+  try {
+    probe.emplace(options);
+  } catch (const SpawnError&) {
+  }
+  if (discard >= 0) {
+    ::close(discard);
+  }
+  if (!probe) {
+    return false;  // it cannot even start
+  }
+  const auto status = probe->waitFor(deadline);
+  return status && status->success();  // past the deadline: killed and reaped by ~Subprocess
+}
+
+}  // namespace ddprun::launcher
