@@ -191,6 +191,10 @@ int main(int argc, char** argv) {
     std::fputs(launcher::helpText().c_str(), stdout);
     return 0;
   }
+  if (config.print_completion) {
+    std::fputs(launcher::completionScript(*config.print_completion).c_str(), stdout);
+    return 0;
+  }
   for (const std::string& warning : config.warnings) {
     log().warn("{}", warning);
   }
