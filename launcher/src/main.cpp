@@ -95,9 +95,6 @@ void refuseUnsupported(const LaunchConfig& config) {
   if (config.numa_binding) {
     refuse("--numa-binding");
   }
-  if (config.virtual_local_rank) {
-    refuse("--virtual-local-rank");
-  }
   if (!config.duplicate_stdout_filters.empty() || !config.duplicate_stderr_filters.empty()) {
     refuse("--duplicate-stdout-filters/--duplicate-stderr-filters");
   }
@@ -108,15 +105,15 @@ void refuseUnsupported(const LaunchConfig& config) {
 
 launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
                                   launcher::Rendezvous& rendezvous, const fs::path& run_dir,
-                                  const std::string& host) {
+                                  const std::string& host,
+                                  launcher::WorkerEnvironment environment) {
   launcher::AgentConfig agent;
   agent.nproc_per_node = nproc;
   agent.max_restarts = config.max_restarts;
   agent.shutdown_timeout = std::chrono::seconds(config.shutdown_grace_s);
   agent.signals_to_handle = config.signals_to_handle;
   agent.rendezvous = &rendezvous;
-  agent.environment =
-      launcher::WorkerEnvironment::forLaunch(config, nproc, launcher::inheritedEnvironment());
+  agent.environment = std::move(environment);
   agent.command = [&config, env = launcher::processEnvironment()](int local_rank) {
     return launcher::workerCommand(config, local_rank, env);
   };
@@ -142,6 +139,10 @@ int runAgent(const LaunchConfig& config) {
   if (const auto problem = launcher::workerLimitProblem(nproc, launcher::currentProcessLimits())) {
     throw ConfigError("--nproc-per-node " + std::to_string(nproc) + ": " + *problem);
   }
+  // Before anything is started too: a --virtual-local-rank worker without a
+  // device of its own is refused here.
+  auto environment =
+      launcher::WorkerEnvironment::forLaunch(config, nproc, launcher::inheritedEnvironment());
   std::string cgroup_note;
   const auto cgroup = launcher::makeJobCgroup(cgroup_note);
   // Only the agent returns; the pid ddprun was started as stays its guardian.
@@ -151,7 +152,8 @@ int runAgent(const LaunchConfig& config) {
   const std::string host = hostName();
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
   const fs::path run_dir = launcher::runLogDir(config);
-  launcher::AgentConfig agent_config = agentConfig(config, nproc, *rendezvous, run_dir, host);
+  launcher::AgentConfig agent_config =
+      agentConfig(config, nproc, *rendezvous, run_dir, host, std::move(environment));
   agent_config.cgroup = cgroup.get();
   agent_config.guardian_pidfd = guardian_pidfd;
   for (const std::string& notice : agent_config.environment.notices()) {

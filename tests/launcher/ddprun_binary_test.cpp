@@ -73,7 +73,6 @@ TEST_F(DdprunBinaryTest, EtcdAcrossNodesIsRefusedClearly) {
 
 TEST_F(DdprunBinaryTest, FlagsNotImplementedYetAreRefusedNotIgnored) {
   for (std::vector<std::string> flag : {std::vector<std::string>{"--numa-binding", "node"},
-                                        std::vector<std::string>{"--virtual-local-rank"},
                                         std::vector<std::string>{"--logs-specs", "custom"}}) {
     flag.insert(flag.end(), {"--no-python", DDPRUN_FAKE_WORKER});
     const Outcome outcome = run(flag);

@@ -1,8 +1,10 @@
 // The ddprun executable's flags as a torchrun user types them: abbreviated,
-// --help, --print-completion.
+// --help, --print-completion, and --virtual-local-rank seen from real workers.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <sstream>
 
 #include "ddprun_binary_fixture.hpp"
 
@@ -11,6 +13,39 @@ namespace {
 
 using testing::DdprunBinaryTest;
 using testing::Outcome;
+
+using WorkerVariables = std::map<int, std::map<std::string, std::string>>;
+
+// Tee'd lines "[default<local rank>]:NAME=VALUE" of workers that ran `env`,
+// by the local rank in the prefix.
+WorkerVariables variablesByLocalRank(const std::string& console) {
+  WorkerVariables variables;
+  std::istringstream lines(console);
+  for (std::string line; std::getline(lines, line);) {
+    const auto close = line.find("]:");
+    const auto equals = line.find('=');
+    if (line.rfind("[default", 0) != 0 || close == std::string::npos || equals < close) {
+      continue;
+    }
+    const int local_rank = std::stoi(line.substr(8, close - 8));
+    variables[local_rank][line.substr(close + 2, equals - close - 2)] = line.substr(equals + 1);
+  }
+  return variables;
+}
+
+// Three workers that print their environment, with ${local_rank} in their
+// arguments: how torchrun's users see --virtual-local-rank.
+std::vector<std::string> virtualEnvWorkers() {
+  return {"--standalone",
+          "--nproc-per-node",
+          "3",
+          "--virtual-local-rank",
+          "--tee",
+          "1",
+          "--no-python",
+          "/usr/bin/env",
+          "MACRO=${local_rank}"};
+}
 
 TEST_F(DdprunBinaryTest, AbbreviatedFlagsStartTheJob) {
   const Outcome outcome = run({"--stand", "--nproc", "2", "--max_res", "1", "--no-p",
@@ -60,6 +95,44 @@ TEST_F(DdprunBinaryTest, PrintCompletionPrintsAScriptAndStartsNothing) {
   EXPECT_EQ(
       outcome.stderr_text.rfind("ddprun: --print-completion 'fish': expected bash or zsh\n", 0), 0u)
       << outcome.stderr_text;
+}
+
+// docs/torchrun-contract.md §5.2: LOCAL_RANK=0 and one device each, while
+// RANK, the log prefix and ${local_rank} keep the real local rank.
+TEST_F(DdprunBinaryTest, VirtualLocalRankNarrowsTheAgentsDevicesPerWorker) {
+  extra_env_ = {{"CUDA_VISIBLE_DEVICES", "4,6,7,9"}};
+  Outcome outcome = run(virtualEnvWorkers());
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  WorkerVariables workers = variablesByLocalRank(outcome.stdout_text);
+  ASSERT_EQ(workers.size(), 3u) << outcome.stdout_text;
+  const std::vector<std::string> devices = {"4", "6", "7"};
+  for (int local_rank = 0; local_rank < 3; ++local_rank) {
+    SCOPED_TRACE(local_rank);
+    EXPECT_EQ(workers[local_rank]["LOCAL_RANK"], "0");
+    EXPECT_EQ(workers[local_rank]["CUDA_VISIBLE_DEVICES"], devices[local_rank]);
+    EXPECT_EQ(workers[local_rank]["RANK"], std::to_string(local_rank));
+    EXPECT_EQ(workers[local_rank]["MACRO"], std::to_string(local_rank));
+  }
+
+  extra_env_.clear();
+  outcome = run(virtualEnvWorkers());
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  workers = variablesByLocalRank(outcome.stdout_text);
+  ASSERT_EQ(workers.size(), 3u) << outcome.stdout_text;
+  for (int local_rank = 0; local_rank < 3; ++local_rank) {
+    EXPECT_EQ(workers[local_rank]["LOCAL_RANK"], "0");
+    EXPECT_EQ(workers[local_rank]["CUDA_VISIBLE_DEVICES"], std::to_string(local_rank));
+  }
+}
+
+TEST_F(DdprunBinaryTest, VirtualLocalRankWithTooFewDevicesStartsNothing) {
+  extra_env_ = {{"CUDA_VISIBLE_DEVICES", "4,6"}};
+  const Outcome outcome = run(virtualEnvWorkers());
+  EXPECT_EQ(outcome.status.code, 2);
+  EXPECT_EQ(outcome.stderr_text,
+            "ddprun: --virtual-local-rank: local rank 2 has no device of its own: "
+            "CUDA_VISIBLE_DEVICES='4,6' lists 2 for 3 workers\n");
+  EXPECT_EQ(outcome.stdout_text, "") << "no worker ran";
 }
 
 }  // namespace
