@@ -98,8 +98,11 @@ void refuseUnsupported(const LaunchConfig& config) {
   if (!config.duplicate_stdout_filters.empty() || !config.duplicate_stderr_filters.empty()) {
     refuse("--duplicate-stdout-filters/--duplicate-stderr-filters");
   }
+  // Not "yet": what it names cannot be loaded without Python.
   if (config.logs_specs) {
-    refuse("--logs-specs");
+    throw ConfigError("--logs-specs " + *config.logs_specs +
+                      ": names a Python entry point (group torchrun.logs_specs) that loads a "
+                      "LogsSpecs class, and ddprun has no Python interpreter to load it into");
   }
 }
 

@@ -72,8 +72,7 @@ TEST_F(DdprunBinaryTest, EtcdAcrossNodesIsRefusedClearly) {
 }
 
 TEST_F(DdprunBinaryTest, FlagsNotImplementedYetAreRefusedNotIgnored) {
-  for (std::vector<std::string> flag : {std::vector<std::string>{"--numa-binding", "node"},
-                                        std::vector<std::string>{"--logs-specs", "custom"}}) {
+  for (std::vector<std::string> flag : {std::vector<std::string>{"--numa-binding", "node"}}) {
     flag.insert(flag.end(), {"--no-python", DDPRUN_FAKE_WORKER});
     const Outcome outcome = run(flag);
     EXPECT_EQ(outcome.status.code, 2) << flag.front();

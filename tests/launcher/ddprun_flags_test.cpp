@@ -1,5 +1,6 @@
 // The ddprun executable's flags as a torchrun user types them: abbreviated,
-// --help, --print-completion, and --virtual-local-rank seen from real workers.
+// --help, --print-completion, --virtual-local-rank seen from real workers,
+// and the flag it refuses (--logs-specs) with its reason.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -95,6 +96,14 @@ TEST_F(DdprunBinaryTest, PrintCompletionPrintsAScriptAndStartsNothing) {
   EXPECT_EQ(
       outcome.stderr_text.rfind("ddprun: --print-completion 'fish': expected bash or zsh\n", 0), 0u)
       << outcome.stderr_text;
+}
+
+TEST_F(DdprunBinaryTest, LogsSpecsIsRefusedSayingWhy) {
+  const Outcome outcome = run({"--logs-specs", "custom", "--no-python", DDPRUN_FAKE_WORKER});
+  EXPECT_EQ(outcome.status.code, 2);
+  EXPECT_EQ(outcome.stderr_text,
+            "ddprun: --logs-specs custom: names a Python entry point (group torchrun.logs_specs) "
+            "that loads a LogsSpecs class, and ddprun has no Python interpreter to load it into\n");
 }
 
 // docs/torchrun-contract.md §5.2: LOCAL_RANK=0 and one device each, while
