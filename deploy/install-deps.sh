@@ -8,7 +8,7 @@ packages=(
   libboost-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
   libtorch-dev libgloo-dev python3-torch zlib1g-dev libssl-dev libhwloc-dev
   dataset-fashion-mnist
-  iproute2 procps
+  iproute2 procps zsh
 )
 # The libFuzzer target (-DDDPRUN_FUZZ=ON) needs clang; install on request.
 if [[ "${DDPRUN_WITH_CLANG:-0}" == 1 ]]; then

@@ -1,109 +1,30 @@
-// CLI11 does the tokenising (both spellings, --flag=value, short options,
-// repeated options) and stops at the script: prefix_command() hands the first
+// CLI11 does the tokenising (both spellings, short options, repeated
+// options) and stops at the script: prefix_command() hands the first
 // positional and everything after it back untouched through remaining(), which
-// is argparse.REMAINDER. Two things are done by hand, each for a reason noted
-// where it happens: the PET_* fallback and the typed conversions.
+// is argparse.REMAINDER. Three things are done by hand, each for a reason noted
+// where it happens: argparse's abbreviations (abbreviations.cpp), the PET_*
+// fallback and the typed conversions. The options themselves are
+// option_table.cpp's.
 #include "ddprun/launcher/cli.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <limits>
 #include <map>
 #include <random>
 
+#include "abbreviations.hpp"
 #include "ddprun/launcher/option_values.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "derived_rules.hpp"
+#include "help_formatter.hpp"
+#include "option_table.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
 constexpr int kIntMax = std::numeric_limits<int>::max();
-
-struct OptionSpec {
-  const char* names;  // CLI11 name list; the first long name is the canonical one
-  const char* dest;   // argparse dest, which also names PET_<DEST_UPPER>
-  bool is_flag;
-  bool env_backed;
-  const char* value_name;
-  const char* help;
-};
-
-// torchrun 2.14.1's options (run.py:483-851), in its order; then ddprun's own.
-constexpr OptionSpec kOptions[] = {
-    {"--nnodes", "nnodes", false, true, "NNODES", "Nodes: N or MIN:MAX (default 1:1)"},
-    {"--nproc-per-node,--nproc_per_node", "nproc_per_node", false, true, "NPROC",
-     "Workers per node: int, cpu, gpu, xpu or auto (default 1)"},
-    {"--rdzv-backend,--rdzv_backend", "rdzv_backend", false, true, "BACKEND",
-     "Rendezvous backend (default static)"},
-    {"--rdzv-endpoint,--rdzv_endpoint", "rdzv_endpoint", false, true, "HOST[:PORT]",
-     "Rendezvous endpoint; IPv6 as [addr]:port"},
-    {"--rdzv-id,--rdzv_id", "rdzv_id", false, true, "ID", "Job id shared by all nodes"},
-    {"--rdzv-conf,--rdzv_conf", "rdzv_conf", false, true, "K=V,...", "Rendezvous settings"},
-    {"--standalone", "standalone", true, true, "",
-     "Single node: c10d rendezvous on a free local port"},
-    {"--max-restarts,--max_restarts", "max_restarts", false, true, "N",
-     "Worker-group restarts before failing (default 0)"},
-    {"--monitor-interval,--monitor_interval", "monitor_interval", false, true, "SECONDS",
-     "Worker poll period (default 0.1)"},
-    {"--start-method,--start_method", "start_method", false, true, "METHOD",
-     "spawn, fork or forkserver (--run-path only)"},
-    {"--event-log-handler,--event_log_handler", "event_log_handler", false, true, "HANDLER",
-     "null, console or dynamic_rendezvous (default null)"},
-    {"--role", "role", false, true, "ROLE", "Worker role name (default 'default')"},
-    {"-m,--module", "module", true, true, "", "Run the script as `python -m`"},
-    {"--no-python,--no_python", "no_python", true, true, "", "Exec the script directly"},
-    {"--run-path,--run_path", "run_path", true, true, "", "Run the script with runpy.run_path"},
-    {"--log-dir,--log_dir", "log_dir", false, true, "DIR", "Base directory for logs"},
-    {"-r,--redirects", "redirects", false, true, "STD", "0-3 or LOCAL_RANK:0-3,... to files"},
-    {"-t,--tee", "tee", false, true, "STD", "0-3 or LOCAL_RANK:0-3,... to files and console"},
-    {"--log-line-prefix-template,--log_line_prefix_template", "log_line_prefix_template", false,
-     true, "TEMPLATE", "Tee prefix with ${role_name} ${local_rank} ${rank} ${hostname}"},
-    {"--local-ranks-filter,--local_ranks_filter", "local_ranks_filter", false, true, "RANKS",
-     "Local ranks whose output reaches the console"},
-    {"--duplicate-stdout-filters,--duplicate_stdout_filters", "duplicate_stdout_filters", false,
-     true, "SUBSTRINGS", "Copy matching stdout lines to filtered_stdout.log"},
-    {"--duplicate-stderr-filters,--duplicate_stderr_filters", "duplicate_stderr_filters", false,
-     true, "SUBSTRINGS", "Copy matching stderr lines to filtered_stderr.log"},
-    {"--node-rank,--node_rank", "node_rank", false, true, "RANK", "Node rank (static only)"},
-    {"--master-addr,--master_addr", "master_addr", false, true, "ADDR",
-     "Static rendezvous host (default 127.0.0.1)"},
-    {"--master-port,--master_port", "master_port", false, true, "PORT",
-     "Static rendezvous port (default 29500)"},
-    {"--local-addr,--local_addr", "local_addr", false, true, "ADDR",
-     "Address this node advertises"},
-    {"--logs-specs,--logs_specs", "logs_specs", false, false, "NAME", "Log layout plug-in"},
-    {"--numa-binding,--numa_binding", "numa_binding", false, false, "MODE",
-     "node, socket, exclusive or core-complex"},
-    {"--signals-to-handle,--signals_to_handle", "signals_to_handle", false, true, "SIGNALS",
-     "Signals forwarded to workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)"},
-    {"--shutdown-timeout,--shutdown_timeout", "shutdown_timeout", false, true, "SECONDS",
-     "Grace before SIGKILL on shutdown (default 30)"},
-    {"--virtual-local-rank,--virtual_local_rank", "virtual_local_rank", true, true, "",
-     "LOCAL_RANK=0 and one visible GPU per worker"},
-    {"--print-completion,--print_completion", "print_completion", false, false, "SHELL",
-     "Not supported by ddprun"},
-    // ddprun's own, after torchrun's.
-    {"--worker-hang-timeout,--worker_hang_timeout", "worker_hang_timeout", false, true, "SECONDS",
-     "Kill a worker that printed nothing and used no CPU for this long, as a crash"},
-};
-
-// The first long name ("-m,--module" gives "--module"): how errors name the flag.
-std::string canonicalFlag(const OptionSpec& spec) {
-  const std::string names = spec.names;
-  const auto start = names.find("--");
-  return names.substr(start, names.find(',', start) - start);
-}
-
-std::string petName(const OptionSpec& spec) {
-  std::string name = "PET_";
-  for (const char c : std::string(spec.dest)) {
-    name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  }
-  return name;
-}
 
 // One option's text as the user supplied it, and how to name it in an error.
 struct Supplied {
@@ -117,13 +38,15 @@ class RawCommandLine {
   explicit RawCommandLine(CLI::App& app) {
     app.prefix_command();
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    for (const auto& spec : kOptions) {
+    app.set_help_flag("-h,--help", "show this help message and exit")->group("options");
+    for (const auto& spec : optionTable()) {
       auto& slot = slots_[spec.dest];
       slot.spec = &spec;
       slot.option =
           spec.is_flag
               ? app.add_flag(spec.names, spec.help)
               : app.add_option(spec.names, slot.text, spec.help)->type_name(spec.value_name);
+      slot.option->group(groupTitle(spec.group));
     }
   }
 
@@ -248,9 +171,6 @@ void readWorkerOptions(const Reader& in, LaunchConfig& config) {
         return parseInt(what, text, 0, kIntMax);
       });
   config.worker_hang_timeout_s = in.parsed("worker_hang_timeout", parsePositiveDouble);
-  if (const auto supplied = in.get("print_completion")) {
-    failValue(supplied->what, supplied->text, "shell completion is not supported by ddprun");
-  }
 }
 
 void readLogOptions(const Reader& in, LaunchConfig& config) {
@@ -311,6 +231,7 @@ LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& 
   CLI::App app("ddprun");
   RawCommandLine raw(app);
   LaunchConfig config;
+  args = expandAbbreviations(std::move(args));
   std::reverse(args.begin(), args.end());  // CLI11's vector overload expects reversed order
   try {
     app.parse(args);
@@ -321,6 +242,14 @@ LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& 
     throw ConfigError(error.what());
   }
   const Reader reader(raw, env);
+  // Like --help, it acts at once: no script is needed, nothing else is read.
+  if (const auto shell = reader.get("print_completion")) {
+    if (shell->text != "bash" && shell->text != "zsh") {
+      failValue(shell->what, shell->text, "expected bash or zsh");
+    }
+    config.print_completion = shell->text;
+    return config;
+  }
   readLaunchShape(reader, config);
   readWorkerOptions(reader, config);
   readLogOptions(reader, config);
@@ -332,7 +261,7 @@ LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& 
 std::string usage() {
   std::string text = "usage: ddprun [-h]";
   std::string line = text;
-  for (const auto& spec : kOptions) {
+  for (const auto& spec : optionTable()) {
     std::string item =
         " [" + canonicalFlag(spec) + (spec.is_flag ? "" : std::string(" ") + spec.value_name) + "]";
     if (line.size() + item.size() > 80) {
@@ -347,12 +276,14 @@ std::string usage() {
 }
 
 std::string helpText() {
-  CLI::App app("ddprun: a drop-in for torchrun; options also read PET_<OPTION> variables");
+  CLI::App app(
+      "ddprun, a drop-in for torchrun (torch.distributed.run): starts and supervises the workers "
+      "of\na distributed PyTorch job on this node. Every option but --logs-specs, --numa-binding "
+      "and\n--print-completion also reads PET_<OPTION> from the environment (PET_NPROC_PER_NODE); "
+      "the\ncommand line wins. A long option may be abbreviated to any unambiguous prefix.");
   RawCommandLine raw(app);
-  app.positionals_at_end();
-  return app.help() +
-         "  training_script ...  the script (or module, or executable) and its\n"
-         "                       arguments, passed through verbatim\n";
+  app.formatter(argparseStyleFormatter(usage()));
+  return app.help();
 }
 
 }  // namespace ddprun::launcher

@@ -102,16 +102,13 @@ void reportInterrupted(const launcher::RunResult& result) {
                result.started ? "workers stopped" : "no worker had started");
 }
 
-// Flags torchrun acts on that ddprun does not yet: refused, never ignored.
-void refuseUnsupported(const LaunchConfig& config) {
-  auto refuse = [](const std::string& flag) {
-    throw ConfigError(flag + " is not supported by ddprun yet");
-  };
-  if (config.virtual_local_rank) {
-    refuse("--virtual-local-rank");
-  }
+// --logs-specs names a Python class torchrun loads to lay out its logs:
+// refused, never ignored, since there is no Python in ddprun to load it into.
+void refuseLogsSpecs(const LaunchConfig& config) {
   if (config.logs_specs) {
-    refuse("--logs-specs");
+    throw ConfigError("--logs-specs " + *config.logs_specs +
+                      ": names a Python entry point (group torchrun.logs_specs) that loads a "
+                      "LogsSpecs class, and ddprun has no Python interpreter to load it into");
   }
 }
 
@@ -133,7 +130,8 @@ std::string workersPython(const LaunchConfig& config, const launcher::Environmen
 launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
                                   launcher::Rendezvous& rendezvous, const fs::path& run_dir,
                                   const std::string& host, const std::string& python,
-                                  launcher::CpuBinding cpu_binding) {
+                                  launcher::CpuBinding cpu_binding,
+                                  launcher::WorkerEnvironment environment) {
   launcher::AgentConfig agent;
   agent.nproc_per_node = nproc;
   agent.worker_cpus = std::move(cpu_binding.cpus);
@@ -141,8 +139,7 @@ launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
   agent.shutdown_timeout = std::chrono::seconds(config.shutdown_grace_s);
   agent.signals_to_handle = config.signals_to_handle;
   agent.rendezvous = &rendezvous;
-  agent.environment =
-      launcher::WorkerEnvironment::forLaunch(config, nproc, launcher::inheritedEnvironment());
+  agent.environment = std::move(environment);
   agent.command = [&config, env = launcher::processEnvironment(), python](int local_rank) {
     return launcher::workerCommand(config, local_rank, env, python);
   };
@@ -159,7 +156,7 @@ launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
 }
 
 int runAgent(const LaunchConfig& config) {
-  refuseUnsupported(config);
+  refuseLogsSpecs(config);
   const int nproc = resolveNproc(config.nproc_per_node);
   // Before anything is bound or forked: more workers than this machine lets
   // ddprun supervise is one line, not thousands of forks and a late error.
@@ -172,6 +169,10 @@ int runAgent(const LaunchConfig& config) {
     cpu_binding = launcher::bindOnThisMachine(*config.numa_binding, nproc);
   }
   const std::string python = workersPython(config, launcher::processEnvironment());
+  // Before anything is started too: a --virtual-local-rank worker without a
+  // device of its own is refused here.
+  auto environment =
+      launcher::WorkerEnvironment::forLaunch(config, nproc, launcher::inheritedEnvironment());
   std::string cgroup_note;
   const auto cgroup = launcher::makeJobCgroup(cgroup_note);
   // Only the agent returns; the pid ddprun was started as stays its guardian.
@@ -182,8 +183,9 @@ int runAgent(const LaunchConfig& config) {
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
   const fs::path run_dir = launcher::runLogDir(config);
   const std::string binding_line = cpu_binding.description;
-  launcher::AgentConfig agent_config =
-      agentConfig(config, nproc, *rendezvous, run_dir, host, python, std::move(cpu_binding));
+  launcher::AgentConfig agent_config = agentConfig(config, nproc, *rendezvous, run_dir, host,
+                                                   python, std::move(cpu_binding),
+                                                   std::move(environment));
   agent_config.cgroup = cgroup.get();
   agent_config.guardian_pidfd = guardian_pidfd;
   for (const std::string& notice : agent_config.environment.notices()) {
@@ -228,6 +230,10 @@ int main(int argc, char** argv) {
   }
   if (config.show_help) {
     std::fputs(launcher::helpText().c_str(), stdout);
+    return 0;
+  }
+  if (config.print_completion) {
+    std::fputs(launcher::completionScript(*config.print_completion).c_str(), stdout);
     return 0;
   }
   for (const std::string& warning : config.warnings) {

@@ -1,8 +1,10 @@
 #include "ddprun/launcher/worker_environment.hpp"
 
 #include <map>
+#include <sstream>
 
 #include "ddprun/launcher/rendezvous.hpp"
+#include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -12,10 +14,54 @@ constexpr const char* kOmpWarning =
     "your system being overloaded, please further tune the variable for optimal performance in "
     "your application as needed.";
 
+using Merged = std::map<std::string, std::string, std::less<>>;
+
+// torchrun sets both names only when the user set neither: one the user set
+// is theirs, and setting the other could contradict it.
+void defaultNcclAsyncErrorHandling(Merged& merged) {
+  if (!merged.contains(proto::env::kNcclAsyncErrorHandling) &&
+      !merged.contains(proto::env::kLegacyNcclAsyncErrorHandling)) {
+    merged.emplace(proto::env::kNcclAsyncErrorHandling, "1");
+    merged.emplace(proto::env::kLegacyNcclAsyncErrorHandling, "1");
+  }
+}
+
+std::string trimmed(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t");
+  return first == std::string::npos ? ""
+                                    : text.substr(first, text.find_last_not_of(" \t") - first + 1);
+}
+
+// --virtual-local-rank, as torchrun maps it: local rank i gets the i-th entry
+// of the agent's CUDA_VISIBLE_DEVICES, or device i when it has none. Checked
+// for every worker before any starts.
+std::vector<std::string> ownDevices(const Merged& merged, int nproc) {
+  std::vector<std::string> devices;
+  const auto visible = merged.find(proto::env::kCudaVisibleDevices);
+  if (visible == merged.end()) {
+    for (int local_rank = 0; local_rank < nproc; ++local_rank) {
+      devices.push_back(std::to_string(local_rank));
+    }
+    return devices;
+  }
+  std::istringstream list(visible->second);
+  for (std::string entry; std::getline(list, entry, ',');) {
+    devices.push_back(trimmed(entry));
+  }
+  if (static_cast<int>(devices.size()) < nproc) {
+    throw ConfigError("--virtual-local-rank: local rank " + std::to_string(devices.size()) +
+                      " has no device of its own: CUDA_VISIBLE_DEVICES='" + visible->second +
+                      "' lists " + std::to_string(devices.size()) + " for " +
+                      std::to_string(nproc) + " workers");
+  }
+  devices.resize(static_cast<std::size_t>(nproc));
+  return devices;
+}
+
 }  // namespace
 
 WorkerEnvironment::WorkerEnvironment(Job job, Variables inherited) : job_(std::move(job)) {
-  std::map<std::string, std::string, std::less<>> merged;
+  Merged merged;
   for (auto& [name, value] : inherited) {
     merged[std::move(name)] = std::move(value);
   }
@@ -23,8 +69,10 @@ WorkerEnvironment::WorkerEnvironment(Job job, Variables inherited) : job_(std::m
     merged.emplace(proto::env::kOmpNumThreads, "1");
     notices_.emplace_back(kOmpWarning);
   }
-  const auto nccl = merged.find(proto::env::kNcclAsyncErrorHandling);
-  nccl_async_error_handling_ = nccl != merged.end() ? nccl->second : "1";
+  defaultNcclAsyncErrorHandling(merged);
+  if (job_.virtual_local_rank) {
+    own_devices_ = ownDevices(merged, job_.nproc_per_node);
+  }
   merged.insert_or_assign(std::string(proto::env::kSignalsToHandle), job_.signals_to_handle);
   if (!job_.timer_file.empty()) {
     merged.insert_or_assign(std::string(proto::env::kTimerFile), job_.timer_file);
@@ -41,6 +89,7 @@ WorkerEnvironment WorkerEnvironment::forLaunch(const LaunchConfig& config, int n
   job.run_id = config.rdzv_id;
   job.signals_to_handle = config.signals_to_handle_text;
   job.timer_file = config.timer_file.value_or("");
+  job.virtual_local_rank = config.virtual_local_rank;
   return WorkerEnvironment(std::move(job), std::move(inherited));
 }
 
@@ -48,7 +97,8 @@ proto::WorkerEnv WorkerEnvironment::contract(const WorkerGroup& group, int local
                                              const std::string& error_file) const {
   proto::WorkerEnv worker;
   worker.rank = group.base_rank + local_rank;
-  worker.local_rank = local_rank;
+  // --virtual-local-rank: each worker's one device is its device 0.
+  worker.local_rank = job_.virtual_local_rank ? 0 : local_rank;
   worker.group_rank = group.group_rank;
   worker.role_rank = worker.rank;  // one role: ranks within it are global ranks
   worker.role_name = job_.role;
@@ -63,7 +113,6 @@ proto::WorkerEnv WorkerEnvironment::contract(const WorkerGroup& group, int local
   worker.run_id = job_.run_id;
   worker.use_agent_store = true;  // the store is the agent's, never a worker's
   worker.error_file = error_file;
-  worker.nccl_async_error_handling = nccl_async_error_handling_;
   return worker;
 }
 
@@ -72,6 +121,10 @@ WorkerEnvironment::Variables WorkerEnvironment::forWorker(const WorkerGroup& gro
   std::map<std::string, std::string> merged(base_.begin(), base_.end());
   for (auto& [name, value] : proto::toEnvironment(contract(group, local_rank, error_file))) {
     merged[std::move(name)] = std::move(value);
+  }
+  if (!own_devices_.empty()) {
+    merged[std::string(proto::env::kCudaVisibleDevices)] =
+        own_devices_.at(static_cast<std::size_t>(local_rank));
   }
   return {merged.begin(), merged.end()};
 }

@@ -119,7 +119,6 @@ std::vector<std::pair<std::string, std::string>> toEnvironment(const WorkerEnv& 
       entry(env::kRunId, worker.run_id),
       entry(env::kUseAgentStore, worker.use_agent_store ? "True" : "False"),
       entry(env::kErrorFile, worker.error_file),
-      entry(env::kNcclAsyncErrorHandling, worker.nccl_async_error_handling),
   };
 }
 
@@ -145,7 +144,6 @@ WorkerEnv fromEnvironment(const EnvLookup& lookup) {
   reader.optionalText(env::kRoleName, worker.role_name);
   reader.optionalText(env::kRunId, worker.run_id);
   reader.optionalText(env::kErrorFile, worker.error_file);
-  reader.optionalText(env::kNcclAsyncErrorHandling, worker.nccl_async_error_handling);
   reader.optionalBool(env::kUseAgentStore, worker.use_agent_store);
   checkConsistency(worker);
   return worker;

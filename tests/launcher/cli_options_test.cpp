@@ -303,5 +303,29 @@ TEST(CliOptions, UsageAndHelpNameTheOptions) {
   EXPECT_NE(helpText().find("--signals-to-handle"), std::string::npos);
 }
 
+// argparse's layout: the usage (the program, its options, the script), the
+// description, the positional arguments, then torchrun's groups in
+// torchrun's order, ddprun's own last, each option under its group.
+TEST(CliOptions, HelpIsLaidOutAsTorchrunsArgparseLaysItOut) {
+  const std::string help = helpText();
+  const std::string usage_paragraph = help.substr(0, help.find("\n\n"));
+  EXPECT_EQ(usage_paragraph.rfind("usage: ddprun [-h] [--nnodes NNODES]", 0), 0u) << help;
+  EXPECT_TRUE(usage_paragraph.ends_with("training_script ...")) << usage_paragraph;
+  std::size_t at = 0;
+  for (const std::string section :
+       {"\npositional arguments:\n  training_script ", "\n  training_script_args ",
+        "\noptions:\n  -h, --help ", "\nworker and node size:\n  --nnodes NNODES ",
+        "\n  --nproc-per-node, --nproc_per_node NPROC\n", "\nrendezvous:\n  --rdzv-backend",
+        "\n  --standalone ", "\nuser-code launch:\n  --max-restarts", "\n  -m, --module ",
+        "\ntorch.distributed.launch compatibility, and later additions:\n  --node-rank",
+        "\n  --print-completion, --print_completion SHELL\n",
+        "\nddprun's own options:\n  --worker-hang-timeout"}) {
+    const std::size_t found = help.find(section, at);
+    ASSERT_NE(found, std::string::npos) << "missing or out of order: " << section << "\n" << help;
+    at = found + section.size();
+  }
+  EXPECT_EQ(help.find("Usage:"), std::string::npos) << "CLI11's own usage line is gone";
+}
+
 }  // namespace
 }  // namespace ddprun::launcher

@@ -104,8 +104,7 @@ TEST(CliErrors, OneLineNamingTheFlagForEveryTypedOption) {
       {{"--rdzv-conf", "timeout"}, "--rdzv-conf 'timeout': option 'timeout' has no value"},
       {{"--rdzv-backend", "c10d", "--rdzv-endpoint", "host:port"},
        "--rdzv-endpoint 'host:port': the port must be an integer between 0 and 65535"},
-      {{"--print-completion", "bash"},
-       "--print-completion 'bash': shell completion is not supported by ddprun"},
+      {{"--print-completion", "fish"}, "--print-completion 'fish': expected bash or zsh"},
       {{"--no-python", "-m"}, "--no-python and --module cannot be used together"},
   };
   for (const auto& [args, expected] : cases) {

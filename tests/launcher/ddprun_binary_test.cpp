@@ -71,18 +71,6 @@ TEST_F(DdprunBinaryTest, EtcdAcrossNodesIsRefusedClearly) {
       << outcome.stderr_text;
 }
 
-TEST_F(DdprunBinaryTest, FlagsNotImplementedYetAreRefusedNotIgnored) {
-  for (std::vector<std::string> flag : {std::vector<std::string>{"--virtual-local-rank"},
-                                        std::vector<std::string>{"--logs-specs", "custom"}}) {
-    flag.insert(flag.end(), {"--no-python", DDPRUN_FAKE_WORKER});
-    const Outcome outcome = run(flag);
-    EXPECT_EQ(outcome.status.code, 2) << flag.front();
-    EXPECT_NE(outcome.stderr_text.find(flag.front() + " is not supported by ddprun yet"),
-              std::string::npos)
-        << outcome.stderr_text;
-  }
-}
-
 // This test process is a subreaper, so workers orphaned by the agent's death
 // are reparented here and their end can be read with waitpid.
 TEST_F(DdprunBinaryTest, NoWorkerSurvivesTheAgentsSigkill) {

@@ -1,5 +1,6 @@
 // A stand-in worker for the launcher tests. Behaviour from its arguments:
-//   --env-to DIR        write this worker's environment contract to DIR/<LOCAL_RANK>.env
+//   --env-to DIR        write this worker's environment contract, OMP_NUM_THREADS and the
+//                       NCCL async-error variables to DIR/<LOCAL_RANK>.env
 //   --ready-to DIR      create DIR/<LOCAL_RANK>.ready once running
 //   --exit N            exit with N (default 0)
 //   --signal N          kill itself with signal N
@@ -54,6 +55,13 @@ void writeEnv(const std::string& dir) {
     out << name << "=" << value << "\n";
   }
   out << "OMP_NUM_THREADS=" << envOr("OMP_NUM_THREADS", "") << "\n";
+  // Inherited defaults, not the contract: written only when set.
+  for (const auto name : {ddprun::proto::env::kNcclAsyncErrorHandling,
+                          ddprun::proto::env::kLegacyNcclAsyncErrorHandling}) {
+    if (const char* value = std::getenv(std::string(name).c_str())) {
+      out << name << "=" << value << "\n";
+    }
+  }
 }
 
 // Each line leaves in two writes, so a relay that is not line-aware would

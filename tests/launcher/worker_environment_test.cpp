@@ -80,6 +80,71 @@ TEST(WorkerEnvironment, TorchrunsDefaultsApplyOnlyWhereTheUserSetNothing) {
       << "one worker per node needs no OMP_NUM_THREADS";
 }
 
+// PyTorch 2.2+ reads TORCH_NCCL_ASYNC_ERROR_HANDLING, 1.13 to 2.1 the older
+// name: both are set, unless the user set either, which then stands alone.
+TEST(WorkerEnvironment, BothNcclAsyncErrorHandlingNamesUnlessTheUserSetEither) {
+  Vars vars = workerVars(WorkerEnvironment(job(2), {}));
+  EXPECT_EQ(vars.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
+  EXPECT_EQ(vars.at("NCCL_ASYNC_ERROR_HANDLING"), "1");
+
+  vars = workerVars(WorkerEnvironment(job(2), {{"NCCL_ASYNC_ERROR_HANDLING", "0"}}));
+  EXPECT_EQ(vars.at("NCCL_ASYNC_ERROR_HANDLING"), "0");
+  EXPECT_EQ(vars.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"), 0u) << "would override the user's 0";
+
+  vars = workerVars(WorkerEnvironment(job(2), {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}}));
+  EXPECT_EQ(vars.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3");
+  EXPECT_EQ(vars.count("NCCL_ASYNC_ERROR_HANDLING"), 0u);
+
+  vars = workerVars(WorkerEnvironment(
+      job(2), {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "2"}, {"NCCL_ASYNC_ERROR_HANDLING", "0"}}));
+  EXPECT_EQ(vars.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "2");
+  EXPECT_EQ(vars.at("NCCL_ASYNC_ERROR_HANDLING"), "0");
+}
+
+WorkerEnvironment::Job virtualJob(int nproc) {
+  WorkerEnvironment::Job virtual_job = job(nproc);
+  virtual_job.virtual_local_rank = true;
+  return virtual_job;
+}
+
+// --virtual-local-rank as torchrun does it: LOCAL_RANK 0 for all, and each
+// worker's CUDA_VISIBLE_DEVICES its own entry of the agent's list (blanks
+// around it dropped), or its local rank when the agent has no list.
+TEST(WorkerEnvironment, VirtualLocalRankGivesEachWorkerItsOwnDevice) {
+  const WorkerEnvironment listed(virtualJob(3), {{"CUDA_VISIBLE_DEVICES", "4, 6,GPU-ab12,7"}});
+  const WorkerEnvironment unlisted(virtualJob(3), {{"PATH", "/bin"}});
+  const std::vector<std::string> from_list = {"4", "6", "GPU-ab12"};
+  for (int local_rank = 0; local_rank < 3; ++local_rank) {
+    SCOPED_TRACE(local_rank);
+    const Vars with_list = workerVars(listed, local_rank);
+    EXPECT_EQ(with_list.at("LOCAL_RANK"), "0");
+    EXPECT_EQ(with_list.at("RANK"), std::to_string(4 + local_rank)) << "ranks stay real";
+    EXPECT_EQ(with_list.at("LOCAL_WORLD_SIZE"), "3");
+    EXPECT_EQ(with_list.at("CUDA_VISIBLE_DEVICES"), from_list[local_rank]);
+    const Vars without_list = workerVars(unlisted, local_rank);
+    EXPECT_EQ(without_list.at("LOCAL_RANK"), "0");
+    EXPECT_EQ(without_list.at("CUDA_VISIBLE_DEVICES"), std::to_string(local_rank));
+  }
+  const Vars plain = workerVars(WorkerEnvironment(job(3), {{"CUDA_VISIBLE_DEVICES", "4,6,7"}}), 2);
+  EXPECT_EQ(plain.at("LOCAL_RANK"), "2");
+  EXPECT_EQ(plain.at("CUDA_VISIBLE_DEVICES"), "4,6,7") << "without the flag: inherited as is";
+}
+
+TEST(WorkerEnvironment, VirtualLocalRankBeyondTheAgentsDevicesIsRefusedBeforeAnyWorker) {
+  try {
+    WorkerEnvironment(virtualJob(3), {{"CUDA_VISIBLE_DEVICES", "0,1"}});
+    FAIL() << "a third worker with two devices was accepted";
+  } catch (const ConfigError& error) {
+    EXPECT_STREQ(error.what(),
+                 "--virtual-local-rank: local rank 2 has no device of its own: "
+                 "CUDA_VISIBLE_DEVICES='0,1' lists 2 for 3 workers");
+  }
+  EXPECT_THROW(WorkerEnvironment(virtualJob(1), {{"CUDA_VISIBLE_DEVICES", ""}}), ConfigError);
+  const LaunchConfig config = testing::parse({"--virtual-local-rank", "t.py"});
+  EXPECT_THROW(WorkerEnvironment::forLaunch(config, 2, {{"CUDA_VISIBLE_DEVICES", "5"}}),
+               ConfigError);
+}
+
 TEST(WorkerEnvironment, TheContractWinsOverInheritedValuesAndTheSignalsAreExported) {
   WorkerEnvironment::Job with_signals = job(2);
   with_signals.signals_to_handle = "SIGTERM,SIGUSR1";

@@ -58,12 +58,11 @@ TEST(EnvContractTest, EveryFieldRoundTripsThroughTheEnvironment) {
   written.run_id = "job7";
   written.use_agent_store = true;
   written.error_file = "logs/attempt_3/1/error.json";
-  written.nccl_async_error_handling = "3";
   Vars vars;
   for (const auto& [name, value] : toEnvironment(written)) {
     EXPECT_TRUE(vars.emplace(name, value).second) << name << " written twice";
   }
-  EXPECT_EQ(vars.size(), 17u);
+  EXPECT_EQ(vars.size(), 16u);
   EXPECT_EQ(vars.at("TORCHELASTIC_USE_AGENT_STORE"), "True");
   EXPECT_EQ(fromEnvironment(lookupIn(vars)), written);
 }
@@ -76,7 +75,6 @@ TEST(EnvContractTest, OptionalVariablesTakeTorchrunsDefaults) {
   EXPECT_EQ(worker.role_rank, 1);
   EXPECT_EQ(worker.restart_count, 0);
   EXPECT_FALSE(worker.use_agent_store);
-  EXPECT_EQ(worker.nccl_async_error_handling, "1");
 }
 
 TEST(EnvContractTest, EachMissingRequiredVariableIsNamed) {

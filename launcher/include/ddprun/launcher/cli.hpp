@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ddprun/launcher/environment.hpp"
@@ -23,14 +24,20 @@ std::string randomUuid();
 // Parses the arguments that follow the program name. Throws ddprun::ConfigError
 // with one line naming the flag (or PET_ variable) and why it is wrong; the
 // caller prints it with usage() and exits 2. -h/--help before the script
-// returns a config with show_help set.
+// returns a config with show_help set, --print-completion one with
+// print_completion set. Long options may be abbreviated as argparse allows.
 LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& env,
                               const RunIdGenerator& make_run_id = randomUuid);
 
 // argparse-style usage lines, printed after an error.
 std::string usage();
 
-// The full option list, printed for -h/--help.
+// argparse-style help for -h/--help: the usage, a description, the
+// positional arguments, then the options in torchrun's groups.
 std::string helpText();
+
+// The completion script --print-completion prints for `shell` ("bash" or
+// "zsh"); ConfigError for any other shell.
+std::string completionScript(std::string_view shell);
 
 }  // namespace ddprun::launcher

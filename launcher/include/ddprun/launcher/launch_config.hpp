@@ -135,6 +135,9 @@ struct LaunchConfig {
   // -h/--help was given: the caller prints helpText() and exits 0; nothing
   // else in this struct is meaningful then.
   bool show_help = false;
+  // --print-completion SHELL ("bash" or "zsh"): the caller prints
+  // completionScript(SHELL) and exits 0; nothing else is meaningful then.
+  std::optional<std::string> print_completion;
   // Warnings torchrun would log (docs/torchrun-contract.md §3.8), for the caller to print.
   std::vector<std::string> warnings;
 };

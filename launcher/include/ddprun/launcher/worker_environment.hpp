@@ -1,12 +1,15 @@
 // The environment of every worker an agent starts, assembled in one place
 // and in one order: the agent's own environment; then torchrun's defaults
 // where the user set nothing (OMP_NUM_THREADS=1 with several workers per
-// node, TORCH_NCCL_ASYNC_ERROR_HANDLING=1); then TORCHELASTIC_SIGNALS_TO_HANDLE
-// from --signals-to-handle, as torchrun exports it, and TORCHELASTIC_TIMER_FILE
-// when the agent serves torch's file timer; last, the worker's
-// contract (RANK, WORLD_SIZE, MASTER_ADDR, ...; proto/env_contract.hpp),
-// which no inherited value can override. A value, built once by main; read
-// by the agent's thread.
+// node; TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and NCCL_ASYNC_ERROR_HANDLING=1,
+// the name PyTorch 1.13 to 2.1 read, unless the user set either); then
+// TORCHELASTIC_SIGNALS_TO_HANDLE from --signals-to-handle, as torchrun
+// exports it, and TORCHELASTIC_TIMER_FILE when the agent serves torch's file
+// timer; last, the worker's contract (RANK, WORLD_SIZE, MASTER_ADDR, ...;
+// proto/env_contract.hpp), which no inherited value can override. With
+// --virtual-local-rank every worker's LOCAL_RANK is 0 and its
+// CUDA_VISIBLE_DEVICES is its own device. A value, built once by main before
+// anything is started; read by the agent's thread.
 #pragma once
 
 #include <string>
@@ -32,10 +35,12 @@ class WorkerEnvironment {
     std::string run_id = "none";
     std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
     std::string timer_file;  // the file timer's named pipe; empty: not served
+    bool virtual_local_rank = false;
   };
 
   // `inherited`: the agent's own environment, NAME and value (a later entry
-  // for a name wins, as in a shell).
+  // for a name wins, as in a shell). Throws ConfigError when
+  // --virtual-local-rank leaves a worker without a device of its own.
   WorkerEnvironment(Job job, Variables inherited);
   static WorkerEnvironment forLaunch(const LaunchConfig& config, int nproc, Variables inherited);
 
@@ -52,7 +57,8 @@ class WorkerEnvironment {
  private:
   Job job_;
   Variables base_;  // inherited, with the defaults and the signals applied
-  std::string nccl_async_error_handling_;
+  // --virtual-local-rank: each local rank's CUDA_VISIBLE_DEVICES; else empty.
+  std::vector<std::string> own_devices_;
   std::vector<std::string> notices_;
 };
 

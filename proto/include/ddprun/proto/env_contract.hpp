@@ -31,9 +31,14 @@ inline constexpr std::string_view kMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
 inline constexpr std::string_view kRunId = "TORCHELASTIC_RUN_ID";
 inline constexpr std::string_view kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
 inline constexpr std::string_view kErrorFile = "TORCHELASTIC_ERROR_FILE";
-inline constexpr std::string_view kNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
 // Set in the agent's own environment (and so inherited), not per worker.
 inline constexpr std::string_view kOmpNumThreads = "OMP_NUM_THREADS";
+// NCCL's async error handling: PyTorch 2.2+ reads the first name, 1.13 to
+// 2.1 the second; the agent sets both to 1 unless the user set either.
+inline constexpr std::string_view kNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
+inline constexpr std::string_view kLegacyNcclAsyncErrorHandling = "NCCL_ASYNC_ERROR_HANDLING";
+// Inherited; narrowed to one device per worker by --virtual-local-rank.
+inline constexpr std::string_view kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
 inline constexpr std::string_view kSignalsToHandle = "TORCHELASTIC_SIGNALS_TO_HANDLE";
 inline constexpr std::string_view kPythonExec = "PYTHON_EXEC";
 // torch's file timer: "1" in the agent's environment turns it on; the named
@@ -61,7 +66,6 @@ struct WorkerEnv {
   std::string run_id = "none";
   bool use_agent_store = false;  // every rank is a client of MASTER_ADDR:MASTER_PORT
   std::string error_file;        // where torch's @record writes error.json; may be empty
-  std::string nccl_async_error_handling = "1";
 
   bool operator==(const WorkerEnv&) const = default;
 };

@@ -1,0 +1,148 @@
+// The ddprun executable's flags as a torchrun user types them: abbreviated,
+// --help, --print-completion, --virtual-local-rank seen from real workers,
+// and the flag it refuses (--logs-specs) with its reason.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "ddprun_binary_fixture.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+using testing::DdprunBinaryTest;
+using testing::Outcome;
+
+using WorkerVariables = std::map<int, std::map<std::string, std::string>>;
+
+// Tee'd lines "[default<local rank>]:NAME=VALUE" of workers that ran `env`,
+// by the local rank in the prefix.
+WorkerVariables variablesByLocalRank(const std::string& console) {
+  WorkerVariables variables;
+  std::istringstream lines(console);
+  for (std::string line; std::getline(lines, line);) {
+    const auto close = line.find("]:");
+    const auto equals = line.find('=');
+    if (line.rfind("[default", 0) != 0 || close == std::string::npos || equals < close) {
+      continue;
+    }
+    const int local_rank = std::stoi(line.substr(8, close - 8));
+    variables[local_rank][line.substr(close + 2, equals - close - 2)] = line.substr(equals + 1);
+  }
+  return variables;
+}
+
+// Three workers that print their environment, with ${local_rank} in their
+// arguments: how torchrun's users see --virtual-local-rank.
+std::vector<std::string> virtualEnvWorkers() {
+  return {"--standalone",
+          "--nproc-per-node",
+          "3",
+          "--virtual-local-rank",
+          "--tee",
+          "1",
+          "--no-python",
+          "/usr/bin/env",
+          "MACRO=${local_rank}"};
+}
+
+TEST_F(DdprunBinaryTest, AbbreviatedFlagsStartTheJob) {
+  const Outcome outcome = run({"--stand", "--nproc", "2", "--max_res", "1", "--no-p",
+                               DDPRUN_FAKE_WORKER, "--env-to", dir_.path().string()});
+  EXPECT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() / "1.env")) << "two workers ran";
+  EXPECT_NE(test_support::readFile(dir_.path() / "1.env").find("TORCHELASTIC_MAX_RESTARTS=1"),
+            std::string::npos);
+}
+
+TEST_F(DdprunBinaryTest, AFlagGivenAValueAndAnAmbiguousPrefixAreBadFlags) {
+  Outcome outcome = run({"--standalone=1", "--no-python", DDPRUN_FAKE_WORKER});
+  EXPECT_EQ(outcome.status.code, 2);
+  EXPECT_EQ(outcome.stderr_text.rfind("ddprun: --standalone '1': a flag takes no value\n", 0), 0u)
+      << outcome.stderr_text;
+  outcome = run({"--rdzv", "c10d", "--no-python", DDPRUN_FAKE_WORKER});
+  EXPECT_EQ(outcome.status.code, 2);
+  EXPECT_EQ(outcome.stderr_text.rfind("ddprun: ambiguous option: --rdzv could match "
+                                      "--rdzv-backend, --rdzv-endpoint, --rdzv-id, --rdzv-conf\n",
+                                      0),
+            0u)
+      << outcome.stderr_text;
+}
+
+TEST_F(DdprunBinaryTest, HelpNamesTheProgramAndTheScriptFirst) {
+  const Outcome outcome = run({"--help"});
+  EXPECT_TRUE(outcome.status.success());
+  EXPECT_EQ(outcome.stdout_text.rfind("usage: ddprun [-h] ", 0), 0u) << outcome.stdout_text;
+  const std::string usage = outcome.stdout_text.substr(0, outcome.stdout_text.find("\n\n"));
+  EXPECT_TRUE(usage.ends_with(" training_script ...")) << usage;
+  EXPECT_NE(outcome.stdout_text.find("\npositional arguments:\n  training_script "),
+            std::string::npos);
+}
+
+TEST_F(DdprunBinaryTest, PrintCompletionPrintsAScriptAndStartsNothing) {
+  Outcome outcome = run({"--print-completion", "bash"});
+  EXPECT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  EXPECT_NE(outcome.stdout_text.find("\ncomplete -o filenames -o bashdefault -F _ddprun ddprun\n"),
+            std::string::npos)
+      << outcome.stdout_text;
+  EXPECT_EQ(outcome.stderr_text, "") << "nothing started, nothing logged";
+  outcome = run({"--print_completion=zsh"});
+  EXPECT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  EXPECT_EQ(outcome.stdout_text.rfind("#compdef ddprun\n", 0), 0u);
+  outcome = run({"--print-completion", "fish"});
+  EXPECT_EQ(outcome.status.code, 2);
+  EXPECT_EQ(
+      outcome.stderr_text.rfind("ddprun: --print-completion 'fish': expected bash or zsh\n", 0), 0u)
+      << outcome.stderr_text;
+}
+
+TEST_F(DdprunBinaryTest, LogsSpecsIsRefusedSayingWhy) {
+  const Outcome outcome = run({"--logs-specs", "custom", "--no-python", DDPRUN_FAKE_WORKER});
+  EXPECT_EQ(outcome.status.code, 2);
+  EXPECT_EQ(outcome.stderr_text,
+            "ddprun: --logs-specs custom: names a Python entry point (group torchrun.logs_specs) "
+            "that loads a LogsSpecs class, and ddprun has no Python interpreter to load it into\n");
+}
+
+// docs/torchrun-contract.md §5.2: LOCAL_RANK=0 and one device each, while
+// RANK, the log prefix and ${local_rank} keep the real local rank.
+TEST_F(DdprunBinaryTest, VirtualLocalRankNarrowsTheAgentsDevicesPerWorker) {
+  extra_env_ = {{"CUDA_VISIBLE_DEVICES", "4,6,7,9"}};
+  Outcome outcome = run(virtualEnvWorkers());
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  WorkerVariables workers = variablesByLocalRank(outcome.stdout_text);
+  ASSERT_EQ(workers.size(), 3u) << outcome.stdout_text;
+  const std::vector<std::string> devices = {"4", "6", "7"};
+  for (int local_rank = 0; local_rank < 3; ++local_rank) {
+    SCOPED_TRACE(local_rank);
+    EXPECT_EQ(workers[local_rank]["LOCAL_RANK"], "0");
+    EXPECT_EQ(workers[local_rank]["CUDA_VISIBLE_DEVICES"], devices[local_rank]);
+    EXPECT_EQ(workers[local_rank]["RANK"], std::to_string(local_rank));
+    EXPECT_EQ(workers[local_rank]["MACRO"], std::to_string(local_rank));
+  }
+
+  extra_env_.clear();
+  outcome = run(virtualEnvWorkers());
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  workers = variablesByLocalRank(outcome.stdout_text);
+  ASSERT_EQ(workers.size(), 3u) << outcome.stdout_text;
+  for (int local_rank = 0; local_rank < 3; ++local_rank) {
+    EXPECT_EQ(workers[local_rank]["LOCAL_RANK"], "0");
+    EXPECT_EQ(workers[local_rank]["CUDA_VISIBLE_DEVICES"], std::to_string(local_rank));
+  }
+}
+
+TEST_F(DdprunBinaryTest, VirtualLocalRankWithTooFewDevicesStartsNothing) {
+  extra_env_ = {{"CUDA_VISIBLE_DEVICES", "4,6"}};
+  const Outcome outcome = run(virtualEnvWorkers());
+  EXPECT_EQ(outcome.status.code, 2);
+  EXPECT_EQ(outcome.stderr_text,
+            "ddprun: --virtual-local-rank: local rank 2 has no device of its own: "
+            "CUDA_VISIBLE_DEVICES='4,6' lists 2 for 3 workers\n");
+  EXPECT_EQ(outcome.stdout_text, "") << "no worker ran";
+}
+
+}  // namespace
+}  // namespace ddprun::launcher
