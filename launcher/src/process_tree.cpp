@@ -95,8 +95,9 @@ KillCount killOrphans(Clock::time_point deadline) {
   }
 }
 
-ProcessTree::ProcessTree(net::asio::io_context& io, WorkerCgroup* cgroup)
-    : reap_timer_(io), cgroup_(cgroup) {
+ProcessTree::ProcessTree(net::asio::io_context& io, WorkerCgroup* cgroup,
+                         std::chrono::milliseconds reap_every)
+    : reap_timer_(io), reap_every_(reap_every), cgroup_(cgroup) {
   prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper_);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
@@ -159,6 +160,7 @@ void ProcessTree::finish(int attempt) {
   if (cgroup_ != nullptr) {
     cgroup_->remove();  // empty now; else the guardian tries again
   }
+  finished_ = true;
   reap_timer_.cancel();
   if (guardian_watch_) {
     guardian_watch_->cancel();
@@ -166,9 +168,9 @@ void ProcessTree::finish(int attempt) {
 }
 
 void ProcessTree::reapLater() {
-  reap_timer_.expires_after(std::chrono::seconds(2));
+  reap_timer_.expires_after(reap_every_);
   reap_timer_.async_wait([this](const net::error_code& error) {
-    if (error) {
+    if (error || finished_) {
       return;
     }
     for (pid_t orphan : ownOrphans()) {

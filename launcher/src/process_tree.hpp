@@ -65,14 +65,16 @@ class ProcessTree {
  public:
   // Makes this process a child subreaper until destroyed. `cgroup` (may be
   // null) is borrowed: the job's cgroup the workers join.
-  ProcessTree(net::asio::io_context& io, WorkerCgroup* cgroup);
+  // `reap_every`: how often orphans that exited on their own are reaped.
+  ProcessTree(net::asio::io_context& io, WorkerCgroup* cgroup,
+              std::chrono::milliseconds reap_every = std::chrono::seconds(2));
   ~ProcessTree();
   ProcessTree(const ProcessTree&) = delete;
   ProcessTree& operator=(const ProcessTree&) = delete;
 
   // The job's cgroup a new worker starts in (SpawnOptions::cgroup_fd); -1: none.
   int cgroupFd();
-  // Until finish(): reaps orphans that exit on their own every 2 s, and
+  // Until finish(): reaps orphans that exit on their own every `reap_every`, and
   // watches ddprun's guardian (`guardian_pidfd`, borrowed, is readable once
   // it has died; -1: no guardian).
   void start(int guardian_pidfd);
@@ -90,6 +92,10 @@ class ProcessTree {
   [[noreturn]] void onGuardianGone();
 
   net::asio::steady_timer reap_timer_;
+  std::chrono::milliseconds reap_every_;
+  // Set by finish(): a reap already due when the timer was cancelled runs
+  // anyway, and must not arm it again (the loop would never end).
+  bool finished_ = false;
   std::unique_ptr<net::asio::posix::stream_descriptor> guardian_watch_;
   WorkerCgroup* cgroup_;
   int was_subreaper_ = 0;
