@@ -16,9 +16,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Exit status 0 when torch can be found, 1 when not.
+// Exit status 0 when torch can be found, 1 when not. `-c` puts the working
+// directory first on sys.path, where a worker's script never has it: a
+// torch/ source tree there must not count.
 constexpr const char* kFindTorch =
-    "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)";
+    "import importlib.util, sys; sys.path = [p for p in sys.path if p]; "
+    "sys.exit(importlib.util.find_spec('torch') is None)";
 
 struct ActiveEnvironment {
   const char* variable;
@@ -43,10 +46,12 @@ std::string joined(const std::vector<std::string>& items) {
   return text;
 }
 
-// The active environment's python, if one is set and has it; `tried` gets
-// those set without one.
+// The active environment's python, if one is set and finds torch; `tried`
+// gets those set without one, or without torch (a conda base activated by a
+// shell's start-up, while the job's torch comes from PATH).
 std::optional<PythonChoice> activeEnvironmentPython(const Environment& env,
                                                     const std::string& first_on_path,
+                                                    const TorchProbe& finds_torch,
                                                     std::vector<std::string>& tried) {
   for (const ActiveEnvironment& active : kActiveEnvironments) {
     const auto prefix = env(active.variable);
@@ -56,6 +61,10 @@ std::optional<PythonChoice> activeEnvironmentPython(const Environment& env,
     const std::string python = (fs::path(*prefix) / "bin" / "python").string();
     if (!isExecutableFile(python)) {
       tried.push_back(std::string("$") + active.variable + " (no " + python + ")");
+      continue;
+    }
+    if (!finds_torch(python)) {
+      tried.push_back(std::string("$") + active.variable + "'s " + python + " (no torch)");
       continue;
     }
     if (sameDirectory(python, first_on_path)) {
@@ -76,15 +85,17 @@ PythonChoice choosePython(const Environment& env, const TorchProbe& finds_torch)
   }
   const std::vector<std::string> on_path = findExecutables("python3", env("PATH").value_or(""));
   std::vector<std::string> tried;
-  if (auto active = activeEnvironmentPython(env, on_path.empty() ? "" : on_path.front(), tried)) {
+  const std::string first_on_path = on_path.empty() ? "" : on_path.front();
+  if (auto active = activeEnvironmentPython(env, first_on_path, finds_torch, tried)) {
     return *active;
   }
   std::vector<std::string> without_torch;
   for (const std::string& python : on_path) {
     if (finds_torch(python)) {
-      return {python, without_torch.empty() ? ""
-                                            : "the first python3 on PATH that can import torch; " +
-                                                  joined(without_torch) + " cannot"};
+      const std::vector<std::string>& passed = without_torch.empty() ? tried : without_torch;
+    return {python, passed.empty() ? ""
+                                   : "the first python3 on PATH that can import torch; " +
+                                         joined(passed) + " cannot"};
     }
     without_torch.push_back(python);
   }

@@ -88,14 +88,14 @@ TEST(ChoosePython, TheFirstOnPathIsNotWorthALine) {
   EXPECT_EQ(choice.why, "");
 }
 
-// An active environment is taken without asking, the virtual environment
+// An active environment that finds torch is taken, the virtual environment
 // before conda's; said in a line unless its bin/ leads PATH (activated).
 TEST(ChoosePython, TheActiveEnvironmentComesBeforePath) {
   const TempDir dir{"ddprun-py"};
   const std::string on_path = executable(dir, "usr/python3");
   const std::string venv = executable(dir, "venv/bin/python");
   const std::string conda = executable(dir, "conda/bin/python");
-  StandInProbe probe{{on_path}, {}};
+  StandInProbe probe{{on_path, venv, conda}, {}};
   const std::string path = (dir / "usr").string();
   PythonChoice choice = choosePython(mapEnvironment({{"PATH", path},
                                                      {"VIRTUAL_ENV", (dir / "venv").string()},
@@ -108,13 +108,27 @@ TEST(ChoosePython, TheActiveEnvironmentComesBeforePath) {
       mapEnvironment({{"PATH", path}, {"CONDA_PREFIX", (dir / "conda").string()}}), probe.probe());
   EXPECT_EQ(choice.path, conda);
   EXPECT_NE(choice.why.find("$CONDA_PREFIX"), std::string::npos) << choice.why;
-  EXPECT_TRUE(probe.asked.empty());
+  EXPECT_EQ(probe.asked, (std::vector<std::string>{venv, conda})) << "PATH was asked";
   executable(dir, "venv/bin/python3");
   choice = choosePython(mapEnvironment({{"PATH", (dir / "venv" / "bin").string() + ":" + path},
                                         {"VIRTUAL_ENV", (dir / "venv").string()}}),
                         probe.probe());
   EXPECT_EQ(choice.path, venv);
   EXPECT_EQ(choice.why, "") << "an activated environment leads PATH";
+}
+
+// An environment without torch (a conda base a shell activated, while the
+// job's torch comes from PATH) is passed by, and named.
+TEST(ChoosePython, AnActiveEnvironmentWithoutTorchIsPassedBy) {
+  const TempDir dir{"ddprun-py"};
+  const std::string on_path = executable(dir, "usr/python3");
+  const std::string conda = executable(dir, "conda/bin/python");
+  StandInProbe probe{{on_path}, {}};
+  const PythonChoice choice = choosePython(
+      mapEnvironment({{"PATH", (dir / "usr").string()}, {"CONDA_PREFIX", (dir / "conda").string()}}),
+      probe.probe());
+  EXPECT_EQ(choice.path, on_path);
+  EXPECT_NE(choice.why.find(conda + " (no torch)"), std::string::npos) << choice.why;
 }
 
 // A VIRTUAL_ENV without bin/python falls back to PATH, and says so if

@@ -65,5 +65,17 @@ TEST_F(PythonProbeTest, ItNeverImportsTorch) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
 }
 
+// A torch/ source tree in the working directory is not torch installed: a
+// worker's script has its own directory first on sys.path, not ddprun's.
+TEST_F(PythonProbeTest, ATorchTreeInTheWorkingDirectoryDoesNotCount) {
+  const fs::path checkout = dir_ / "checkout";
+  fs::create_directories(checkout / "torch");
+  std::ofstream(checkout / "torch" / "__init__.py") << "";
+  const std::string without_site =
+      script(dir_, "python3",
+             "cd '" + checkout.string() + "' && exec " + DDPRUN_TORCH_PYTHON + " -S \"$@\"");
+  EXPECT_FALSE(findsTorch(without_site, 10s));
+}
+
 }  // namespace
 }  // namespace ddprun::launcher
