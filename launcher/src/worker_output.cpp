@@ -51,7 +51,9 @@ fs::path runLogDir(const LaunchConfig& config) {
   }
   fs::path base;
   if (config.log_dir) {
-    base = *config.log_dir;
+    // Absolute: a worker that changes directory (Hydra does) still finds
+    // its TORCHELASTIC_ERROR_FILE.
+    base = fs::absolute(*config.log_dir).lexically_normal();
     std::error_code error;
     fs::create_directories(base, error);
     if (error) {

@@ -129,6 +129,24 @@ TEST_F(DdprunLogsTest, WithoutLogDirTheRunDirectoryIsUnderAFreshTemporaryOne) {
   EXPECT_TRUE(contains(outcome.stderr_text, "logs in " + runs[0].string())) << outcome.stderr_text;
 }
 
+// A relative --log-dir is made absolute: a worker that changes directory
+// (Hydra does) still writes its error file where the report looks.
+TEST_F(DdprunLogsTest, ARelativeLogDirGivesWorkersAnAbsoluteErrorFile) {
+  const fs::path env_dir = dir_.path() / "env";
+  fs::create_directories(env_dir);
+  const fs::path relative = fs::relative(dir_.path() / "logs");
+  ASSERT_TRUE(relative.is_relative()) << relative;
+  auto args = fakeWorkers(1, {"--env-to", env_dir.string()});
+  args.insert(args.begin(), {"--log-dir", relative.string()});
+  const Outcome outcome = run(args);
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  const auto env = test_support::readEnvFile(env_dir / "0.env");
+  ASSERT_TRUE(env.contains("TORCHELASTIC_ERROR_FILE"));
+  const fs::path error_file = env.at("TORCHELASTIC_ERROR_FILE");
+  EXPECT_TRUE(error_file.is_absolute()) << error_file;
+  EXPECT_EQ(error_file.string().rfind((dir_.path() / "logs").string(), 0), 0u) << error_file;
+}
+
 // --log-dir /dev/null: no file anywhere, a redirected stream dropped, a
 // tee'd one on the console only, TORCHELASTIC_ERROR_FILE empty for the
 // workers (as torchrun sets it), and no filesystem error.
