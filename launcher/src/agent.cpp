@@ -174,8 +174,8 @@ void Agent::Impl::spawnWorker(int local_rank) {
   options.env = config.environment.forWorker(group, local_rank, output.error_file);
   options.stdout_fd = out.fd.fd;
   options.stderr_fd = err.fd.fd;
-  // Its terminal's resizes reach the worker as SIGWINCH, from the kernel.
-  options.controlling_terminal_fd = out.terminal ? out.fd.fd : err.terminal ? err.fd.fd : -1;
+  // Its terminals are not its controlling terminal: /dev/tty stays the
+  // user's (getpass, pagers), and resizes are signalled by the agent.
   options.cgroup_fd = tree.cgroupFd();
   if (!config.worker_cpus.empty()) {
     options.cpu_affinity = config.worker_cpus.at(static_cast<std::size_t>(local_rank));
@@ -263,6 +263,13 @@ RunResult Agent::run() {
     impl.signals.add(signal);
   }
   impl.waitForSignal();
+  impl.relays.onResized([&impl] {
+    for (auto& worker : impl.workers) {
+      if (!worker.exited) {
+        worker.process.signalGroup(SIGWINCH);
+      }
+    }
+  });
   impl.tree.start(impl.config.guardian_pidfd);
   impl.rendezvous.watchGroup([&impl](int newer_attempt) {
     asio::post(impl.io, [&impl, newer_attempt] { impl.onGroupOver(newer_attempt); });

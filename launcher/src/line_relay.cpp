@@ -258,16 +258,19 @@ void WorkerRelays::watchResizes() {
 
 void WorkerRelays::awaitResize() {
   resizes_.async_wait([this](const net::error_code& error, int) {
-    if (error) {
-      return;  // drain(): the workers are gone
+    // drain(): the workers are gone (a resize already due then must not
+    // wait again, or the loop would never end).
+    if (error || draining_) {
+      return;
     }
-    // Last to first: a worker's stdout terminal, opened first, is the one
-    // whose resize signals it, and by then its stderr one has its size too.
-    for (auto pty = ptys_.rbegin(); pty != ptys_.rend(); ++pty) {
-      if (!pty->relay->finished()) {
-        resizePty(pty->relay->sourceFd(),
-                  workerWindow(pty->console->windowSize(), pty->prefix_width));
+    for (auto& pty : ptys_) {
+      if (!pty.relay->finished()) {
+        resizePty(pty.relay->sourceFd(),
+                  workerWindow(pty.console->windowSize(), pty.prefix_width));
       }
+    }
+    if (on_resized_) {
+      on_resized_();
     }
     awaitResize();
   });

@@ -99,6 +99,10 @@ struct WorkerEnd {
 // io_context thread.
 class WorkerRelays {
  public:
+  // Runs once the workers' terminals have taken a new size of ddprun's:
+  // the agent tells the workers (SIGWINCH), whose terminals are not their
+  // controlling ones.
+  void onResized(std::function<void()> resized) { on_resized_ = std::move(resized); }
   explicit WorkerRelays(net::asio::io_context& io);
 
   // A new stream relayed as `route` says to `console` (ddprun's stdout or
@@ -131,6 +135,7 @@ class WorkerRelays {
   net::asio::steady_timer drain_;
   net::asio::signal_set resizes_;  // SIGWINCH, once a worker has a pty
   bool watching_resizes_ = false;
+  std::function<void()> on_resized_;
   bool no_ptys_ = false;  // one could not be had: pipes from then on
   std::vector<std::shared_ptr<LineRelay>> relays_;
   std::vector<Pty> ptys_;

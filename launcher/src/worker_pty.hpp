@@ -26,9 +26,8 @@ std::optional<PtyPair> openWorkerPty(const winsize& size);
 // a prefix `prefix_width` columns wide; all zero when the size is unknown.
 winsize workerWindow(const std::optional<winsize>& console, std::size_t prefix_width);
 
-// Resizes the terminal of `master`; the kernel sends SIGWINCH to the
-// foreground process group of a terminal that is some session's controlling
-// terminal (a worker's, see SpawnOptions::controlling_terminal_fd).
+// Resizes the terminal of `master`. A worker's terminal is not its
+// controlling terminal, so the agent sends it SIGWINCH itself.
 void resizePty(int master, const winsize& size);
 
 }  // namespace ddprun::launcher

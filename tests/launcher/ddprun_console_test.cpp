@@ -213,6 +213,17 @@ TEST_F(DdprunConsoleTest, WorkersSeeATerminalOfItsSizeExactlyWhenDdprunHasOne) {
   EXPECT_EQ(testing::countOf(piped, "stderr tty=0 size=0x0\n"), 2) << piped;
 }
 
+// A worker's terminal is not its controlling one: a /dev/tty there would be
+// a terminal nobody types into, where getpass() or a pager waits for ever.
+// Without one, getpass() reads the inherited stdin, the user's.
+TEST_F(DdprunConsoleTest, AWorkersDevTtyIsNeverATerminalNobodyTypesInto) {
+  Subprocess ddprun = startOnTerminal(
+      {"--standalone", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
+       "if (exec 3<>/dev/tty) 2>/dev/null; then echo devtty=pty; else echo devtty=none; fi"});
+  ASSERT_TRUE(readToEnd(ddprun).success()) << transcript_;
+  EXPECT_EQ(workerLines(transcript_), std::vector<std::string>{"devtty=none"}) << transcript_;
+}
+
 // The worker waits, mid-line, for the test to have seen its progress.
 TEST_F(DdprunConsoleTest, AProgressLineIsShownBeforeItEnds) {
   for (const std::vector<std::string>& flags :
