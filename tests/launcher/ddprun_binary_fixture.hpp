@@ -101,6 +101,10 @@ inline std::filesystem::path runDir(const std::filesystem::path& log_dir) {
   return std::filesystem::directory_iterator(log_dir)->path();
 }
 
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 inline int countOf(const std::string& text, const std::string& needle) {
   int count = 0;
   for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {

@@ -21,13 +21,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using test_support::readFile;
+using testing::contains;
 using testing::countOf;
 using testing::DdprunBinaryTest;
 using testing::Outcome;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 class DdprunInterpreterTest : public DdprunBinaryTest {
  protected:

@@ -19,12 +19,9 @@ namespace {
 
 using namespace std::chrono_literals;
 using test_support::readFile;
+using testing::contains;
 using testing::DdprunBinaryTest;
 using testing::Outcome;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 class DdprunRendezvousTest : public DdprunBinaryTest {
  protected:
