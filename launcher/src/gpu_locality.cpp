@@ -1,23 +1,15 @@
 #include "ddprun/launcher/gpu_locality.hpp"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
 
+#include "ddprun/launcher/device_count.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {
-
-// The driver API entry points used, with the driver's C signatures (CUresult
-// is an int-sized enum, 0 is CUDA_SUCCESS; CUdevice is an int).
-using CuInit = int (*)(unsigned int flags);
-using CuDeviceGetCount = int (*)(int* count);
-using CuDeviceGet = int (*)(int* device, int ordinal);
-using CuDeviceGetPciBusId = int (*)(char* bus_id, int length, int device);
 
 // "0000:3B:00.0" or "00000000:3b:00.0" as sysfs names the device:
 // "0000:3b:00.0". Empty when it is no PCI address.
@@ -38,34 +30,12 @@ std::string sysfsSpelling(std::string_view bus_id) {
 }  // namespace
 
 std::vector<std::string> visibleGpuBusIds() {
-  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (driver == nullptr) {
-    return {};
-  }
-  auto init = reinterpret_cast<CuInit>(dlsym(driver, "cuInit"));
-  auto get_count = reinterpret_cast<CuDeviceGetCount>(dlsym(driver, "cuDeviceGetCount"));
-  auto get_device = reinterpret_cast<CuDeviceGet>(dlsym(driver, "cuDeviceGet"));
-  auto get_bus_id = reinterpret_cast<CuDeviceGetPciBusId>(dlsym(driver, "cuDeviceGetPCIBusId"));
-  std::vector<std::string> bus_ids;
-  int count = 0;
-  int failed_ordinal = -1;
-  if (init != nullptr && get_count != nullptr && get_device != nullptr && get_bus_id != nullptr &&
-      init(0) == 0 && get_count(&count) == 0) {
-    for (int ordinal = 0; ordinal < count && failed_ordinal < 0; ++ordinal) {
-      int device = 0;
-      char bus_id[64] = {};
-      if (get_device(&device, ordinal) != 0 ||
-          get_bus_id(bus_id, static_cast<int>(sizeof(bus_id)), device) != 0) {
-        failed_ordinal = ordinal;
-      }
-      bus_ids.emplace_back(bus_id);
-    }
-  }
-  dlclose(driver);
-  if (failed_ordinal >= 0) {
+  std::vector<std::string> bus_ids = visibleGpuPciBusIds();
+  const auto unnamed = std::find(bus_ids.begin(), bus_ids.end(), std::string());
+  if (unnamed != bus_ids.end()) {
     // GPUs that cannot be placed: binding as if there were none would be wrong.
     throw ConfigError("--numa-binding: the CUDA driver cannot give GPU " +
-                      std::to_string(failed_ordinal) + "'s PCI bus id");
+                      std::to_string(unnamed - bus_ids.begin()) + "'s PCI bus id");
   }
   return bus_ids;
 }

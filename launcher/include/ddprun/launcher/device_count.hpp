@@ -1,10 +1,11 @@
 // Counts the CUDA GPUs a worker would see, without linking CUDA: the driver
 // library (libcuda.so.1) is loaded with dlopen, and its own device count
 // honours CUDA_VISIBLE_DEVICES exactly as the workers' CUDA will.
-// Stateless; safe from any thread.
+// The driver is asked once per process; safe from any thread.
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace ddprun::launcher {
 
@@ -14,5 +15,9 @@ struct GpuCount {
 };
 
 GpuCount countVisibleGpus();
+
+// Each visible GPU's PCI bus id as the driver spells it, in CUDA ordinal
+// order; empty for a GPU the driver gives none. Empty when none is visible.
+std::vector<std::string> visibleGpuPciBusIds();
 
 }  // namespace ddprun::launcher
