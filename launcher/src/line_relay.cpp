@@ -174,10 +174,10 @@ WorkerRelays::WorkerRelays(net::asio::io_context& io)
 WorkerEnd WorkerRelays::open(Console& console, const StreamRoute& route,
                              std::function<void()> on_output) {
   if (route.to_console && route.may_be_terminal && console.isTerminal() && !no_ptys_) {
-    if (const auto pty = openWorkerPty(workerWindow(console.windowSize(), route.prefix.size()))) {
+    if (const auto pty = openWorkerPty(console.windowSize().value_or(winsize{}))) {
       OwnedFd slave(pty->slave);
       auto relayed = relay(pty->master, console, route, std::move(on_output));
-      ptys_.push_back({std::move(relayed), &console, route.prefix.size()});
+      ptys_.push_back({std::move(relayed), &console});
       watchResizes();
       return {std::move(slave), true};
     }
@@ -265,8 +265,7 @@ void WorkerRelays::awaitResize() {
     }
     for (auto& pty : ptys_) {
       if (!pty.relay->finished()) {
-        resizePty(pty.relay->sourceFd(),
-                  workerWindow(pty.console->windowSize(), pty.prefix_width));
+        resizePty(pty.relay->sourceFd(), pty.console->windowSize().value_or(winsize{}));
       }
     }
     if (on_resized_) {

@@ -121,7 +121,6 @@ class WorkerRelays {
   struct Pty {
     std::shared_ptr<LineRelay> relay;
     Console* console;
-    std::size_t prefix_width;
   };
 
   std::shared_ptr<LineRelay> relay(int source_fd, Console& console, const StreamRoute& route,

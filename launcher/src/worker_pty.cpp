@@ -26,20 +26,6 @@ std::optional<PtyPair> openWorkerPty(const winsize& size) {
   return pair;
 }
 
-winsize workerWindow(const std::optional<winsize>& console, std::size_t prefix_width) {
-  winsize size{};
-  if (!console) {
-    return size;
-  }
-  size = *console;
-  if (prefix_width > 0 && size.ws_col > prefix_width) {
-    size.ws_col = static_cast<unsigned short>(size.ws_col - prefix_width);
-    size.ws_xpixel = 0;  // unknown for a narrower window
-    size.ws_ypixel = 0;
-  }
-  return size;
-}
-
 void resizePty(int master, const winsize& size) { ::ioctl(master, TIOCSWINSZ, &size); }
 
 }  // namespace ddprun::launcher

@@ -22,10 +22,6 @@ struct PtyPair {
 // had (no /dev/pts, the kernel's pty limit).
 std::optional<PtyPair> openWorkerPty(const winsize& size);
 
-// The window a worker gets on a console of `console` size whose lines carry
-// a prefix `prefix_width` columns wide; all zero when the size is unknown.
-winsize workerWindow(const std::optional<winsize>& console, std::size_t prefix_width);
-
 // Resizes the terminal of `master`. A worker's terminal is not its
 // controlling terminal, so the agent sends it SIGWINCH itself.
 void resizePty(int master, const winsize& size);
