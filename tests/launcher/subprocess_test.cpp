@@ -275,20 +275,31 @@ TEST(SubprocessTest, StopKillsAChildThatIgnoresSigtermAfterTheGrace) {
   EXPECT_GE(Clock::now() - start, milliseconds(300));
 }
 
-// The whole group is told, so a launcher's own children hear SIGTERM too.
-// A subreaper again, to reap the grandchild and read how it ended.
-TEST(SubprocessTest, StopSignalsTheChildsWholeProcessGroup) {
-  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+// A shell running `script`, which starts a process and prints its pid; the
+// pid is 0 if none came.
+struct ParentAndGrandchild {
+  Subprocess parent;
+  pid_t grandchild;
+};
+
+ParentAndGrandchild startWithGrandchild(const std::string& script) {
   int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  SpawnOptions options = shell("sleep 30 & echo $!; wait");
+  EXPECT_EQ(pipe(out), 0);
+  SpawnOptions options = shell(script);
   options.stdout_fd = out[1];
   Subprocess parent(options);
   close(out[1]);
   char buffer[32] = {};
-  ASSERT_GT(read(out[0], buffer, sizeof(buffer) - 1), 0);
+  const bool got = read(out[0], buffer, sizeof(buffer) - 1) > 0;
   close(out[0]);
-  const pid_t grandchild = static_cast<pid_t>(std::atoi(buffer));
+  return {std::move(parent), got ? static_cast<pid_t>(std::atoi(buffer)) : 0};
+}
+
+// The whole group is told, so a launcher's own children hear SIGTERM too.
+// A subreaper again, to reap the grandchild and read how it ended.
+TEST(SubprocessTest, StopSignalsTheChildsWholeProcessGroup) {
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  auto [parent, grandchild] = startWithGrandchild("sleep 30 & echo $!; wait");
   ASSERT_GT(grandchild, 0);
   EXPECT_EQ(parent.stop(milliseconds(10'000)), (ExitStatus{ExitStatus::Kind::Signaled, SIGTERM}));
   int status = 0;
@@ -302,16 +313,8 @@ TEST(SubprocessTest, StopSignalsTheChildsWholeProcessGroup) {
 // before the child is reaped, while its zombie still holds the group's id.
 TEST(SubprocessTest, WaitAndKillGroupLeavesNothingOfTheGroup) {
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  SpawnOptions options = shell("sleep 30 & echo $!; exit 3");
-  options.stdout_fd = out[1];
-  Subprocess parent(options);
-  close(out[1]);
-  char buffer[32] = {};
-  ASSERT_GT(read(out[0], buffer, sizeof(buffer) - 1), 0);
-  close(out[0]);
-  const pid_t grandchild = static_cast<pid_t>(std::atoi(buffer));
+  auto [parent, grandchild] = startWithGrandchild("sleep 30 & echo $!; exit 3");
+  ASSERT_GT(grandchild, 0);
   EXPECT_EQ(parent.waitAndKillGroup(), (ExitStatus{ExitStatus::Kind::Exited, 3}));
   int status = 0;
   ASSERT_EQ(waitpid(grandchild, &status, 0), grandchild);
