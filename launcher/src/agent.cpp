@@ -122,6 +122,7 @@ void Agent::Impl::launchAttempt(const WorkerGroup& next) {
   workers.clear();
   watchdogs.attemptStarted();
   result.failures.clear();
+  failure_checked = false;
   ++result.attempts;
   result.started = true;
   phase = Phase::Running;

@@ -62,6 +62,8 @@ struct Agent::Impl {
   bool condemn(std::size_t index, const WorkerVerdict& verdict);
   void stopGroup(int signal);
   void afterStop();
+  void checkFailure();
+  void onFailureChecked(bool stands);
   void fail(const std::string& why);
   void finish(int exit_code);
   void joinWaiter();
@@ -84,6 +86,8 @@ struct Agent::Impl {
   bool restart_after_stop = false;
   bool group_over = false;     // this stop is for a membership change
   bool after_failure = false;  // the next attempt restarts a failed one
+  bool failure_checked = false;   // this attempt's failure was put to the rendezvous
+  bool checking_failure = false;  // and the waiter thread still asks it
   int newest_over = 0;         // the newest attempt the rendezvous said is coming
   std::thread waiter;          // blocks in rendezvous.nextGroup() off the loop
   RunResult result;

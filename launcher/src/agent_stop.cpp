@@ -70,8 +70,48 @@ void Agent::Impl::afterStop() {
     finish(128 + result.signal);
     return;
   }
+  if (!failure_checked) {
+    checkFailure();  // then here again, or on to the next group
+    return;
+  }
   orderRootCauseFirst(result.failures);
   finish(result.failures.empty() ? 1 : result.failures.front().status.shellCode());
+}
+
+// The workers failed with no restart left; the rendezvous may not have said
+// yet that their group was over (a lost peer resets their connections first).
+// Asked off the loop: a silent host takes up to the keep-alive bound to be
+// lost, and signals must still be handled meanwhile.
+void Agent::Impl::checkFailure() {
+  failure_checked = true;
+  checking_failure = true;
+  joinWaiter();  // the wait for this group has posted its result already
+  waiter = std::thread([this, attempt = group.attempt] {
+    bool stands = true;
+    try {
+      stands = rendezvous.failureStands(attempt);
+    } catch (const std::exception& error) {
+      log().warn("could not ask the rendezvous whether round {} still stands: {}", attempt,
+                 error.what());
+    }
+    asio::post(io, [this, stands] { onFailureChecked(stands); });
+  });
+}
+
+void Agent::Impl::onFailureChecked(bool stands) {
+  checking_failure = false;
+  if (phase != Phase::Stopping) {
+    return;  // a signal or an error ended the run meanwhile
+  }
+  if (!stands && !restart_after_stop) {
+    log().info(
+        "the workers failed as round {} ended elsewhere (a node was lost): joining the next "
+        "round, no restart counted",
+        group.attempt);
+    restart_after_stop = true;
+    group_over = true;
+  }
+  afterStop();
 }
 
 // An error on the loop: no restart; the workers are stopped and the run ends
@@ -92,8 +132,8 @@ void Agent::Impl::fail(const std::string& why) {
 }
 
 void Agent::Impl::finish(int exit_code) {
-  if (phase == Phase::Waiting) {
-    rendezvous.cancelWait();  // a pending nextGroup() returns; run() joins it
+  if (phase == Phase::Waiting || checking_failure) {
+    rendezvous.cancelWait();  // a pending nextGroup() or failureStands() returns; run() joins it
   }
   phase = Phase::Done;
   result.exit_code = exit_code;

@@ -161,6 +161,13 @@ void C10dRendezvous::watchGroup(std::function<void(int newer_attempt)> over) {
   });
 }
 
+// A round another agent hosted ends with that agent: its workers die with
+// it and reset this node's, often before this agent has noticed the loss.
+bool C10dRendezvous::failureStands(int attempt) {
+  (void)attempt;  // the membership knows the round it handed out last
+  return membership_->roundStands();
+}
+
 int C10dRendezvous::finishJob(const RunResult& result) {
   if (result.closed_elsewhere) {
     return endedElsewhere(result);

@@ -142,8 +142,9 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
   auto next_beat = Clock::now() + options_.keep_alive_interval;
   std::unique_lock lock(mutex_);
   for (;;) {
-    changed_.wait_until(lock, next_beat,
-                        [this] { return stopping_ || lost_ || !requests_.empty(); });
+    changed_.wait_until(lock, next_beat, [this] {
+      return stopping_ || lost_ || !requests_.empty() || checks_asked_ > checks_answered_;
+    });
     if (lost_) {
       return false;  // the reader saw it first
     }
@@ -166,11 +167,18 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
       }
       // Requests do not put the heartbeat off: a job whose rounds end
       // faster than the interval would never send one, and be dropped.
-      if (Clock::now() >= next_beat && !closed_) {
+      // roundStands() asks for one now: its answer proves the rendezvous
+      // still serves (or loses it, and the round with it).
+      const std::uint64_t asked = checks_asked_;
+      if ((Clock::now() >= next_beat || asked > checks_answered_) && !closed_) {
         lock.unlock();
         beat(lease);
         lock.lock();
         next_beat = Clock::now() + options_.keep_alive_interval;
+      }
+      if (asked > checks_answered_) {
+        checks_answered_ = asked;
+        changed_.notify_all();
       }
     } catch (const Error& error) {
       if (!lock.owns_lock()) {

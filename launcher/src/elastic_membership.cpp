@@ -10,6 +10,8 @@
 // event ends the membership with an error. nextRound() throws to its caller.
 #include "ddprun/launcher/elastic_membership.hpp"
 
+#include <algorithm>
+
 #include "ddprun/proto/errors.hpp"
 #include "log.hpp"
 #include "wait_notice.hpp"
@@ -132,6 +134,11 @@ ElasticMembership::StreamEnd ElasticMembership::onDropped() {
 }
 
 void ElasticMembership::notifyChange(std::int64_t newer_round) {
+  {
+    std::lock_guard lock(mutex_);
+    over_round_ = std::max(over_round_, newer_round);
+  }
+  changed_.notify_all();  // roundStands() waits for this too
   // Under notify_mutex_, so onChange({}) returning means no call runs.
   std::lock_guard callback_lock(notify_mutex_);
   if (notify_) {
@@ -241,6 +248,21 @@ std::optional<ElasticRound> ElasticMembership::nextRound() {
       return cancelled_ || closed_ || !error_.empty() || (latest_ && latest_->round > returned_);
     });
   }
+}
+
+bool ElasticMembership::roundStands() {
+  std::unique_lock lock(mutex_);
+  const auto over = [this] {
+    return over_round_ > returned_ || (latest_ && latest_->round > returned_);
+  };
+  const std::uint64_t ticket = ++checks_asked_;
+  changed_.notify_all();
+  // A heartbeat's own bound, and a little for the lease thread to get to it.
+  const auto bound = keepAliveBound() + std::chrono::seconds(1);
+  changed_.wait_for(lock, bound, [&] {
+    return over() || cancelled_ || stopping_ || closed_ || checks_answered_ >= ticket;
+  });
+  return !over();
 }
 
 void ElasticMembership::cancelWait() {

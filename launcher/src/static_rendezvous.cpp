@@ -171,6 +171,25 @@ void StaticRendezvous::watchStore() {
       });
 }
 
+// Node 0's agent dies with its workers, whose connections reset this node's
+// workers, often before the watch has noticed. A PING on this node's own
+// connection to node 0's store settles it: answered within the keep-alive
+// bound, node 0 stands (unless the watch saw it go meanwhile).
+bool StaticRendezvous::failureStands(int attempt) {
+  (void)attempt;
+  if (server_ || lost_) {
+    return !lost_;
+  }
+  try {
+    client_->setTimeout(options_.keep_alive_bound);
+    client_->ping();
+    client_->setTimeout(options_.join_timeout);
+  } catch (const Error&) {
+    return cancelled_;  // cancelWait() interrupted it: nothing more is known
+  }
+  return !lost_;
+}
+
 void StaticRendezvous::cancelWait() {
   cancelled_ = true;
   std::lock_guard lock(client_mutex_);

@@ -250,6 +250,39 @@ TEST(AgentTest, AMembershipChangeRestartsTheWorkersWithoutCounting) {
   EXPECT_EQ(readEnvFile(dir.path() / "0.env")["TORCHELASTIC_RESTART_COUNT"], "1");
 }
 
+// Every worker failed (a lost peer reset their connections) before the
+// rendezvous could say their group was over; with no restart left, the
+// agent asks it, hears the group was over, and runs the next group without
+// counting a restart. Before, that failure ended the job.
+TEST(AgentTest, AFailureOfAGroupAlreadyOverJoinsTheNextGroupUncounted) {
+  test_support::TempDir dir;
+  FakeRendezvous rendezvous;
+  rendezvous.push(singleNode(2));
+  WorkerGroup next = singleNode(2);
+  next.attempt = 1;
+  rendezvous.push(next);
+  rendezvous.setFailureStands(false);
+  const RunResult result =
+      Agent(configFor(rendezvous, 2,
+                      {"--env-to", dir.path().string(), "--only-attempt", "0", "--exit", "1"}))
+          .run();
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.attempts, 2);
+  EXPECT_EQ(rendezvous.failureChecks(), std::vector<int>{0});
+  EXPECT_EQ(rendezvous.restartRequests(), 0);
+  EXPECT_EQ(readEnvFile(dir.path() / "0.env")["TORCHELASTIC_RESTART_COUNT"], "1");
+}
+
+// A failure the rendezvous says stands ends the run with its code, asked once.
+TEST(AgentTest, AFailureThatStandsEndsTheRunAfterOneQuestion) {
+  FakeRendezvous rendezvous(singleNode(2));
+  const RunResult result =
+      Agent(configFor(rendezvous, 2, {"--only-rank", "1", "--exit", "7"})).run();
+  EXPECT_EQ(result.exit_code, 7);
+  EXPECT_EQ(result.attempts, 1);
+  EXPECT_EQ(rendezvous.failureChecks(), std::vector<int>{0});
+}
+
 // An abort elsewhere: the group is over, and there is no next one.
 TEST(AgentTest, AJobEndedElsewhereStopsTheWorkersAtOnce) {
   test_support::TempDir dir;

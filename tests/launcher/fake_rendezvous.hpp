@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "ddprun/launcher/rendezvous.hpp"
 #include "ddprun/proto/errors.hpp"
@@ -64,7 +65,25 @@ class FakeRendezvous : public Rendezvous {
     ++restart_requests_;
   }
 
+  bool failureStands(int attempt) override {
+    std::lock_guard lock(mutex_);
+    failure_checks_.push_back(attempt);
+    return failure_stands_;
+  }
+
   int finishJob(const RunResult& result) override { return result.exit_code; }
+
+  // What failureStands() answers: false models a group the rendezvous knew
+  // was over before it could say so to the agent.
+  void setFailureStands(bool stands) {
+    std::lock_guard lock(mutex_);
+    failure_stands_ = stands;
+  }
+  // The attempts whose failure the agent put to failureStands().
+  std::vector<int> failureChecks() {
+    std::lock_guard lock(mutex_);
+    return failure_checks_;
+  }
 
   // The script: the next nextGroup() returns `group`, ends the job
   // (nullopt), or throws Error(message).
@@ -115,6 +134,8 @@ class FakeRendezvous : public Rendezvous {
   int calls_ = 0;
   int restart_requests_ = 0;
   bool cancelled_ = false;
+  bool failure_stands_ = true;
+  std::vector<int> failure_checks_;
   std::mutex watch_mutex_;
   std::function<void(int)> over_;
 };

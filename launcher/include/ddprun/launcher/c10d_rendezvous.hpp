@@ -35,6 +35,7 @@ class C10dRendezvous final : public Rendezvous {
   void cancelWait() override { membership_->cancelWait(); }
   void watchGroup(std::function<void(int newer_attempt)> over) override;
   void requestRestart() override { membership_->requestRestart(); }
+  bool failureStands(int attempt) override;
   // After a success: the exit barrier, then the run is closed. After a
   // failure: the run is aborted, so every other agent stops too. After a
   // signal: the run is left open for a replacement, as torchrun does.

@@ -124,6 +124,13 @@ class ElasticMembership {
 
   // This node's workers failed: the whole job moves to a new round. Queued.
   void requestRestart();
+  // This node's workers failed for good: whether the round nextRound()
+  // returned last still stands. The lease thread sends a heartbeat and waits
+  // for its answer, so a rendezvous whose host died is lost by then (its
+  // connection reset, or silent for the keep-alive bound) and the round is
+  // over: false. Blocks at most about the keep-alive bound; cancelWait()
+  // ends it (true: nothing more is known).
+  bool roundStands();
   // This node is node 0 of the round nextRound() returned and has emptied its
   // workers' store: the other members may be told the round. Queued.
   void storeReady();
@@ -190,6 +197,9 @@ class ElasticMembership {
   std::optional<ElasticRound> latest_;   // the newest round pushed
   std::int64_t returned_ = -1;           // the round nextRound() returned last
   std::optional<ElasticRound> running_;  // the round nextRound() returned last, whole
+  std::int64_t over_round_ = -1;         // the newest round the change callback was told of
+  std::uint64_t checks_asked_ = 0;       // roundStands() calls; each wants a heartbeat answered
+  std::uint64_t checks_answered_ = 0;
   bool spare_ = false;                   // the round is full: standing by
   bool suspended_ = false;               // the round fell below min_nodes
   bool finished_ = false;                // the daemon said every member of the round is done

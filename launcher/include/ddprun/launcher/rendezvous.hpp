@@ -7,7 +7,8 @@
 //
 // Threads: nextGroup() runs on the agent's waiter thread and may block for as
 // long as the backend's timeout; cancelWait() may be called from any thread
-// and makes a blocked or later nextGroup() return nullopt soon; requestRestart()
+// and makes a blocked or later nextGroup() (or failureStands()) return soon;
+// failureStands() runs on the waiter thread too; requestRestart()
 // runs on the agent's loop; finishJob() on main's thread after the agent's
 // loop has ended (no other call runs then). Callbacks given to watchGroup()
 // are called on the backend's own threads.
@@ -66,6 +67,19 @@ class Rendezvous {
 
   // This node's workers failed and it will restart them: tell the others.
   virtual void requestRestart() {}
+
+  // This node's workers failed in `attempt` and no restart is left. Workers
+  // often fail first when a peer node dies (their connections reset), before
+  // the backend has said the group is over. Blocks (on the agent's waiter
+  // thread, at most about the keep-alive bound) until the backend knows:
+  // false when the group was already over (the node that hosted the
+  // rendezvous or the store is gone), so the failure was the lost node's and
+  // the agent joins the next group; true when it stands. cancelWait() makes
+  // it return soon.
+  virtual bool failureStands(int attempt) {
+    (void)attempt;
+    return true;
+  }
 
   // The run is over on this node: ends the job as the backend must (the exit
   // barrier, closing or aborting it for the others) and returns this agent's

@@ -77,6 +77,7 @@ class StaticRendezvous final : public Rendezvous {
   void cancelWait() override;
   // Called when node 0 (the store's host) is lost while a group runs.
   void watchGroup(std::function<void(int newer_attempt)> over) override;
+  bool failureStands(int attempt) override;
   // The exit barrier (a timeout is a warning), except after a signal or when
   // no group ever formed. Returns result.exit_code.
   int finishJob(const RunResult& result) override;
