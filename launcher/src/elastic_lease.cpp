@@ -171,10 +171,13 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
       // still serves (or loses it, and the round with it).
       const std::uint64_t asked = checks_asked_;
       if ((Clock::now() >= next_beat || asked > checks_answered_) && !closed_) {
+        const std::string awaited = asked > checks_answered_ ? awaited_event_ : std::string();
         lock.unlock();
         beat(lease);
+        const bool held = !awaited.empty() && lease.check({awaited});
         lock.lock();
         next_beat = Clock::now() + options_.keep_alive_interval;
+        pending_event_ = held ? awaited : std::string();
       }
       if (asked > checks_answered_) {
         checks_answered_ = asked;

@@ -74,13 +74,16 @@ ElasticMembership::StreamEnd ElasticMembership::readSession(std::int64_t session
     }
     events.setTimeout(std::chrono::duration_cast<std::chrono::milliseconds>(kEventWait));
     for (std::int64_t n = 0;; ++n) {
-      const protocol::Event event = protocol::decodeEvent(
-          events.get(protocol::eventKey(options_.run_id, options_.agent_id, session, n)));
+      const std::string key = protocol::eventKey(options_.run_id, options_.agent_id, session, n);
+      {
+        std::lock_guard lock(mutex_);
+        awaited_event_ = key;  // read before the previous event's waiters wake
+      }
+      const protocol::Event event = protocol::decodeEvent(events.get(key));
       if (event.type == EventType::kDropped) {
         return onDropped();
       }
       const bool round_over = recordEvent(event);
-      changed_.notify_all();
       if (round_over) {
         notifyChange(event.type == EventType::kClosed ? kAborted : event.round);
       }
@@ -148,7 +151,8 @@ void ElasticMembership::notifyChange(std::int64_t newer_round) {
 
 // Records one event; returns whether the agent's running round is over.
 bool ElasticMembership::recordEvent(const protocol::Event& event) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
+  awaited_event_.clear();  // read: roundStands() may decide now
   switch (event.type) {
     case EventType::kRound:
       latest_ = roundFrom(event);
@@ -180,8 +184,11 @@ bool ElasticMembership::recordEvent(const protocol::Event& event) {
   // "suspended" and "spare" only mean: no round to run now. A plain close
   // does not stop workers that are running: it comes first from the agent
   // that finished first, while the others finish too.
-  return returned_ >= 0 && (event.type == EventType::kRound ||
-                            event.type == EventType::kSuspended || failed_on_);
+  const bool over = returned_ >= 0 && (event.type == EventType::kRound ||
+                                       event.type == EventType::kSuspended || failed_on_);
+  lock.unlock();
+  changed_.notify_all();
+  return over;
 }
 
 // What nextRound() waits for, as the rendezvous last said.
@@ -259,8 +266,14 @@ bool ElasticMembership::roundStands() {
   changed_.notify_all();
   // A heartbeat's own bound, and a little for the lease thread to get to it.
   const auto bound = keepAliveBound() + std::chrono::seconds(1);
-  changed_.wait_for(lock, bound, [&] {
+  const auto deadline = Clock::now() + bound;
+  changed_.wait_until(lock, deadline, [&] {
     return over() || cancelled_ || stopping_ || closed_ || checks_answered_ >= ticket;
+  });
+  // The daemon holds an event the reader has not read yet: let it read it.
+  changed_.wait_until(lock, deadline, [&] {
+    return over() || cancelled_ || stopping_ || closed_ || pending_event_.empty() ||
+           pending_event_ != awaited_event_;
   });
   return !over();
 }

@@ -128,8 +128,11 @@ class ElasticMembership {
   // returned last still stands. The lease thread sends a heartbeat and waits
   // for its answer, so a rendezvous whose host died is lost by then (its
   // connection reset, or silent for the keep-alive bound) and the round is
-  // over: false. Blocks at most about the keep-alive bound; cancelWait()
-  // ends it (true: nothing more is known).
+  // over: false. The same turn asks the daemon whether it already holds the
+  // event the reader waits for (a new round pushed, not yet read off the
+  // other connection); if so, the answer waits for the reader. Blocks at
+  // most about the keep-alive bound; cancelWait() ends it (true: nothing
+  // more is known).
   bool roundStands();
   // This node is node 0 of the round nextRound() returned and has emptied its
   // workers' store: the other members may be told the round. Queued.
@@ -200,6 +203,8 @@ class ElasticMembership {
   std::int64_t over_round_ = -1;         // the newest round the change callback was told of
   std::uint64_t checks_asked_ = 0;       // roundStands() calls; each wants a heartbeat answered
   std::uint64_t checks_answered_ = 0;
+  std::string awaited_event_;  // the key of the event the reader waits for ("": none)
+  std::string pending_event_;  // an awaited event the daemon already holds (a check saw it)
   bool spare_ = false;                   // the round is full: standing by
   bool suspended_ = false;               // the round fell below min_nodes
   bool finished_ = false;                // the daemon said every member of the round is done
