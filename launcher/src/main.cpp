@@ -191,6 +191,9 @@ int runAgent(const LaunchConfig& config) {
   for (const std::string& notice : agent_config.environment.notices()) {
     log().warn("{}", notice);
   }
+  for (const std::string& info : agent_config.environment.infos()) {
+    log().info("{}", info);
+  }
   log().info("{}; {} worker(s), run id {}, {}", rendezvous->describe(), nproc, config.rdzv_id,
              launcher::describeLogs(run_dir));
   if (!binding_line.empty()) {

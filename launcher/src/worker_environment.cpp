@@ -3,7 +3,9 @@
 #include <map>
 #include <sstream>
 
+#include "ddprun/launcher/environment.hpp"
 #include "ddprun/launcher/rendezvous.hpp"
+#include "ddprun/launcher/socket_interface.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {
@@ -58,6 +60,15 @@ std::vector<std::string> ownDevices(const Merged& merged, int nproc) {
   return devices;
 }
 
+// The inherited variables as a lookup; a later entry for a name wins.
+Environment lookupIn(const WorkerEnvironment::Variables& inherited) {
+  Merged merged;
+  for (const auto& [name, value] : inherited) {
+    merged.insert_or_assign(name, value);
+  }
+  return mapEnvironment(std::move(merged));
+}
+
 }  // namespace
 
 WorkerEnvironment::WorkerEnvironment(Job job, Variables inherited) : job_(std::move(job)) {
@@ -70,6 +81,12 @@ WorkerEnvironment::WorkerEnvironment(Job job, Variables inherited) : job_(std::m
     notices_.emplace_back(kOmpWarning);
   }
   defaultNcclAsyncErrorHandling(merged);
+  if (!job_.socket_interface.empty()) {
+    for (auto& [name, value] :
+         socketInterfaceVariables(job_.socket_interface, mapEnvironment(merged))) {
+      merged.insert_or_assign(std::move(name), std::move(value));
+    }
+  }
   if (job_.virtual_local_rank) {
     own_devices_ = ownDevices(merged, job_.nproc_per_node);
   }
@@ -90,7 +107,17 @@ WorkerEnvironment WorkerEnvironment::forLaunch(const LaunchConfig& config, int n
   job.signals_to_handle = config.signals_to_handle_text;
   job.timer_file = config.timer_file.value_or("");
   job.virtual_local_rank = config.virtual_local_rank;
-  return WorkerEnvironment(std::move(job), std::move(inherited));
+  SocketInterfaceChoice socket =
+      chooseSocketInterface(config, lookupIn(inherited), systemNetwork());
+  job.socket_interface = socket.interface;
+  WorkerEnvironment environment(std::move(job), std::move(inherited));
+  if (!socket.info.empty()) {
+    environment.infos_.push_back(std::move(socket.info));
+  }
+  if (!socket.warning.empty()) {
+    environment.notices_.push_back(std::move(socket.warning));
+  }
+  return environment;
 }
 
 proto::WorkerEnv WorkerEnvironment::contract(const WorkerGroup& group, int local_rank,

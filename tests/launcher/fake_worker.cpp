@@ -1,6 +1,7 @@
 // A stand-in worker for the launcher tests. Behaviour from its arguments:
-//   --env-to DIR        write this worker's environment contract, OMP_NUM_THREADS and the
-//                       NCCL async-error variables to DIR/<LOCAL_RANK>.env
+//   --env-to DIR        write this worker's environment contract, OMP_NUM_THREADS, the
+//                       NCCL async-error variables and the socket interface variables
+//                       to DIR/<LOCAL_RANK>.env
 //   --ready-to DIR      create DIR/<LOCAL_RANK>.ready once running
 //   --exit N            exit with N (default 0)
 //   --signal N          kill itself with signal N
@@ -55,9 +56,11 @@ void writeEnv(const std::string& dir) {
     out << name << "=" << value << "\n";
   }
   out << "OMP_NUM_THREADS=" << envOr("OMP_NUM_THREADS", "") << "\n";
-  // Inherited defaults, not the contract: written only when set.
-  for (const auto name : {ddprun::proto::env::kNcclAsyncErrorHandling,
-                          ddprun::proto::env::kLegacyNcclAsyncErrorHandling}) {
+  // Inherited or defaulted, not the contract: written only when set.
+  for (const auto name :
+       {ddprun::proto::env::kNcclAsyncErrorHandling,
+        ddprun::proto::env::kLegacyNcclAsyncErrorHandling, ddprun::proto::env::kGlooSocketIfname,
+        ddprun::proto::env::kNcclSocketIfname}) {
     if (const char* value = std::getenv(std::string(name).c_str())) {
       out << name << "=" << value << "\n";
     }

@@ -175,6 +175,28 @@ TEST(WorkerEnvironment, TheFileTimersPipeIsExportedWhenServed) {
             "/run/timer");
 }
 
+// docs/torchrun-contract.md §5.3: the interface a job across hosts needs is
+// set where the user set nothing; a user's own value passes through as is.
+TEST(WorkerEnvironment, TheSocketInterfaceIsSetOnlyWhereTheUserSetNone) {
+  WorkerEnvironment::Job across_hosts = job(2);
+  across_hosts.socket_interface = "eth1";
+  Vars vars = workerVars(WorkerEnvironment(across_hosts, {}));
+  EXPECT_EQ(vars.at("GLOO_SOCKET_IFNAME"), "eth1");
+  EXPECT_EQ(vars.at("NCCL_SOCKET_IFNAME"), "=eth1");
+
+  vars = workerVars(WorkerEnvironment(across_hosts, {{"GLOO_SOCKET_IFNAME", "ib0,ib1"}}));
+  EXPECT_EQ(vars.at("GLOO_SOCKET_IFNAME"), "ib0,ib1");
+  EXPECT_EQ(vars.at("NCCL_SOCKET_IFNAME"), "=eth1");
+
+  vars = workerVars(WorkerEnvironment(across_hosts, {{"NCCL_SOCKET_IFNAME", "^docker"}}));
+  EXPECT_EQ(vars.at("GLOO_SOCKET_IFNAME"), "eth1");
+  EXPECT_EQ(vars.at("NCCL_SOCKET_IFNAME"), "^docker");
+
+  vars = workerVars(WorkerEnvironment(job(2), {{"GLOO_SOCKET_IFNAME", "ib0"}}));
+  EXPECT_EQ(vars.at("GLOO_SOCKET_IFNAME"), "ib0");
+  EXPECT_EQ(vars.count("NCCL_SOCKET_IFNAME"), 0u) << "no interface needed: nothing added";
+}
+
 TEST(WorkerEnvironment, ForLaunchTakesTheJobFromTheFlags) {
   const LaunchConfig config =
       testing::parse({"--nnodes", "2", "--role", "r", "--rdzv-id", "x", "--max-restarts", "5",

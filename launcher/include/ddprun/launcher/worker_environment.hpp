@@ -5,7 +5,9 @@
 // the name PyTorch 1.13 to 2.1 read, unless the user set either); then
 // TORCHELASTIC_SIGNALS_TO_HANDLE from --signals-to-handle, as torchrun
 // exports it, and TORCHELASTIC_TIMER_FILE when the agent serves torch's file
-// timer; last, the worker's contract (RANK, WORLD_SIZE, MASTER_ADDR, ...;
+// timer; GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME, each where the user set
+// none, when a job across hosts needs them (socket_interface.hpp); last,
+// the worker's contract (RANK, WORLD_SIZE, MASTER_ADDR, ...;
 // proto/env_contract.hpp), which no inherited value can override. With
 // --virtual-local-rank every worker's LOCAL_RANK is 0 and its
 // CUDA_VISIBLE_DEVICES is its own device. A value, built once by main before
@@ -36,12 +38,16 @@ class WorkerEnvironment {
     std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
     std::string timer_file;  // the file timer's named pipe; empty: not served
     bool virtual_local_rank = false;
+    // The interface for the workers' Gloo and NCCL sockets; empty: none.
+    std::string socket_interface;
   };
 
   // `inherited`: the agent's own environment, NAME and value (a later entry
   // for a name wins, as in a shell). Throws ConfigError when
   // --virtual-local-rank leaves a worker without a device of its own.
   WorkerEnvironment(Job job, Variables inherited);
+  // The job's values from `config`; across hosts, the socket interface is
+  // looked up here (the host name and the endpoint are resolved).
   static WorkerEnvironment forLaunch(const LaunchConfig& config, int nproc, Variables inherited);
 
   // The contract of local rank `local_rank` of `group`.
@@ -51,8 +57,11 @@ class WorkerEnvironment {
   Variables forWorker(const WorkerGroup& group, int local_rank,
                       const std::string& error_file) const;
 
-  // What to tell the user once (torchrun's OMP_NUM_THREADS warning).
+  // What to warn the user of once (torchrun's OMP_NUM_THREADS warning; no
+  // socket interface found for a job across hosts).
   const std::vector<std::string>& notices() const { return notices_; }
+  // What to tell the user once (the socket interface chosen, and why).
+  const std::vector<std::string>& infos() const { return infos_; }
 
  private:
   Job job_;
@@ -60,6 +69,7 @@ class WorkerEnvironment {
   // --virtual-local-rank: each local rank's CUDA_VISIBLE_DEVICES; else empty.
   std::vector<std::string> own_devices_;
   std::vector<std::string> notices_;
+  std::vector<std::string> infos_;
 };
 
 }  // namespace ddprun::launcher

@@ -45,6 +45,10 @@ inline constexpr std::string_view kPythonExec = "PYTHON_EXEC";
 // pipe's path, given to the agent or chosen by it, reaches every worker.
 inline constexpr std::string_view kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER";
 inline constexpr std::string_view kTimerFile = "TORCHELASTIC_TIMER_FILE";
+// The network interface of Gloo's and NCCL's sockets: inherited; set by the
+// agent across hosts where the host name resolves only to loopback.
+inline constexpr std::string_view kGlooSocketIfname = "GLOO_SOCKET_IFNAME";
+inline constexpr std::string_view kNcclSocketIfname = "NCCL_SOCKET_IFNAME";
 }  // namespace env
 
 // One worker's view of its job. Defaults are what a worker assumes when an

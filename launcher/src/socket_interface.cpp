@@ -1,0 +1,242 @@
+#include "ddprun/launcher/socket_interface.hpp"
+
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/udp.hpp>
+#include <cstring>
+
+#include "ddprun/proto/env_contract.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+namespace asio = boost::asio;
+
+// Only a job across hosts can have workers on different hosts: --standalone
+// and one node keep every worker here, where loopback is right. Plug-in
+// backends have no endpoint ddprun parsed.
+bool spansHosts(const LaunchConfig& config) {
+  return !config.standalone && !config.auto_standalone && config.max_nodes > 1 &&
+         config.rdzv_address.has_value();
+}
+
+// No address at all counts as loopback: Gloo falls back to loopback then too.
+bool onlyLoopback(const std::vector<IpAddress>& addresses) {
+  for (const IpAddress& address : addresses) {
+    if (!address.is_loopback()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string listed(const std::vector<IpAddress>& addresses) {
+  std::string text;
+  for (const IpAddress& address : addresses) {
+    text += (text.empty() ? "" : ", ") + address.to_string();
+  }
+  return text;
+}
+
+std::string whyHostNameFails(const std::string& host_name,
+                             const std::vector<IpAddress>& addresses) {
+  if (addresses.empty()) {
+    return "host name '" + host_name + "' does not resolve";
+  }
+  return "host name '" + host_name + "' resolves only to loopback (" + listed(addresses) + ")";
+}
+
+std::string describeEndpoint(const Endpoint& endpoint, const IpAddress* address) {
+  std::string text = endpoint.host + ":" + std::to_string(endpoint.port);
+  if (address != nullptr && address->to_string() != endpoint.host) {
+    text += " (" + address->to_string() + ")";
+  }
+  return text;
+}
+
+std::string assignments(const std::vector<std::pair<std::string, std::string>>& variables) {
+  std::string text;
+  for (const auto& [name, value] : variables) {
+    text += (text.empty() ? "" : " and ") + name + "=" + value;
+  }
+  return text;
+}
+
+// The variables of the two the user set, for the info line.
+std::string usersOwn(const Environment& env) {
+  std::string text;
+  for (const std::string_view name :
+       {proto::env::kGlooSocketIfname, proto::env::kNcclSocketIfname}) {
+    const auto value = env(name);
+    if (value && !value->empty()) {
+      text += (text.empty() ? "" : ", ") + std::string(name) + "=" + *value;
+    }
+  }
+  return text.empty() ? "" : " (the user's " + text + " kept)";
+}
+
+SocketInterfaceChoice noInterface(const std::string& why_needed, const Endpoint& endpoint,
+                                  const IpAddress* address, const std::string& why_none) {
+  SocketInterfaceChoice choice;
+  choice.warning = why_needed + ", and no interface reaching the rendezvous endpoint " +
+                   describeEndpoint(endpoint, address) + " was found (" + why_none +
+                   "): GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME stay unset, so workers on "
+                   "other hosts may not reach this host's; set them to the job network's "
+                   "interface";
+  return choice;
+}
+
+IpAddress fromSockaddr(const sockaddr* address) {
+  if (address->sa_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(address);
+    return asio::ip::address_v4(ntohl(v4->sin_addr.s_addr));
+  }
+  const auto* v6 = reinterpret_cast<const sockaddr_in6*>(address);
+  asio::ip::address_v6::bytes_type bytes;
+  std::memcpy(bytes.data(), v6->sin6_addr.s6_addr, bytes.size());
+  return asio::ip::address_v6(bytes, v6->sin6_scope_id);
+}
+
+// Asio has no interface list: getifaddrs is read by hand.
+std::vector<InterfaceAddress> systemInterfaces() {
+  std::vector<InterfaceAddress> found;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) {
+    return found;
+  }
+  for (const ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
+    if (entry->ifa_addr != nullptr &&
+        (entry->ifa_addr->sa_family == AF_INET || entry->ifa_addr->sa_family == AF_INET6)) {
+      found.push_back({entry->ifa_name, fromSockaddr(entry->ifa_addr)});
+    }
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+// No AI_ADDRCONFIG (Asio's default flag): on a host whose only IPv4 address
+// is loopback it would hide the very answer that matters.
+std::vector<IpAddress> systemResolve(const std::string& host) {
+  asio::io_context io;
+  asio::ip::udp::resolver resolver(io);
+  boost::system::error_code error;
+  const auto results = resolver.resolve(host, "", asio::ip::resolver_base::flags(), error);
+  std::vector<IpAddress> addresses;
+  if (error) {
+    return addresses;
+  }
+  for (const auto& result : results) {
+    const IpAddress address = result.endpoint().address();
+    if (std::find(addresses.begin(), addresses.end(), address) == addresses.end()) {
+      addresses.push_back(address);
+    }
+  }
+  return addresses;
+}
+
+// Connecting a UDP socket sends nothing: the kernel only picks the route and
+// the source address it would use, so Linux's routing decides.
+std::optional<IpAddress> systemSourceAddress(const IpAddress& peer, int port, std::string& why) {
+  asio::io_context io;
+  asio::ip::udp::socket socket(io);
+  boost::system::error_code error;
+  socket.open(peer.is_v4() ? asio::ip::udp::v4() : asio::ip::udp::v6(), error);
+  if (!error) {
+    socket.connect({peer, static_cast<unsigned short>(port)}, error);
+  }
+  if (!error) {
+    const IpAddress local = socket.local_endpoint(error).address();
+    if (!error) {
+      return local;
+    }
+  }
+  why = error.message();
+  return std::nullopt;
+}
+
+std::string systemHostName() {
+  std::array<char, 256> name{};
+  ::gethostname(name.data(), name.size() - 1);
+  return name.data();
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> socketInterfaceVariables(
+    const std::string& interface, const Environment& env) {
+  std::vector<std::pair<std::string, std::string>> variables;
+  const auto unset = [&env](std::string_view name) {
+    const auto value = env(name);
+    return !value || value->empty();
+  };
+  if (unset(proto::env::kGlooSocketIfname)) {
+    variables.emplace_back(proto::env::kGlooSocketIfname, interface);
+  }
+  // NCCL matches a plain name as a prefix (eth1 would take eth10 too); a
+  // leading '=' asks for this interface exactly.
+  if (unset(proto::env::kNcclSocketIfname)) {
+    variables.emplace_back(proto::env::kNcclSocketIfname, "=" + interface);
+  }
+  return variables;
+}
+
+std::optional<std::string> interfaceHolding(const std::vector<InterfaceAddress>& interfaces,
+                                            const IpAddress& address) {
+  for (const InterfaceAddress& entry : interfaces) {
+    if (entry.address == address) {
+      return entry.interface;
+    }
+  }
+  return std::nullopt;
+}
+
+NetworkProbe systemNetwork() {
+  return {systemHostName(), systemResolve, systemSourceAddress, systemInterfaces};
+}
+
+SocketInterfaceChoice chooseSocketInterface(const LaunchConfig& config, const Environment& env,
+                                            const NetworkProbe& probe) {
+  if (!spansHosts(config) || socketInterfaceVariables("", env).empty()) {
+    return {};
+  }
+  const Endpoint& endpoint = *config.rdzv_address;
+  const std::vector<IpAddress> peers = probe.resolve(endpoint.host);
+  // The first address is the one a connection tries first.
+  if (!peers.empty() && peers.front().is_loopback()) {
+    return {};  // every node is this host
+  }
+  const std::vector<IpAddress> own = probe.resolve(probe.host_name);
+  if (!onlyLoopback(own)) {
+    return {};  // Gloo binds the host name's own address, which peers can reach
+  }
+  const std::string why_needed = whyHostNameFails(probe.host_name, own);
+  if (peers.empty()) {
+    return noInterface(why_needed, endpoint, nullptr, "the endpoint does not resolve");
+  }
+  const IpAddress& peer = peers.front();
+  std::string why_no_route;
+  const std::optional<IpAddress> source = probe.source_address(peer, endpoint.port, why_no_route);
+  if (!source) {
+    return noInterface(why_needed, endpoint, &peer, "no route: " + why_no_route);
+  }
+  const std::optional<std::string> interface = interfaceHolding(probe.interfaces(), *source);
+  if (!interface) {
+    return noInterface(why_needed, endpoint, &peer,
+                       "no interface holds the local address " + source->to_string());
+  }
+  SocketInterfaceChoice choice;
+  choice.interface = *interface;
+  choice.info = why_needed + ": the workers get " +
+                assignments(socketInterfaceVariables(*interface, env)) + ", the interface of " +
+                source->to_string() + ", which reaches the rendezvous endpoint " +
+                describeEndpoint(endpoint, &peer) + usersOwn(env);
+  return choice;
+}
+
+}  // namespace ddprun::launcher
