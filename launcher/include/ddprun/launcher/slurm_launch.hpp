@@ -32,8 +32,8 @@ class SlurmError : public ConfigError {
 // The derived rendezvous port: kSlurmPortBase + job id % kSlurmPortSpan,
 // 20000 to 29999. Below Linux's ephemeral ports (32768 and up by default),
 // so no outgoing connection holds it; jobs whose ids differ by a multiple of
-// 10000 and share a first host collide, and the later one's agent cannot
-// host its rendezvous (give it --rdzv-endpoint).
+// 10000 and share a first host collide: the later one joins, under its own
+// run id, the rendezvous the earlier one serves (give it --rdzv-endpoint).
 inline constexpr int kSlurmPortBase = 20000;
 inline constexpr int kSlurmPortSpan = 10000;
 
