@@ -26,10 +26,12 @@ namespace {
 
 constexpr int kIntMax = std::numeric_limits<int>::max();
 
-// One option's text as the user supplied it, and how to name it in an error.
+// One option's text as the user supplied it, how to name it in an error,
+// and where it came from ("flag" or "env:PET_<DEST>", see ValueSources).
 struct Supplied {
   std::string text;
   std::string what;
+  std::string source;
 };
 
 // Parsed command line before conversion: CLI11 fills these by dest.
@@ -56,12 +58,12 @@ class RawCommandLine {
     const Slot& slot = slots_.at(dest);
     const std::string flag = canonicalFlag(*slot.spec);
     if (slot.option->count() > 0) {
-      return Supplied{slot.spec->is_flag ? "1" : slot.text, flag};
+      return Supplied{slot.spec->is_flag ? "1" : slot.text, flag, "flag"};
     }
     if (slot.spec->env_backed) {
       const std::string pet = petName(*slot.spec);
       if (auto text = env(pet)) {
-        return Supplied{*text, pet + " (" + flag + ")"};
+        return Supplied{*text, pet + " (" + flag + ")", "env:" + pet};
       }
     }
     return std::nullopt;
@@ -171,6 +173,8 @@ void readWorkerOptions(const Reader& in, LaunchConfig& config) {
         return parseInt(what, text, 0, kIntMax);
       });
   config.worker_hang_timeout_s = in.parsed("worker_hang_timeout", parsePositiveDouble);
+  config.no_slurm = in.flag("no_slurm");
+  config.dry_run = in.flag("dry_run");
 }
 
 void readLogOptions(const Reader& in, LaunchConfig& config) {
@@ -184,6 +188,17 @@ void readLogOptions(const Reader& in, LaunchConfig& config) {
   config.duplicate_stdout_filters = parseFilterList(in.text("duplicate_stdout_filters", ""));
   config.duplicate_stderr_filters = parseFilterList(in.text("duplicate_stderr_filters", ""));
   config.logs_specs = in.nonEmpty("logs_specs");
+}
+
+// Where every option the user gave came from; the derived rules add theirs.
+ValueSources suppliedSources(const Reader& in) {
+  ValueSources sources;
+  for (const auto& spec : optionTable()) {
+    if (const auto supplied = in.get(spec.dest)) {
+      sources.emplace(spec.dest, supplied->source);
+    }
+  }
+  return sources;
 }
 
 // remaining() is [script, args...] unless the user wrote an option CLI11 does
@@ -253,6 +268,7 @@ LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& 
   readLaunchShape(reader, config);
   readWorkerOptions(reader, config);
   readLogOptions(reader, config);
+  config.sources = suppliedSources(reader);
   takeScript(app.remaining(), config);
   applyDerivedRules(config, env, make_run_id);
   return config;
@@ -278,9 +294,11 @@ std::string usage() {
 std::string helpText() {
   CLI::App app(
       "ddprun, a drop-in for torchrun (torch.distributed.run): starts and supervises the workers "
-      "of\na distributed PyTorch job on this node. Every option but --logs-specs, --numa-binding "
-      "and\n--print-completion also reads PET_<OPTION> from the environment (PET_NPROC_PER_NODE); "
-      "the\ncommand line wins. A long option may be abbreviated to any unambiguous prefix.");
+      "of\na distributed PyTorch job on this node. Every option but --logs-specs, --numa-binding,"
+      "\n--print-completion and --dry-run also reads PET_<OPTION> from the environment\n"
+      "(PET_NPROC_PER_NODE); the command line wins. A long option may be abbreviated to any\n"
+      "unambiguous prefix. Under srun, with no rendezvous option given, the launch is derived "
+      "from\nthe Slurm step (--no-slurm: never).");
   RawCommandLine raw(app);
   app.formatter(argparseStyleFormatter(usage()));
   return app.help();

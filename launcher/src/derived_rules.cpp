@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "ddprun/launcher/option_values.hpp"
+#include "ddprun/launcher/slurm_launch.hpp"
 #include "ddprun/proto/env_contract.hpp"
 #include "ddprun/proto/errors.hpp"
 
@@ -13,6 +14,11 @@ constexpr int kStaticDefaultPort = 29500;
 constexpr int kC10dDefaultPort = 29400;
 constexpr int kEtcdDefaultPort = 2379;
 constexpr int kDefaultShutdownGrace = 30;
+
+bool fromSlurm(const LaunchConfig& config, std::string_view dest) {
+  const auto found = config.sources.find(dest);
+  return found != config.sources.end() && found->second.starts_with("slurm:");
+}
 
 void checkConflicts(const LaunchConfig& config) {
   // torchrun only checks this on the non-run-path branch (run.py get_entrypoint).
@@ -36,6 +42,9 @@ void applyStandalone(LaunchConfig& config, const RunIdGenerator& make_run_id) {
   config.rdzv_backend = "c10d";
   config.rdzv_endpoint = "localhost:0";
   config.rdzv_id = make_run_id();
+  for (const char* dest : {"rdzv_backend", "rdzv_endpoint", "rdzv_id"}) {
+    config.sources[dest] = "derived";
+  }
 }
 
 void applyEndpoint(LaunchConfig& config) {
@@ -45,6 +54,7 @@ void applyEndpoint(LaunchConfig& config) {
     if (derived) {
       config.rdzv_endpoint = config.master_addr + ":" +
                              std::to_string(config.master_port.value_or(kStaticDefaultPort));
+      config.sources["rdzv_endpoint"] = "derived";
     }
     const char* what = derived ? "--master-addr:--master-port" : "--rdzv-endpoint";
     config.rdzv_address = parseEndpoint(what, config.rdzv_endpoint, -1);
@@ -52,7 +62,10 @@ void applyEndpoint(LaunchConfig& config) {
       failValue(what, config.rdzv_endpoint, "the static backend needs a port (try --master-port)");
     }
   } else if (backend == "c10d") {
-    config.rdzv_address = parseEndpoint("--rdzv-endpoint", config.rdzv_endpoint, kC10dDefaultPort);
+    config.rdzv_address = parseEndpoint(fromSlurm(config, "rdzv_endpoint")
+                                            ? "the endpoint derived from SLURM_STEP_NODELIST"
+                                            : "--rdzv-endpoint",
+                                        config.rdzv_endpoint, kC10dDefaultPort);
   } else if (backend == "etcd" || backend == "etcd-v2") {
     config.rdzv_address = parseEndpoint("--rdzv-endpoint", config.rdzv_endpoint, kEtcdDefaultPort);
   }
@@ -71,6 +84,7 @@ void applyEnvOnlyKnobs(LaunchConfig& config, const Environment& env) {
   } else if (const auto from_env = env("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")) {
     config.shutdown_grace_s =
         parseInt("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", *from_env, 0, std::numeric_limits<int>::max());
+    config.sources["shutdown_timeout"] = "env:TORCH_ELASTIC_SHUTDOWN_TIMEOUT";
   }
 }
 
@@ -101,7 +115,8 @@ void collectWarnings(LaunchConfig& config, bool endpoint_given) {
         "master_addr is only used for static rdzv_backend and when rdzv_endpoint is not "
         "specified.");
   }
-  if (config.node_rank != 0) {
+  // Under Slurm every node's SLURM_NODEID is its rank: nothing to warn about.
+  if (config.node_rank != 0 && !fromSlurm(config, "node_rank")) {
     // torchrun ignores it here; ddprun's c10d uses it to order the first round.
     config.warnings.push_back(
         "node_rank is only used for static rdzv_backend (torchrun ignores it with " +
@@ -114,6 +129,7 @@ void collectWarnings(LaunchConfig& config, bool endpoint_given) {
 void applyDerivedRules(LaunchConfig& config, const Environment& env,
                        const RunIdGenerator& make_run_id) {
   checkConflicts(config);
+  applySlurmRules(config, env);
   applyStandalone(config, make_run_id);
   const bool endpoint_given = !config.rdzv_endpoint.empty();
   applyEndpoint(config);

@@ -21,9 +21,11 @@
 #include "ddprun/launcher/agent.hpp"
 #include "ddprun/launcher/cli.hpp"
 #include "ddprun/launcher/device_count.hpp"
+#include "ddprun/launcher/launch_plan.hpp"
 #include "ddprun/launcher/numa_binding.hpp"
 #include "ddprun/launcher/python_interpreter.hpp"
 #include "ddprun/launcher/rendezvous.hpp"
+#include "ddprun/launcher/slurm_launch.hpp"
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/launcher/worker_cgroup.hpp"
 #include "ddprun/launcher/worker_command.hpp"
@@ -41,7 +43,8 @@ using launcher::LaunchConfig;
 using launcher::log;
 
 // torchrun's rules: gpu = the visible CUDA devices (an error if none),
-// cpu = the CPU count, auto = GPUs if there are any, else CPUs.
+// cpu = the CPU count, auto = GPUs if there are any, else CPUs; under Slurm
+// without SLURM_GPUS_ON_NODE, GPUs if there are any, else torchrun's 1.
 int resolveNproc(const launcher::NprocPerNode& nproc) {
   using Kind = launcher::NprocPerNode::Kind;
   const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -61,6 +64,8 @@ int resolveNproc(const launcher::NprocPerNode& nproc) {
       const int gpus = launcher::countVisibleGpus().count;
       return gpus > 0 ? gpus : cpus;
     }
+    case Kind::kGpusElseDefault:
+      return std::max(1, launcher::countVisibleGpus().count);
     case Kind::kXpu:
       break;
   }
@@ -155,9 +160,29 @@ launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
   return agent;
 }
 
+// --dry-run: what would be launched, as one JSON object on stdout; nothing
+// is bound, written or started (the Python probe aside, which starts no worker).
+int printPlan(const LaunchConfig& config, int nproc, const std::string& python) {
+  launcher::ResolvedLaunch resolved;
+  resolved.nproc = nproc;
+  resolved.python = python;
+  const auto python_exec = launcher::processEnvironment()("PYTHON_EXEC");
+  resolved.python_source = python_exec && !python_exec->empty() ? "env:PYTHON_EXEC" : "derived";
+  resolved.worker_argv = launcher::workerCommand(config, 0, launcher::processEnvironment(), python);
+  std::puts(launcher::launchPlanJson(config, resolved).c_str());
+  return 0;
+}
+
 int runAgent(const LaunchConfig& config) {
   refuseLogsSpecs(config);
   const int nproc = resolveNproc(config.nproc_per_node);
+  if (config.slurm) {
+    // The driver is asked only when it decided the count (it was, just now).
+    const bool gpus_counted =
+        config.nproc_per_node.kind == launcher::NprocPerNode::Kind::kGpusElseDefault &&
+        launcher::countVisibleGpus().count > 0;
+    log().info("{}", launcher::describeSlurmLaunch(config, nproc, gpus_counted));
+  }
   // Before anything is bound or forked: more workers than this machine lets
   // ddprun supervise is one line, not thousands of forks and a late error.
   if (const auto problem = launcher::workerLimitProblem(nproc, launcher::currentProcessLimits())) {
@@ -173,6 +198,9 @@ int runAgent(const LaunchConfig& config) {
   // device of its own is refused here.
   auto environment =
       launcher::WorkerEnvironment::forLaunch(config, nproc, launcher::inheritedEnvironment());
+  if (config.dry_run) {
+    return printPlan(config, nproc, python);
+  }
   std::string cgroup_note;
   const auto cgroup = launcher::makeJobCgroup(cgroup_note);
   // Only the agent returns; the pid ddprun was started as stays its guardian.
@@ -227,6 +255,9 @@ int main(int argc, char** argv) {
   LaunchConfig config;
   try {
     config = launcher::parseCommandLine({argv + 1, argv + argc}, launcher::processEnvironment());
+  } catch (const launcher::SlurmError& error) {
+    std::fprintf(stderr, "ddprun: %s\n", error.what());  // no flag to fix: no usage
+    return 2;
   } catch (const ConfigError& error) {
     std::fprintf(stderr, "ddprun: %s\n%s", error.what(), launcher::usage().c_str());
     return 2;

@@ -81,6 +81,10 @@ constexpr OptionSpec kOptions[] = {
     // ddprun's own, after torchrun's.
     {"--worker-hang-timeout,--worker_hang_timeout", "worker_hang_timeout", false, true, "SECONDS",
      "Kill a worker that printed nothing and used no CPU for this long, as a crash", G::kDdprun},
+    {"--no-slurm,--no_slurm", "no_slurm", true, true, "",
+     "Under srun, take nothing from Slurm's variables (no derived rendezvous)", G::kDdprun},
+    {"--dry-run,--dry_run", "dry_run", true, false, "",
+     "Print the launch plan as one JSON object and exit, starting nothing", G::kDdprun},
 };
 
 std::vector<std::string> splitOn(const std::string& text, char separator) {

@@ -45,7 +45,7 @@ TEST(CliAbbreviations, AmbiguousPrefixesNameTheirCandidatesOncePerOption) {
             "ambiguous option: --rdzv_ could match --rdzv_backend, --rdzv_endpoint, --rdzv_id, "
             "--rdzv_conf");
   EXPECT_EQ(parseError({"--no=1", "t.py"}),
-            "ambiguous option: --no could match --no-python, --node-rank");
+            "ambiguous option: --no could match --no-python, --node-rank, --no-slurm");
   EXPECT_EQ(parseError({"--lo", "x", "t.py"}),
             "ambiguous option: --lo could match --log-dir, --log-line-prefix-template, "
             "--local-ranks-filter, --local-addr, --logs-specs");

@@ -133,9 +133,18 @@ TEST(CliOptions, EveryEnvBackedOptionFallsBackToPet) {
 
 TEST(CliOptions, NonEnvBackedOptionsIgnorePet) {
   const auto config =
-      parse({"--nnodes", "2", "train.py"}, {{"PET_LOGS_SPECS", "x"}, {"PET_NUMA_BINDING", "node"}});
+      parse({"--nnodes", "2", "train.py"},
+            {{"PET_LOGS_SPECS", "x"}, {"PET_NUMA_BINDING", "node"}, {"PET_DRY_RUN", "1"}});
   EXPECT_FALSE(config.logs_specs);
   EXPECT_FALSE(config.numa_binding);
+  EXPECT_FALSE(config.dry_run);  // an exported PET_DRY_RUN would silently skip every launch
+}
+
+TEST(CliOptions, DryRunIsAFlag) {
+  EXPECT_FALSE(parse({"train.py"}).dry_run);
+  EXPECT_TRUE(parse({"--dry-run", "train.py"}).dry_run);
+  EXPECT_TRUE(parse({"--dry_run", "train.py"}).dry_run);
+  EXPECT_EQ(parseError({"--dry-run=1", "train.py"}), "--dry-run '1': a flag takes no value");
 }
 
 TEST(CliOptions, CommandLineWinsOverPet) {
@@ -201,6 +210,7 @@ std::vector<FlagCase> flagCases() {
       {{"--virtual-local-rank", "--virtual_local_rank"},
        "PET_VIRTUAL_LOCAL_RANK",
        [](auto& c) { return c.virtual_local_rank; }},
+      {{"--no-slurm", "--no_slurm"}, "PET_NO_SLURM", [](auto& c) { return c.no_slurm; }},
   };
 }
 

@@ -1,6 +1,7 @@
 // LaunchConfig: everything torchrun 2.14's command line (plus its PET_*
 // fallbacks) says about one launch, parsed and typed, with the pure-config
-// derived rules of docs/torchrun-contract.md §3 already applied (see cli.hpp). A plain value:
+// derived rules of docs/torchrun-contract.md §3 already applied (see cli.hpp),
+// ddprun's Slurm rules (§3.12) included, and where each value came from. A plain value:
 // built once on the main thread by parseCommandLine, then read-only.
 #pragma once
 
@@ -16,10 +17,11 @@
 namespace ddprun::launcher {
 
 // --nproc-per-node: a count, or a device kind resolved later by the agent
-// (device counts are not pure configuration). kPrivateUse1 keeps the name of
-// an out-of-tree accelerator backend, which ddprun can only reject later.
+// (device counts are not pure configuration). kGpusElseDefault is no flag's
+// value: under Slurm without SLURM_GPUS_ON_NODE, the visible GPUs, else
+// torchrun's default of 1 (docs/torchrun-contract.md §3.12).
 struct NprocPerNode {
-  enum class Kind { kCount, kCpu, kGpu, kXpu, kAuto };
+  enum class Kind { kCount, kCpu, kGpu, kXpu, kAuto, kGpusElseDefault };
   Kind kind = Kind::kCount;
   int count = 1;  // meaningful for kCount only
   bool operator==(const NprocPerNode&) const = default;
@@ -45,6 +47,21 @@ struct Endpoint {
 };
 
 enum class StartMethod { kSpawn, kFork, kForkserver };
+
+// Where a launch value came from, by option dest ("nnodes", "rdzv_endpoint"):
+// "flag", "env:PET_NNODES", "slurm:SLURM_STEP_NUM_NODES", or "derived" (from
+// other values, e.g. --standalone's endpoint). A dest not listed has its
+// default. --dry-run reports it; the Slurm rules read it to let every value
+// the user gave win.
+using ValueSources = std::map<std::string, std::string, std::less<>>;
+
+// The Slurm job step a launch was derived from (docs/torchrun-contract.md §3.12).
+struct SlurmStepInfo {
+  std::string job_id;     // SLURM_JOB_ID
+  std::string step_id;    // SLURM_STEP_ID; empty when srun set none
+  std::string node_list;  // SLURM_STEP_NODELIST, as given
+  bool operator==(const SlurmStepInfo&) const = default;
+};
 enum class NumaBinding { kNode, kSocket, kExclusive, kCoreComplex };
 
 struct LaunchConfig {
@@ -138,7 +155,16 @@ struct LaunchConfig {
   // --print-completion SHELL ("bash" or "zsh"): the caller prints
   // completionScript(SHELL) and exits 0; nothing else is meaningful then.
   std::optional<std::string> print_completion;
-  // Warnings torchrun would log (docs/torchrun-contract.md §3.8), for the caller to print.
+  // --dry-run: the caller prints the launch plan as JSON and exits 0, starting nothing.
+  bool dry_run = false;
+  // --no-slurm: never derive the launch from a Slurm step's environment.
+  bool no_slurm = false;
+  // The Slurm step the launch was derived from; nullopt when none was.
+  std::optional<SlurmStepInfo> slurm;
+  // Where each value came from (see ValueSources).
+  ValueSources sources;
+  // Warnings torchrun would log (docs/torchrun-contract.md §3.8), and
+  // ddprun's own (a Slurm job not run through srun), for the caller to print.
   std::vector<std::string> warnings;
 };
 
