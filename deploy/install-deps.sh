@@ -9,6 +9,7 @@ packages=(
   libtorch-dev libgloo-dev python3-torch zlib1g-dev libssl-dev libhwloc-dev
   dataset-fashion-mnist
   iproute2 procps zsh
+  slurmctld slurmd slurm-client munge
 )
 # The libFuzzer target (-DDDPRUN_FUZZ=ON) needs clang; install on request.
 if [[ "${DDPRUN_WITH_CLANG:-0}" == 1 ]]; then
