@@ -280,18 +280,12 @@ SlurmRecord SlurmCluster::awaitJobState(int job, const std::set<std::string>& st
   return record;
 }
 
-void SlurmCluster::requeueNow(int job) const {
+void SlurmCluster::requeue(int job) const {
   const CommandResult requeued = client({"scontrol", "requeue", std::to_string(job)});
   if (requeued.code != 0) {
     throw std::runtime_error("scontrol requeue " + std::to_string(job) +
                              " failed: " + requeued.output);
   }
-  const SlurmRecord pending = awaitJobState(job, {"PENDING"}, 60s);
-  if (pending.count("JobState") == 0 || pending.at("JobState") != "PENDING") {
-    throw std::runtime_error("job " + std::to_string(job) + " was not pending again within 60 s" +
-                             diagnostics());
-  }
-  client({"scontrol", "update", "JobId=" + std::to_string(job), "StartTime=now"});
 }
 
 std::vector<pid_t> SlurmCluster::daemonPids() const {

@@ -79,9 +79,9 @@ class SlurmCluster {
   // (its JobState tells whether it got there).
   SlurmRecord awaitJobState(int job, const std::set<std::string>& states,
                             std::chrono::milliseconds timeout) const;
-  // scontrol requeue, then, once the job is pending again, StartTime=now:
-  // Slurm holds a requeued batch job back for two minutes otherwise.
-  void requeueNow(int job) const;
+  // scontrol requeue: the job is stopped and queued again under its id; it
+  // starts again once its old credential has expired (cred_expire, 10 s).
+  void requeue(int job) const;
 
   // Every process on `host` (its namespace) but the cluster's daemons.
   std::vector<HostProcess> jobProcesses(const std::string& host) const;

@@ -25,7 +25,10 @@ std::string slurmConf(const SlurmClusterConfig& config) {
        << ")\n"
        << "AuthType=auth/munge\n"
        << "CredType=cred/munge\n"
-       << "AuthInfo=socket=" << config.munge_socket.string() << "\n"
+       // cred_expire: how long a job's credential stays valid, and so how
+       // long Slurm holds a requeued job back (120 s by default).
+       << "AuthInfo=socket=" << config.munge_socket.string()
+       << ",cred_expire=" << config.credential_lifetime_s << "\n"
        << "SlurmUser=root\n"
        << "SlurmdUser=root\n"
        << "StateSaveLocation=" << stateDir(config).string()
@@ -48,6 +51,9 @@ std::string slurmConf(const SlurmClusterConfig& config) {
        << "JobCompType=jobcomp/filetxt\n"
        << "JobCompLoc=" << jobCompletionLog(config).string() << "\n"
        << "SchedulerType=sched/builtin\n"
+       // A job held back (a requeued one, until its old credential expires)
+       // is started by the periodic pass, every 60 s by default.
+       << "SchedulerParameters=sched_interval=2\n"
        << "SelectType=select/cons_tres\n"
        << "SelectTypeParameters=CR_CPU\n"
        << "ReturnToService=2\n"

@@ -28,6 +28,9 @@ struct SlurmClusterConfig {
   // Seconds between the SIGTERM of a cancelled job and its SIGKILL (Slurm's
   // default is 30).
   int kill_wait_s = 30;
+  // Seconds a job credential is valid; a requeued job waits this long (and
+  // a second) before it may start again, for every node to forget the old one.
+  int credential_lifetime_s = 10;
   std::filesystem::path dir;           // state/, spool/<node>/, log/, run/, jobcomp.log
   std::filesystem::path munge_socket;  // munged's, in AuthInfo
 };

@@ -44,7 +44,8 @@ TEST(SlurmConfigTest, SlurmConfNamesTheControllerTheNodesAndTheCompletionLog) {
   config.munge_socket = "/tmp/x/slurm/run/munge.socket";
   const std::string conf = slurmConf(config);
   EXPECT_TRUE(hasLine(conf, "SlurmctldHost=vm(10.77.0.10)")) << conf;
-  EXPECT_TRUE(hasLine(conf, "AuthInfo=socket=/tmp/x/slurm/run/munge.socket")) << conf;
+  EXPECT_TRUE(hasLine(conf, "AuthInfo=socket=/tmp/x/slurm/run/munge.socket,cred_expire=10"))
+      << conf;
   EXPECT_TRUE(hasLine(conf, "NodeName=h1 NodeAddr=10.77.0.11 CPUs=2 State=UNKNOWN")) << conf;
   EXPECT_TRUE(hasLine(conf, "NodeName=h2 NodeAddr=10.77.0.12 CPUs=2 State=UNKNOWN")) << conf;
   EXPECT_TRUE(hasLine(conf, "PartitionName=test Nodes=h1,h2 Default=YES MaxTime=INFINITE State=UP"))
