@@ -176,8 +176,15 @@ void SlurmCluster::startController() {
 
 void SlurmCluster::startNodes() {
   for (const SlurmNode& node : config_.nodes) {
-    slurmds_.push_back(startDaemon(node.name, "slurmd." + node.name,
-                                   {"slurmd", "-D", "-N", node.name, "-f", conf_path_.string()}));
+    std::vector<std::string> argv = {findProgram("slurmd"), "-D", "-N", node.name, "-f",
+                                     conf_path_.string()};
+    if (layout_.own_hostnames) {
+      // unshare(1) execs the shell, which names the host and execs slurmd:
+      // one pid throughout, the daemon's.
+      argv.insert(argv.begin(), {"unshare", "--uts", "--", findProgram("sh"), "-c",
+                                 "hostname \"$0\" && exec \"$@\"", node.name});
+    }
+    slurmds_.push_back(startDaemon(node.name, "slurmd." + node.name, argv));
   }
   std::string states;
   const bool idle = test_support::eventually(
@@ -209,7 +216,9 @@ launcher::Subprocess SlurmCluster::startDaemon(const std::string& host, const st
                                                const std::vector<std::string>& argv) const {
   launcher::SpawnOptions options;
   std::vector<std::string> full = argv;
-  full.front() = findProgram(full.front());
+  if (full.front().find('/') == std::string::npos) {
+    full.front() = findProgram(full.front());
+  }
   options.argv = lab_.onHost(host, full);
   options.env = clientEnvironment();
   const fs::path log = logDir(config_) / (name + ".out");

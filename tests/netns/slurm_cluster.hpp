@@ -40,6 +40,11 @@ struct SlurmLayout {
   std::vector<std::string> nodes = {"h1", "h2"};  // hosts of the lab, one slurmd each
   int cpus_per_node = 2;
   int kill_wait_s = 30;
+  // Each slurmd, and so each job step on its node, in a UTS namespace of
+  // its own with the node's name as host name (and so a host name that
+  // resolves to the node's address), as on a real cluster. Otherwise every
+  // host keeps the machine's host name, which resolves to loopback.
+  bool own_hostnames = false;
 };
 
 // A process found on a host: its pid and command line, for messages.

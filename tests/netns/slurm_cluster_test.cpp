@@ -24,6 +24,32 @@ TEST_F(SlurmJobTest, ATwoNodeStepRunsOnceOnEachNode) {
   EXPECT_TRUE(output.find("node 1 at " + lab_->address("h2")) != std::string::npos) << output;
 }
 
+// With own_hostnames (as slurm_bench runs torchrun), each node's steps see
+// the node's name as host name, and it resolves to the node's address.
+class SlurmOwnHostnamesTest : public SlurmJobTest {
+ protected:
+  SlurmLayout layout() const override {
+    SlurmLayout own;
+    own.own_hostnames = true;
+    return own;
+  }
+};
+
+TEST_F(SlurmOwnHostnamesTest, EachNodeIsNamedAfterItselfAndResolvesToItsAddress) {
+  const int job = cluster_->submit(
+      {"--nodes=2", "--chdir=" + dir_.path().string(),
+       "--output=" + (dir_.path() / "job-%j.out").string(), "--wrap",
+       "srun sh -c 'echo \"node $SLURM_NODEID is $(hostname) at $(getent hosts $(hostname))\"'"},
+      jobEnvironment());
+  const SlurmRecord done = cluster_->awaitJobState(job, {"COMPLETED", "FAILED"}, 60s);
+  ASSERT_EQ(done.count("JobState") ? done.at("JobState") : "", "COMPLETED") << story(job);
+  const std::string output = jobOutput(job);
+  for (const std::string host : {"h1", "h2"}) {
+    const std::regex line("node [01] is " + host + " at " + lab_->address(host) + " +" + host);
+    EXPECT_TRUE(std::regex_search(output, line)) << output;
+  }
+}
+
 // (a) The tutorials' job as it is shipped, shortened through its variables:
 // both nodes train as one world of 2 to the last epoch, and Slurm records
 // the job COMPLETED with exit code 0:0.

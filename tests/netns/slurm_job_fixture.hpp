@@ -40,8 +40,11 @@ class SlurmJobTest : public ::testing::Test {
                       "network namespaces: run them as root";
     }
     lab_.emplace(std::vector<std::string>{"h0", "h1", "h2"});
-    cluster_.emplace(*lab_, SlurmLayout{}, dir_.path());
+    cluster_.emplace(*lab_, layout(), dir_.path());
   }
+
+  // The cluster a test gets: h0 the controller, h1 and h2 nodes of 2 CPUs.
+  virtual SlurmLayout layout() const { return SlurmLayout{}; }
 
   void TearDown() override {
     if (!cluster_) {
