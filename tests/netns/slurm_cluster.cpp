@@ -194,13 +194,7 @@ void SlurmCluster::startNodes() {
             return true;
           }
         }
-        states = client({"sinfo", "-h", "-N", "-o", "%N %T"}).output;
-        std::istringstream lines(states);
-        std::size_t ready = 0;
-        for (std::string name, state; lines >> name >> state;) {
-          ready += state == "idle" ? 1 : 0;
-        }
-        return ready == config_.nodes.size();
+        return idleNodes(states) == config_.nodes.size();
       },
       30s, 50ms);
   for (std::size_t i = 0; i < slurmds_.size(); ++i) {
@@ -210,6 +204,28 @@ void SlurmCluster::startNodes() {
     throw std::runtime_error("the nodes were not all idle within 30 s (sinfo: " + states + ")" +
                              diagnostics());
   }
+}
+
+std::size_t SlurmCluster::idleNodes(std::string& states) const {
+  states = client({"sinfo", "-h", "-N", "-o", "%N %T"}).output;
+  std::istringstream lines(states);
+  std::size_t idle = 0;
+  for (std::string name, state; lines >> name >> state;) {
+    idle += state == "idle" ? 1 : 0;
+  }
+  return idle;
+}
+
+bool SlurmCluster::awaitIdle(std::chrono::milliseconds timeout) const {
+  return test_support::eventually(
+      [&] {
+        const CommandResult queue = client({"squeue", "-h", "-o", "%i"});
+        std::string states;
+        return queue.code == 0 &&
+               queue.output.find_first_not_of(" \n") == std::string::npos &&
+               idleNodes(states) == config_.nodes.size();
+      },
+      timeout, 20ms);
 }
 
 launcher::Subprocess SlurmCluster::startDaemon(const std::string& host, const std::string& name,

@@ -84,6 +84,9 @@ class SlurmCluster {
   // (its JobState tells whether it got there).
   SlurmRecord awaitJobState(int job, const std::set<std::string>& states,
                             std::chrono::milliseconds timeout) const;
+  // Polls until no job is queued and every node is idle (a job that ended
+  // may hold its nodes a moment longer, completing); false on timeout.
+  bool awaitIdle(std::chrono::milliseconds timeout) const;
   // scontrol requeue: the job is stopped and queued again under its id; it
   // starts again once its old credential has expired (cred_expire, 10 s).
   void requeue(int job) const;
@@ -110,6 +113,8 @@ class SlurmCluster {
   launcher::Subprocess startDaemon(const std::string& host, const std::string& name,
                                    const std::vector<std::string>& argv) const;
   void expectRunning(const launcher::Subprocess& daemon, const std::string& name) const;
+  // sinfo's "<node> <state>" lines, and how many nodes are idle.
+  std::size_t idleNodes(std::string& states) const;
   void cancelEveryJob() noexcept;
   void killWhatIsLeft() noexcept;
   std::vector<pid_t> daemonPids() const;
