@@ -156,9 +156,13 @@ TEST_F(SlurmJobTest, ARequeuedJobResumesFromItsSnapshot) {
   EXPECT_EQ(done.at("Restarts"), "1");
   EXPECT_EQ(done.at("ExitCode"), "0:0");
   EXPECT_EQ(snapshotEpochs(), 12);
-  // --open-mode=append (train.sbatch): both runs' output in one file.
+  // --open-mode=append (train.sbatch): both runs' output in one file, the
+  // second told SLURM_RESTART_COUNT=1.
   std::smatch resumed;
   const std::string output = jobOutput(job);
+  const std::string run = "job " + std::to_string(job) + ", run ";
+  EXPECT_TRUE(output.find(run + "1, nodes h[1-2]") != std::string::npos) << output;
+  EXPECT_TRUE(output.find(run + "2, nodes h[1-2]") != std::string::npos) << output;
   ASSERT_TRUE(std::regex_search(
       output, resumed, std::regex("train: resuming from " + snapshot() + " after epoch ([0-9]+)")))
       << output;
