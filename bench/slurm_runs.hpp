@@ -10,6 +10,9 @@
 // Both jobs train one epoch of one step (64 images, 32 per rank on 2 ranks),
 // so the first line rank 0 prints, "epoch 0/1 | loss ...", comes right after
 // the first step; the time it shows up in the job's output is the figure.
+// Each batch script first prints a line; from its time on, the figure is
+// without Slurm's own scheduling and start of the batch script, which vary
+// by up to two seconds from job to job here.
 // A third job, `srun` printing that line at once, is Slurm's own floor. One
 // job of each runs first, not counted (a fresh cluster's first job and each
 // stack's first start are slower), then the three alternate which goes
