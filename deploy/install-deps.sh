@@ -9,7 +9,7 @@ packages=(
   libtorch-dev libgloo-dev python3-torch zlib1g-dev libssl-dev libhwloc-dev
   dataset-fashion-mnist
   iproute2 procps zsh
-  slurm-client  # scontrol: the hostlist tests compare ddprun's expansion with Slurm's
+  slurmctld slurmd slurm-client munge  # a real Slurm cluster in the tests; scontrol for the hostlist tests
 )
 # The libFuzzer target (-DDDPRUN_FUZZ=ON) needs clang; install on request.
 if [[ "${DDPRUN_WITH_CLANG:-0}" == 1 ]]; then

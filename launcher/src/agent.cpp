@@ -263,6 +263,10 @@ RunResult Agent::run() {
   for (int signal : impl.config.signals_to_handle) {
     impl.signals.add(signal);
   }
+  impl.forwarded_only = forwardedOnlySignals(impl.config.signals_to_handle);
+  for (int signal : impl.forwarded_only) {
+    impl.signals.add(signal);
+  }
   impl.waitForSignal();
   impl.relays.onResized([&impl] {
     for (auto& worker : impl.workers) {

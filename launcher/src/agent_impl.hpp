@@ -69,6 +69,7 @@ struct Agent::Impl {
   void joinWaiter();
   void waitForSignal();
   bool onStopRequest(int signal);
+  void forwardToWorkers(int signal);
 
   AgentConfig config;
   Rendezvous& rendezvous;
@@ -91,6 +92,7 @@ struct Agent::Impl {
   int newest_over = 0;         // the newest attempt the rendezvous said is coming
   std::thread waiter;          // blocks in rendezvous.nextGroup() off the loop
   RunResult result;
+  std::vector<int> forwarded_only;   // forwardedOnlySignals(config.signals_to_handle)
   int last_signal = 0;               // the last handled signal taken as a request
   Clock::time_point last_signal_at;  // and when it came
 };

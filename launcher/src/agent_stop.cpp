@@ -4,6 +4,9 @@
 // event flow.
 #include <signal.h>
 
+#include <algorithm>
+#include <csignal>
+
 #include "agent_impl.hpp"
 #include "ddprun/launcher/option_values.hpp"
 #include "log.hpp"
@@ -152,8 +155,9 @@ void Agent::Impl::joinWaiter() {
 }
 
 // Each signal is one request, however many copies of it come within
-// kOneRequest (the guardian's forwarded copy of a `kill -INT -<pgid>`); two
-// Ctrl-C's further apart are two.
+// kOneRequest (the guardian's forwarded copy of a `kill -INT -<pgid>`, or of
+// Slurm's signal to every process of the step); two Ctrl-C's further apart
+// are two.
 void Agent::Impl::waitForSignal() {
   signals.async_wait([this](const net::error_code& error, int signal) {
     if (error || phase == Phase::Done) {
@@ -163,12 +167,51 @@ void Agent::Impl::waitForSignal() {
     if (signal != last_signal || now - last_signal_at >= kOneRequest) {
       last_signal = signal;
       last_signal_at = now;
-      if (!onStopRequest(signal)) {
+      if (std::find(forwarded_only.begin(), forwarded_only.end(), signal) != forwarded_only.end()) {
+        forwardToWorkers(signal);
+      } else if (!onStopRequest(signal)) {
         return;  // the run is over
       }
     }
     waitForSignal();
   });
+}
+
+// A warning for the workers (SIGUSR1: save a snapshot), not for the agent:
+// passed on to every running worker's process group, which keep running.
+// Stopping workers are not told: they are ending anyway, and a worker that
+// does not handle the signal would end by it instead of by the stop signal.
+void Agent::Impl::forwardToWorkers(int signal) {
+  if (phase != Phase::Running) {
+    log().info("received {}: not forwarded, {}", signalName(signal),
+               phase == Phase::Waiting ? "no workers are running" : "the workers are stopping");
+    return;
+  }
+  int told = 0;
+  for (Worker& worker : workers) {
+    if (!worker.exited && worker.process.signalGroup(signal)) {
+      ++told;
+    }
+  }
+  log().info("received {}: forwarded to {} worker(s), which keep running", signalName(signal),
+             told);
+}
+
+std::vector<int> forwardedOnlySignals(const std::vector<int>& signals_to_handle) {
+  std::vector<int> forwarded;
+  for (int signal : {SIGUSR1, SIGUSR2}) {
+    if (std::find(signals_to_handle.begin(), signals_to_handle.end(), signal) ==
+        signals_to_handle.end()) {
+      forwarded.push_back(signal);
+    }
+  }
+  return forwarded;
+}
+
+void ignoreForwardedOnlySignals(const std::vector<int>& signals_to_handle) {
+  for (int signal : forwardedOnlySignals(signals_to_handle)) {
+    std::signal(signal, SIG_IGN);
+  }
 }
 
 // The first request stops the workers with the signal itself, as torchrun

@@ -28,7 +28,8 @@ class WorkerCgroup;
 
 // Forks the agent, which handles `agent_handles` (--signals-to-handle), and
 // returns in it only, with a pidfd of the guardian (readable once the
-// guardian has died). The guardian never returns: once the agent has ended
+// guardian has died), ignoring forwardedOnlySignals() until its loop forwards
+// them (agent.hpp). The guardian never returns: once the agent has ended
 // and nothing is left, it exits with the agent's exit code, or raises on
 // itself the signal that killed the agent. `cgroup` may be null. Throws
 // ddprun::Error when it cannot fork.

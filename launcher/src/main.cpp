@@ -231,6 +231,7 @@ int runAgent(const LaunchConfig& config) {
     log().info("file timer: serving torch's FileTimerClient at {}", *config.timer_file);
   }
   const launcher::RunResult result = launcher::Agent(std::move(agent_config)).run();
+  launcher::ignoreForwardedOnlySignals(config.signals_to_handle);  // at the exit barrier too
   if (result.signal != 0) {
     std::signal(result.signal, SIG_IGN);  // the guardian's late copy of it changes nothing now
   }

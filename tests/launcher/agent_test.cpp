@@ -12,10 +12,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 
@@ -197,6 +199,50 @@ TEST(AgentTest, HandledSignalIsForwardedAndEndsTheRun) {
   EXPECT_EQ(result.exit_code, 128 + SIGTERM);
   EXPECT_EQ(result.signal, SIGTERM);
   EXPECT_EQ(result.attempts, 1);  // a signal never restarts
+}
+
+// SIGUSR1 and SIGUSR2 are not stop requests (agent.hpp): each running worker
+// gets them and the run goes on to its own end.
+TEST(AgentTest, Usr1AndUsr2AreForwardedAndTheWorkersKeepRunning) {
+  test_support::TempDir dir;
+  const std::filesystem::path script = dir.path() / "counting.sh";
+  const std::string where = dir.path().string();
+  std::ofstream(script) << "trap 'echo . >> \"" << where << "/$LOCAL_RANK.usr1\"' USR1\n"
+                        << "trap 'echo . >> \"" << where << "/$LOCAL_RANK.usr2\"' USR2\n"
+                        << "touch \"" << where << "/$LOCAL_RANK.ready\"\n"
+                        << "while [ ! -e \"" << where << "/finish\" ]; do sleep 0.05; done\n";
+  FakeRendezvous rendezvous(singleNode(2));
+  AgentConfig config = configFor(rendezvous, 2, {});
+  config.signals_to_handle = {SIGTERM};
+  config.command = [&script](int) { return std::vector<std::string>{"/bin/sh", script.string()}; };
+  auto run = std::async(std::launch::async, [&] { return Agent(config).run(); });
+  ASSERT_TRUE(test_support::eventually([&] { return readyFiles(dir, 2); }, 10s));
+  const auto lines = [&](const std::string& name) {
+    const std::string text = test_support::readFile(dir.path() / name);
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  for (const int signal : {SIGUSR1, SIGUSR2}) {
+    const std::string suffix = signal == SIGUSR1 ? ".usr1" : ".usr2";
+    ASSERT_EQ(kill(getpid(), signal), 0);
+    EXPECT_TRUE(test_support::eventually(
+        [&] { return lines("0" + suffix) == 1 && lines("1" + suffix) == 1; }, 10s))
+        << suffix;
+  }
+  EXPECT_EQ(run.wait_for(100ms), std::future_status::timeout) << "a warning signal ended the run";
+  std::ofstream(dir.path() / "finish") << "now\n";
+  ASSERT_EQ(run.wait_for(10s), std::future_status::ready);
+  const RunResult result = run.get();
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.signal, 0);
+  EXPECT_TRUE(result.failures.empty());
+}
+
+// Named in --signals-to-handle, SIGUSR1 or SIGUSR2 is a stop request again, as in
+// torchrun, and no longer only forwarded.
+TEST(AgentTest, OnlyUnhandledUsr1AndUsr2AreForwardedOnly) {
+  EXPECT_EQ(forwardedOnlySignals({SIGTERM}), (std::vector<int>{SIGUSR1, SIGUSR2}));
+  EXPECT_EQ(forwardedOnlySignals({SIGTERM, SIGUSR1}), (std::vector<int>{SIGUSR2}));
+  EXPECT_TRUE(forwardedOnlySignals({SIGUSR2, SIGUSR1}).empty());
 }
 
 // The rendezvous decides the group: ranks, world, store, attempt number.

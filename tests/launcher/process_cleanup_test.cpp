@@ -205,8 +205,8 @@ TEST_F(DdprunBinaryTest, AnUnhandledSignalKillsDdprunAndItsWorkers) {
       test_support::eventually([&] { return !readFile(dir_.path() / "0.ready").empty(); }, 10s));
   const pid_t worker = std::atoi(readFile(dir_.path() / "0.ready").c_str());
   const testing::Leftover the_worker{"worker", worker, testing::procStat(worker)->second};
-  ASSERT_EQ(kill(ddprun.pid(), SIGUSR1), 0);
-  EXPECT_EQ(waitFor(ddprun, 30s).status, (ExitStatus{ExitStatus::Kind::Signaled, SIGUSR1}));
+  ASSERT_EQ(kill(ddprun.pid(), SIGALRM), 0);  // not SIGUSR1 or SIGUSR2: those are forwarded
+  EXPECT_EQ(waitFor(ddprun, 30s).status, (ExitStatus{ExitStatus::Kind::Signaled, SIGALRM}));
   EXPECT_TRUE(test_support::eventually([&] { return !testing::alive(the_worker); }, 5s));
 }
 

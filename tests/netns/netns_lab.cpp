@@ -93,7 +93,8 @@ void removeStaleNamespaces(const std::string& ip) {
 
 }  // namespace
 
-CommandResult runCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+CommandResult runCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                         const Variables& extra_env) {
   Descriptor output{::memfd_create("netns-command-output", MFD_CLOEXEC)};
   if (output.fd < 0) {
     throw std::system_error(errno, std::generic_category(), "memfd_create");
@@ -101,6 +102,13 @@ CommandResult runCommand(const std::vector<std::string>& argv, std::chrono::mill
   launcher::SpawnOptions options;
   options.argv = argv;
   options.env = {{"PATH", kChildPath}};
+  for (const auto& variable : extra_env) {
+    if (variable.first == "PATH") {
+      options.env.front().second = variable.second;
+    } else {
+      options.env.push_back(variable);
+    }
+  }
   options.stdout_fd = output.fd;
   options.stderr_fd = output.fd;
   launcher::Subprocess child(options);

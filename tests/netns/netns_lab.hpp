@@ -24,6 +24,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ddprun::netns_test {
@@ -36,11 +37,15 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
+// Variables of a child's environment, in order.
+using Variables = std::vector<std::pair<std::string, std::string>>;
+
 // Runs argv (argv[0] an absolute path, or found on kChildPath) with only PATH
-// in its environment, and waits for it. Throws std::runtime_error if it is
-// still running after `timeout` (it is killed then).
+// (kChildPath unless `extra_env` sets it) and `extra_env` in its environment, and waits for it.
+// Throws std::runtime_error if it is still running after `timeout` (it is killed then).
 CommandResult runCommand(const std::vector<std::string>& argv,
-                         std::chrono::milliseconds timeout = std::chrono::seconds(30));
+                         std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                         const Variables& extra_env = {});
 
 // iproute2's `ip`, or "" if there is none.
 std::string ipBinary();

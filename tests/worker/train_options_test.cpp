@@ -54,9 +54,10 @@ TEST(TrainOptionsTest, AcceptsTheTutorialPositionals) {
 }
 
 TEST(TrainOptionsTest, ParsesTaskOptimiserAndFaultFlags) {
-  const TrainOptions options = parse(
-      {"--task", "fmnist", "--lr", "0.5", "--seed", "9", "--samples", "600", "--fail-at-epoch", "3",
-       "--fail-rank", "2", "--fail-mode", "kill", "--ignore-snapshot", "--threads", "1"});
+  const TrainOptions options =
+      parse({"--task", "fmnist", "--lr", "0.5", "--seed", "9", "--samples", "600",
+             "--fail-at-epoch", "3", "--fail-rank", "2", "--fail-mode", "kill", "--ignore-snapshot",
+             "--threads", "1", "--fail-exit-code", "3"});
   EXPECT_EQ(options.task, "fmnist");
   EXPECT_DOUBLE_EQ(*options.lr, 0.5);
   EXPECT_EQ(options.seed, 9u);
@@ -64,6 +65,8 @@ TEST(TrainOptionsTest, ParsesTaskOptimiserAndFaultFlags) {
   EXPECT_EQ(*options.fault.at_epoch, 3);
   EXPECT_EQ(options.fault.rank, 2);
   EXPECT_EQ(options.fault.mode, FailMode::kKill);
+  EXPECT_EQ(options.fault.exit_code, 3);
+  EXPECT_EQ(parse({}).fault.exit_code, 1);
   EXPECT_TRUE(options.ignore_snapshot);
   EXPECT_EQ(options.threads, 1);
 }
@@ -74,6 +77,8 @@ TEST(TrainOptionsTest, BadValuesAreOneLineErrorsNamingTheFlag) {
            {{"--batch-size", "0"}, "--batch-size"},
            {{"--total-epochs", "ten"}, "--total-epochs"},
            {{"--fail-mode", "explode"}, "--fail-mode"},
+           {{"--fail-exit-code", "0"}, "--fail-exit-code"},
+           {{"--fail-exit-code", "256"}, "--fail-exit-code"},
            {{"--no-such-flag"}, "--no-such-flag"},
        }) {
     const std::string error = parseError(args);

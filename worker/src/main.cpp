@@ -2,7 +2,8 @@
 // launcher's environment (ddprun or torchrun), trains with snapshots, resumes
 // after a restart. Every error ends in one line on stderr and, under a
 // launcher, in TORCHELASTIC_ERROR_FILE; exit 2 for bad flags or environment,
-// 1 for anything else.
+// --fail-exit-code for an injected failure, 1 for anything else. SIGUSR1
+// asks for a snapshot at the end of the current epoch.
 #include <c10/util/Exception.h>
 #include <torch/torch.h>
 
@@ -13,6 +14,7 @@
 #include "ddprun/worker/error_file.hpp"
 #include "ddprun/worker/process_group.hpp"
 #include "ddprun/worker/snapshot.hpp"
+#include "ddprun/worker/snapshot_signal.hpp"
 #include "ddprun/worker/train_options.hpp"
 #include "ddprun/worker/trainer.hpp"
 
@@ -54,6 +56,8 @@ int reportCurrentException() {
     throw;
   } catch (const ddprun::ConfigError& error) {
     return fail(error.what(), kExitUsage);
+  } catch (const ddprun::worker::InjectedFailure& error) {
+    return fail(error.what(), error.exitCode());
   } catch (const ddprun::Error& error) {
     return fail(error.what(), kExitFailure);
   } catch (const c10::Error& error) {
@@ -63,7 +67,7 @@ int reportCurrentException() {
   }
 }
 
-int train(const TrainOptions& options) {
+int train(const TrainOptions& options, ddprun::worker::SnapshotSignal& snapshot_signal) {
   if (options.threads > 0) {
     torch::set_num_threads(options.threads);
   }
@@ -73,7 +77,7 @@ int train(const TrainOptions& options) {
                      : ddprun::worker::connectProcessGroup(ddprun::proto::fromProcessEnvironment(),
                                                            options.backend, timeout);
   try {
-    ddprun::worker::Trainer(options, context, std::cout).run();
+    ddprun::worker::Trainer(options, context, std::cout, &snapshot_signal).run();
   } catch (...) {
     // Report and leave while the process group is still up: unwinding it
     // would close this rank's connections first, the other ranks would fail
@@ -89,6 +93,8 @@ int train(const TrainOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First, before LibTorch or Gloo start a thread: they inherit SIGUSR1 blocked.
+  ddprun::worker::SnapshotSignal snapshot_signal;
   try {
     const auto options = ddprun::worker::parseTrainOptions({argv + 1, argv + argc});
     if (!options) {
@@ -97,7 +103,7 @@ int main(int argc, char** argv) {
     if (options->inspect_snapshot) {
       return inspect(*options->inspect_snapshot);
     }
-    return train(*options);
+    return train(*options, snapshot_signal);
   } catch (...) {
     return reportCurrentException();
   }

@@ -56,6 +56,9 @@ void addFaultFlags(CLI::App& app, TrainOptions& options) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--fail-mode,--fail_mode", options.fault.mode, "exit | kill | kill-during-save")
       ->transform(CLI::CheckedTransformer(kFailModes, CLI::ignore_case));
+  app.add_option("--fail-exit-code,--fail_exit_code", options.fault.exit_code,
+                 "The failing rank's exit code in mode exit (default 1)")
+      ->check(CLI::Range(1, 255));
 }
 
 }  // namespace

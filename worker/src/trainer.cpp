@@ -5,6 +5,7 @@
 #include <iomanip>
 
 #include "ddprun/worker/snapshot.hpp"
+#include "ddprun/worker/snapshot_signal.hpp"
 
 namespace ddprun::worker {
 namespace {
@@ -23,10 +24,12 @@ double secondsSince(Clock::time_point start) {
 
 }  // namespace
 
-Trainer::Trainer(const TrainOptions& options, DistributedContext& context, std::ostream& log)
+Trainer::Trainer(const TrainOptions& options, DistributedContext& context, std::ostream& log,
+                 SnapshotSignal* snapshot_signal)
     : options_(options),
       context_(context),
       log_(log),
+      snapshot_signal_(snapshot_signal),
       data_(loadTaskData(options)),
       task_(makeTask(options.task, options.lr, options.seed)),
       sampler_(data_.train.size(), context.env.rank, context.env.world_size, options.seed) {}
@@ -60,8 +63,8 @@ void Trainer::run() {
     samples += result.samples;
     seconds += result.seconds;
     logEpoch(epoch, result);
-    if (snapshotDue(epoch + 1)) {
-      snapshot(epoch + 1);
+    if (snapshotDue(epoch + 1) || result.snapshot_asked) {
+      snapshot(epoch + 1, result.snapshot_asked);
     }
   }
   if (isRankZero()) {
@@ -116,13 +119,17 @@ Trainer::EpochResult Trainer::trainEpoch(int64_t epoch) {
     task_.optimizer->step();
     loss_sum += loss.item<double>() * static_cast<double>(batch.size(0));
   }
-  // One small all-reduce per epoch so rank 0 reports the loss over every rank.
+  // One small all-reduce per epoch so rank 0 reports the loss over every
+  // rank, and learns whether any rank was asked for a snapshot (a signal may
+  // reach some ranks only, or rank 0 after the others).
+  const double asked = snapshot_signal_ != nullptr && snapshot_signal_->takeRequest() ? 1 : 0;
   std::vector<at::Tensor> totals{
-      torch::tensor({loss_sum, static_cast<double>(shard)}, torch::kFloat64)};
+      torch::tensor({loss_sum, static_cast<double>(shard), asked}, torch::kFloat64)};
   context_.group->allreduce(totals)->wait();
   const double global_loss = totals[0][0].item<double>();
   const double global_samples = totals[0][1].item<double>();
-  return {global_loss / global_samples, static_cast<int64_t>(global_samples), secondsSince(start)};
+  return {global_loss / global_samples, static_cast<int64_t>(global_samples), secondsSince(start),
+          totals[0][2].item<double>() > 0};
 }
 
 void Trainer::injectFaultIfAsked(int64_t epoch) {
@@ -137,7 +144,8 @@ void Trainer::injectFaultIfAsked(int64_t epoch) {
     killSelf();
   }
   throw InjectedFailure("injected failure at epoch " + std::to_string(epoch) + " on rank " +
-                        std::to_string(context_.env.rank) + " (--fail-at-epoch)");
+                            std::to_string(context_.env.rank) + " (--fail-at-epoch)",
+                        fault.exit_code);
 }
 
 bool Trainer::snapshotDue(int64_t epochs_run) const {
@@ -147,7 +155,7 @@ bool Trainer::snapshotDue(int64_t epochs_run) const {
   return options_.save_every > 0 && epochs_run % options_.save_every == 0;
 }
 
-void Trainer::snapshot(int64_t epochs_run) {
+void Trainer::snapshot(int64_t epochs_run, bool asked) {
   if (!isRankZero()) {
     return;
   }
@@ -165,7 +173,7 @@ void Trainer::snapshot(int64_t epochs_run) {
                 {*task_.model, *task_.optimizer}, midway);
   log_ << "train: epoch " << epochs_run - 1 << " | snapshot saved to " << options_.snapshot_path
        << " in " << std::fixed << std::setprecision(1) << secondsSince(start) * 1000 << " ms"
-       << std::defaultfloat << std::endl;
+       << std::defaultfloat << (asked ? " (asked for by SIGUSR1)" : "") << std::endl;
 }
 
 void Trainer::logEpoch(int64_t epoch, const EpochResult& result) {

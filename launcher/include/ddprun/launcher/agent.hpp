@@ -9,7 +9,8 @@
 // until max_restarts is spent. Watchdogs (the file timer, the hang timeout)
 // may condemn a running worker; it is killed and fails like a crash. A group the rendezvous
 // declares over (the membership changed) is stopped and restarted without counting. A handled
-// signal is forwarded to the workers, then the group is stopped the same way.
+// signal is forwarded to the workers, then the group is stopped the same way; SIGUSR1 and
+// SIGUSR2, unless handled, are only forwarded (forwardedOnlySignals()).
 // An error on the loop or the waiter thread (a worker that cannot be spawned,
 // a rendezvous that never formed) stops the workers and ends the run with
 // RunResult::error; run() itself never throws. Nothing the workers start
@@ -106,6 +107,19 @@ class Agent {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The signals the agent passes on to its running workers and nothing more:
+// SIGUSR1 and SIGUSR2 (a scheduler's warning before a time limit, such as
+// Slurm's --signal=USR1@60, for workers to save a snapshot), unless
+// `signals_to_handle` names them, which makes them stop the run as torchrun
+// does.
+std::vector<int> forwardedOnlySignals(const std::vector<int>& signals_to_handle);
+
+// Sets forwardedOnlySignals() to be ignored by this process, for the times
+// no agent's loop forwards them (before Agent::run() and after it, while
+// ddprun waits at the exit barrier): a warning signal must never end ddprun.
+// Workers never inherit it: Subprocess resets every disposition.
+void ignoreForwardedOnlySignals(const std::vector<int>& signals_to_handle);
 
 // torchrun's failure table: time, host, rank, local rank, exit code or
 // signal name, pid, error file and the message/traceback torch's @record

@@ -18,6 +18,7 @@ struct FaultInjection {
   std::optional<int64_t> at_epoch;  // unset: no fault
   int rank = 0;
   FailMode mode = FailMode::kExit;
+  int exit_code = 1;  // train's exit code in mode exit
 };
 
 struct TrainOptions {

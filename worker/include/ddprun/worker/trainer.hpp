@@ -1,7 +1,9 @@
 // The training loop of the tutorials, done properly: resume from the snapshot
 // if there is one, train epochs with DDP over the rank's DistributedSampler
 // shard, log the global loss (and test accuracy) on rank 0, and snapshot on
-// rank 0 every --save-every epochs and at the end. Runs on the main thread.
+// rank 0 every --save-every epochs, at the end, and at the end of an epoch in
+// which any rank was asked for one (SIGUSR1, snapshot_signal.hpp). Runs on
+// the main thread.
 #pragma once
 
 #include <cstdint>
@@ -18,31 +20,41 @@
 
 namespace ddprun::worker {
 
-// The failure --fail-at-epoch asks for (mode exit).
+// The failure --fail-at-epoch asks for (mode exit): train exits with
+// --fail-exit-code.
 class InjectedFailure : public Error {
  public:
-  using Error::Error;
+  InjectedFailure(const std::string& what, int exit_code) : Error(what), exit_code_(exit_code) {}
+  int exitCode() const { return exit_code_; }
+
+ private:
+  int exit_code_;
 };
+
+class SnapshotSignal;
 
 class Trainer {
  public:
-  // `log` receives rank 0's progress lines.
-  Trainer(const TrainOptions& options, DistributedContext& context, std::ostream& log);
+  // `log` receives rank 0's progress lines. `snapshot_signal` (borrowed; may
+  // be null) is asked at the end of every epoch for a request.
+  Trainer(const TrainOptions& options, DistributedContext& context, std::ostream& log,
+          SnapshotSignal* snapshot_signal = nullptr);
 
   // Trains from the snapshot (or from scratch) to --total-epochs.
   void run();
 
  private:
   struct EpochResult {
-    double mean_loss = 0;  // over every rank's samples
-    int64_t samples = 0;   // global, padding included
-    double seconds = 0;    // wall time of the epoch's steps
+    double mean_loss = 0;         // over every rank's samples
+    int64_t samples = 0;          // global, padding included
+    double seconds = 0;           // wall time of the epoch's steps
+    bool snapshot_asked = false;  // by a signal, on any rank
   };
 
   int64_t resume();
   EpochResult trainEpoch(int64_t epoch);
   void injectFaultIfAsked(int64_t epoch);
-  void snapshot(int64_t epochs_run);
+  void snapshot(int64_t epochs_run, bool asked);
   bool snapshotDue(int64_t epochs_run) const;
   void logEpoch(int64_t epoch, const EpochResult& result);
   int64_t rankZeroValue(int64_t value);  // rank 0's `value`, on every rank
@@ -51,6 +63,7 @@ class Trainer {
   const TrainOptions& options_;
   DistributedContext& context_;
   std::ostream& log_;
+  SnapshotSignal* snapshot_signal_;
   TaskData data_;
   Task task_;
   DistributedSampler sampler_;

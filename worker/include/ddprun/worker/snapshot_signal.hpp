@@ -1,0 +1,37 @@
+// SnapshotSignal: SIGUSR1 as a request for a snapshot, as a scheduler sends it
+// before a job's time limit (Slurm's --signal=USR1@60; ddprun forwards it to
+// its workers too). Copies within a second of each other are one request:
+// under srun every worker gets Slurm's copy and ddprun's, milliseconds apart.
+//
+// SIGUSR1 is blocked in the thread that constructs it, and so in every
+// thread started after (LibTorch's, Gloo's), and is taken by a thread of its
+// own with sigwaitinfo: it never interrupts a system call of Gloo or of the
+// store, and needs no async-signal-safe handler. Construct it first in
+// main(), before any other thread exists. Owns that thread (joined by the
+// destructor). takeRequest() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <thread>
+
+namespace ddprun::worker {
+
+class SnapshotSignal {
+ public:
+  SnapshotSignal();
+  ~SnapshotSignal();
+  SnapshotSignal(const SnapshotSignal&) = delete;
+  SnapshotSignal& operator=(const SnapshotSignal&) = delete;
+
+  // True once for each request that came since the last call.
+  bool takeRequest() { return requested_.exchange(false); }
+
+ private:
+  void waitForSignals();
+
+  std::atomic<bool> requested_{false};
+  std::atomic<bool> stopping_{false};
+  std::thread waiter_;
+};
+
+}  // namespace ddprun::worker
