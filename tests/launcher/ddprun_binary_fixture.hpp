@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/test_support/text.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
@@ -101,16 +102,7 @@ inline std::filesystem::path runDir(const std::filesystem::path& log_dir) {
   return std::filesystem::directory_iterator(log_dir)->path();
 }
 
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-inline int countOf(const std::string& text, const std::string& needle) {
-  int count = 0;
-  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
-    ++count;
-  }
-  return count;
-}
+using test_support::contains;
+using test_support::countOf;
 
 }  // namespace ddprun::launcher::testing

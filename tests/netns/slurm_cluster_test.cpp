@@ -6,10 +6,13 @@
 #include <iostream>
 #include <regex>
 
+#include "ddprun/test_support/text.hpp"
 #include "slurm_job_fixture.hpp"
 
 namespace ddprun::netns_test {
 namespace {
+
+using test_support::countOf;
 
 // The cluster itself: a two-node step runs once on each node's address.
 TEST_F(SlurmJobTest, ATwoNodeStepRunsOnceOnEachNode) {
@@ -76,6 +79,10 @@ TEST_F(SlurmJobTest, TheShippedSbatchScriptTrainsToTheEndAndExitsZero) {
       << output;
   EXPECT_TRUE(output.find("epoch 2/3 | loss") != std::string::npos) << output;
   EXPECT_EQ(snapshotEpochs(), 3) << output;
+  // No rendezvous flag nor interface in the script: each ddprun derived them.
+  const std::string derived = "Slurm job " + std::to_string(job) + " step 0: 2 nodes";
+  EXPECT_EQ(countOf(output, derived), 2) << output;
+  EXPECT_EQ(countOf(output, "the workers get GLOO_SOCKET_IFNAME="), 2) << output;
 }
 
 // (b) A worker that exits 3 (a code a job may use for "requeue me"): its

@@ -67,10 +67,8 @@ class SlurmJobTest : public ::testing::Test {
     const std::string tools = fs::path(DDPRUN_BINARY).parent_path().string() + ":" +
                               fs::path(TRAIN_BINARY).parent_path().string();
     Variables env = {{"PATH", tools + ":" + kChildPath}, {"TMPDIR", dir_.path().string()}};
-    // Every lab host has the machine's host name, which resolves to the
-    // machine's own address: Gloo would pick that, so name the interface.
-    // Drop this once ddprun derives GLOO_SOCKET_IFNAME itself (issue 12, item 4).
-    env.emplace_back("GLOO_SOCKET_IFNAME", NetLab::kInterface);
+    // No GLOO_SOCKET_IFNAME: every lab host has the machine's host name,
+    // which resolves to loopback, and ddprun names the interface itself.
     env.insert(env.end(), extra.begin(), extra.end());
     return env;
   }
