@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ddprun/launcher/option_values.hpp"
+
 namespace ddprun::launcher {
 namespace {
 
@@ -40,19 +42,6 @@ std::string askedNproc(const NprocPerNode& nproc) {
   return "gpu, else 1";
 }
 
-const char* numaName(NumaBinding binding) {
-  switch (binding) {
-    case NumaBinding::kNode:
-      return "node";
-    case NumaBinding::kSocket:
-      return "socket";
-    case NumaBinding::kExclusive:
-      return "exclusive";
-    case NumaBinding::kCoreComplex:
-      break;
-  }
-  return "core-complex";
-}
 
 // The --rdzv-conf keys that were given, durations in seconds.
 json rdzvConfJson(const RdzvConf& conf) {
@@ -125,7 +114,7 @@ std::string launchPlanJson(const LaunchConfig& config, const ResolvedLaunch& res
   plan["signals_to_handle"] = field(config, "signals_to_handle", config.signals_to_handle_text);
   plan["numa_binding"] =
       field(config, "numa_binding",
-            config.numa_binding ? json(numaName(*config.numa_binding)) : json(nullptr));
+            config.numa_binding ? json(std::string(numaBindingName(*config.numa_binding))) : json(nullptr));
   plan["worker_hang_timeout"] =
       field(config, "worker_hang_timeout", orNull(config.worker_hang_timeout_s));
   json python = {{"value", resolved.python.empty() ? json(nullptr) : json(resolved.python)},

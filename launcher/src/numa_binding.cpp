@@ -1,5 +1,7 @@
 #include "ddprun/launcher/numa_binding.hpp"
 
+#include "ddprun/launcher/option_values.hpp"
+
 #include <algorithm>
 #include <iterator>
 #include <map>
@@ -12,7 +14,7 @@ namespace ddprun::launcher {
 namespace {
 
 [[noreturn]] void refuse(NumaBinding mode, const std::string& why) {
-  throw ConfigError("--numa-binding " + std::string(modeName(mode)) + ": " + why);
+  throw ConfigError("--numa-binding " + std::string(numaBindingName(mode)) + ": " + why);
 }
 
 // Device `device`'s place among the devices on its NUMA node, and how many
@@ -159,25 +161,11 @@ std::string formatCpuList(const CpuList& cpus) {
   return text;
 }
 
-std::string_view modeName(NumaBinding mode) {
-  switch (mode) {
-    case NumaBinding::kNode:
-      return "node";
-    case NumaBinding::kSocket:
-      return "socket";
-    case NumaBinding::kExclusive:
-      return "exclusive";
-    case NumaBinding::kCoreComplex:
-      return "core-complex";
-  }
-  return "?";
-}
-
 std::string describeBinding(NumaBinding mode, std::string_view placed_by,
                             const std::vector<int>& rank_nodes,
                             const std::vector<CpuList>& rank_cpus) {
   std::string line =
-      "--numa-binding " + std::string(modeName(mode)) + ", " + std::string(placed_by) + ":";
+      "--numa-binding " + std::string(numaBindingName(mode)) + ", " + std::string(placed_by) + ":";
   const int ranks = static_cast<int>(rank_cpus.size());
   for (int first = 0; first < ranks;) {
     int last = first;

@@ -337,6 +337,20 @@ StartMethod parseStartMethod(std::string_view what, std::string_view text) {
   failValue(what, text, "expected spawn, fork or forkserver");
 }
 
+std::string_view numaBindingName(NumaBinding binding) {
+  switch (binding) {
+    case NumaBinding::kNode:
+      return "node";
+    case NumaBinding::kSocket:
+      return "socket";
+    case NumaBinding::kExclusive:
+      return "exclusive";
+    case NumaBinding::kCoreComplex:
+      break;
+  }
+  return "core-complex";
+}
+
 NumaBinding parseNumaBinding(std::string_view what, std::string_view text) {
   if (text == "node") {
     return NumaBinding::kNode;

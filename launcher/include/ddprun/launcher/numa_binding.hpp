@@ -40,9 +40,6 @@ std::vector<int> spreadOverNodes(const CpuTopology& topology, int nproc);
 // "0-2,4,6-7", as Linux lists CPUs.
 std::string formatCpuList(const CpuList& cpus);
 
-// "node", "socket", "exclusive", "core-complex".
-std::string_view modeName(NumaBinding mode);
-
 // The one line that says the binding: the mode, what placed the ranks, and
 // each local rank's CPUs and node, consecutive ranks that share both merged
 // ("local ranks 0-3: CPUs 0-15 (node 0)").

@@ -63,5 +63,7 @@ std::vector<std::string> parseFilterList(std::string_view text);
 // --start-method and --numa-binding choices.
 StartMethod parseStartMethod(std::string_view what, std::string_view text);
 NumaBinding parseNumaBinding(std::string_view what, std::string_view text);
+// The value --numa-binding takes for `binding`: parseNumaBinding's inverse.
+std::string_view numaBindingName(NumaBinding binding);
 
 }  // namespace ddprun::launcher
