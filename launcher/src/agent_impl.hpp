@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -93,8 +94,7 @@ struct Agent::Impl {
   std::thread waiter;          // blocks in rendezvous.nextGroup() off the loop
   RunResult result;
   std::vector<int> forwarded_only;   // forwardedOnlySignals(config.signals_to_handle)
-  int last_signal = 0;               // the last handled signal taken as a request
-  Clock::time_point last_signal_at;  // and when it came
+  std::map<int, Clock::time_point> last_request_at;  // each handled signal's last request
 };
 
 }  // namespace ddprun::launcher

@@ -164,9 +164,11 @@ void Agent::Impl::waitForSignal() {
       return;
     }
     const Clock::time_point now = Clock::now();
-    if (signal != last_signal || now - last_signal_at >= kOneRequest) {
-      last_signal = signal;
-      last_signal_at = now;
+    // Per signal: a warning between a SIGTERM and its guardian copy must not
+    // make that copy a second request (which kills the workers at once).
+    const auto last = last_request_at.find(signal);
+    if (last == last_request_at.end() || now - last->second >= kOneRequest) {
+      last_request_at[signal] = now;
       if (std::find(forwarded_only.begin(), forwarded_only.end(), signal) != forwarded_only.end()) {
         forwardToWorkers(signal);
       } else if (!onStopRequest(signal)) {

@@ -253,6 +253,10 @@ int runAgent(const LaunchConfig& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A scheduler's warning may come while ddprun still starts (the torch probe
+  // can take seconds): it must not end ddprun before the agent forwards it.
+  // A --signals-to-handle that names one gets its handler once the agent runs.
+  launcher::ignoreForwardedOnlySignals({});
   LaunchConfig config;
   try {
     config = launcher::parseCommandLine({argv + 1, argv + argc}, launcher::processEnvironment());

@@ -133,6 +133,34 @@ TEST_F(DdprunWarningSignalsTest, AWarningAtTheExitBarrierDoesNotEndDdprun) {
   EXPECT_TRUE(status1->success()) << status1->describe() << "\n" << readFile(dir_.path() / "node1");
 }
 
+// A warning that comes while ddprun still starts (here: while it asks a
+// python3 whether it has torch, which may take seconds) neither ends it:
+// until the fix, SIGUSR1 killed ddprun before its guardian and agent ran.
+TEST_F(DdprunWarningSignalsTest, AWarningWhileDdprunStartsDoesNotEndIt) {
+  const fs::path bin = dir_.path() / "bin";
+  fs::create_directories(bin);
+  const std::string dir = dir_.path().string();
+  std::ofstream(bin / "python3") << "#!/bin/sh\n"
+                                 << "echo probing > \"" << dir << "/probing\"\n"
+                                 << "i=0\n"
+                                 << "while [ ! -e \"" << dir << "/finish\" ] && [ $i -lt 200 ]; do\n"
+                                 << "  sleep 0.05; i=$((i + 1))\n"
+                                 << "done\n"
+                                 << "exit 1\n";
+  fs::permissions(bin / "python3", fs::perms::owner_all);
+  extra_env_ = {{"PATH", bin.string() + ":/usr/bin:/bin"}};
+  Subprocess ddprun = start({"--dry-run", "--standalone", "train.py"});
+  ASSERT_TRUE(test_support::eventually(
+      [&] { return fs::exists(dir_.path() / "probing"); }, 20s))
+      << readFile(dir_.path() / "stderr");
+  ASSERT_EQ(::kill(ddprun.pid(), SIGUSR1), 0);
+  ASSERT_EQ(::kill(ddprun.pid(), SIGUSR2), 0);
+  finishWorkers();
+  const Outcome outcome = waitFor(ddprun, 30s);
+  EXPECT_EQ(outcome.status.kind, ExitStatus::Kind::Exited)
+      << outcome.status.describe() << outcome.stderr_text;
+}
+
 // --signals-to-handle SIGUSR1 makes it a stop request again, as in torchrun:
 // forwarded, the workers stopped, exit 128 + SIGUSR1.
 TEST_F(DdprunWarningSignalsTest, AHandledSigusr1StopsTheRunAsTorchrunDoes) {
