@@ -235,6 +235,16 @@ void applySlurmRules(LaunchConfig& config, const Environment& env) {
     warnOutsideSrun(config, env);
     return;
   }
+  // Started by a worker of another launch (a script that runs ddprun): the
+  // step, its run id and its port are that launch's; deriving them would
+  // join its rendezvous.
+  if (const auto outer = nonEmpty(env, "TORCHELASTIC_RUN_ID")) {
+    config.warnings.push_back(
+        "this ddprun runs inside a worker of run '" + *outer +
+        "' (TORCHELASTIC_RUN_ID is set), whose Slurm step it shares: nothing is derived from "
+        "Slurm; it launches on this node only unless rendezvous flags say otherwise");
+    return;
+  }
   requireOneTaskPerNode(*step, env);
   deriveFrom(*step, config);
 }

@@ -217,6 +217,21 @@ TEST(SlurmLaunch, NoSlurmTurnsTheDerivationOff) {
   EXPECT_TRUE(parse({"t.py"}, with(srunStep(), {{"PET_NO_SLURM", "0"}})).slurm);
 }
 
+// A ddprun run by a worker inherits the step's variables, but the step, its
+// run id and its port belong to the outer launch: joining its rendezvous
+// would make the inner ddprun a spare of the training job.
+TEST(SlurmLaunch, InsideAWorkerOfAnotherLaunchNothingIsDerived) {
+  const LaunchConfig config =
+      parse({"t.py"}, with(srunStep(), {{"TORCHELASTIC_RUN_ID", "slurm-1234.0"}}));
+  EXPECT_FALSE(config.slurm);
+  EXPECT_TRUE(config.auto_standalone);
+  EXPECT_EQ(config.max_nodes, 1);
+  ASSERT_EQ(config.warnings.size(), 1u);
+  EXPECT_NE(config.warnings.front().find("inside a worker of run 'slurm-1234.0'"),
+            std::string::npos)
+      << config.warnings.front();
+}
+
 TEST(SlurmLaunch, OutsideSrunAJobOfSeveralNodesIsWarnedItRunsHereOnly) {
   const EnvMap batch = {{"SLURM_JOB_ID", "77"},
                         {"SLURM_JOB_NODELIST", "n[1-2]"},
