@@ -20,6 +20,7 @@
 
 #include "ddprun/launcher/device_count.hpp"
 #include "ddprun_binary_fixture.hpp"
+#include "srun_step_env.hpp"
 #include "elastic_fixture.hpp"
 
 namespace ddprun::launcher {
@@ -72,22 +73,7 @@ class LoopbackListener {
   int port_ = 0;
 };
 
-// What srun sets for the task on the second node of a two-node step with
-// four GPUs per node.
-Env srunStep() {
-  return {{"SLURM_JOB_ID", "1234"},
-          {"SLURM_STEP_ID", "0"},
-          {"SLURM_JOB_NODELIST", "gpu[001-002]"},
-          {"SLURM_STEP_NODELIST", "gpu[001-002]"},
-          {"SLURM_JOB_NUM_NODES", "2"},
-          {"SLURM_NNODES", "2"},
-          {"SLURM_STEP_NUM_NODES", "2"},
-          {"SLURM_NODEID", "1"},
-          {"SLURM_NTASKS", "2"},
-          {"SLURM_STEP_NUM_TASKS", "2"},
-          {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"},
-          {"SLURM_GPUS_ON_NODE", "4"}};
-}
+Env srunStep() { return testing::srunStepVariables(); }
 
 Env with(Env env, const Env& changes) {
   for (const auto& change : changes) {

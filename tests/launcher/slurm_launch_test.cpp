@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "launcher_test_util.hpp"
+#include "srun_step_env.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -17,20 +18,9 @@ using testing::parse;
 using Kind = NprocPerNode::Kind;
 using Args = std::vector<std::string>;
 
-// What srun sets for the task on the second node of a two-node step.
 EnvMap srunStep() {
-  return {{"SLURM_JOB_ID", "1234"},
-          {"SLURM_STEP_ID", "0"},
-          {"SLURM_JOB_NODELIST", "gpu[001-002]"},
-          {"SLURM_STEP_NODELIST", "gpu[001-002]"},
-          {"SLURM_JOB_NUM_NODES", "2"},
-          {"SLURM_NNODES", "2"},
-          {"SLURM_STEP_NUM_NODES", "2"},
-          {"SLURM_NODEID", "1"},
-          {"SLURM_NTASKS", "2"},
-          {"SLURM_STEP_NUM_TASKS", "2"},
-          {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"},
-          {"SLURM_GPUS_ON_NODE", "4"}};
+  const auto variables = testing::srunStepVariables();
+  return {variables.begin(), variables.end()};
 }
 
 EnvMap with(EnvMap env, const EnvMap& changes) {

@@ -71,12 +71,12 @@ TEST(SubprocessTest, MissingOrUnrunnableProgramIsASpawnErrorNamingIt) {
   EXPECT_THROW(Subprocess child(directory), SpawnError);
 }
 
-TEST(SubprocessTest, ChildSeesExactlyTheGivenEnvironment) {
+// Runs `options` with its stdout on a pipe; what it wrote and how it ended.
+std::pair<std::string, ExitStatus> runForOutput(SpawnOptions options) {
   int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  SpawnOptions options;
-  options.argv = {"/usr/bin/env"};
-  options.env = {{"RANK", "3"}, {"EMPTY", ""}};
+  if (pipe(out) != 0) {
+    return {"pipe failed", ExitStatus{}};
+  }
   options.stdout_fd = out[1];
   Subprocess child(options);
   close(out[1]);
@@ -86,29 +86,24 @@ TEST(SubprocessTest, ChildSeesExactlyTheGivenEnvironment) {
     text.append(buffer, static_cast<std::size_t>(got));
   }
   close(out[0]);
-  EXPECT_TRUE(child.wait().success());
+  const ExitStatus status = child.wait();
+  return {text, status};
+}
+
+TEST(SubprocessTest, ChildSeesExactlyTheGivenEnvironment) {
+  SpawnOptions options;
+  options.argv = {"/usr/bin/env"};
+  options.env = {{"RANK", "3"}, {"EMPTY", ""}};
+  const auto [text, status] = runForOutput(options);
+  EXPECT_TRUE(status.success());
   EXPECT_EQ(text, "RANK=3\nEMPTY=\n");
 }
 
 // What the child's /proc/self/status says of the CPUs it may run on.
 std::string cpusAllowedInChild(const std::vector<int>& cpu_affinity) {
-  int out[2];
-  if (pipe(out) != 0) {
-    return "pipe failed";
-  }
   SpawnOptions options = shell("grep Cpus_allowed_list: /proc/self/status");
-  options.stdout_fd = out[1];
   options.cpu_affinity = cpu_affinity;
-  Subprocess child(options);
-  close(out[1]);
-  std::string text;
-  char buffer[256];
-  for (ssize_t got; (got = read(out[0], buffer, sizeof(buffer))) > 0;) {
-    text.append(buffer, static_cast<std::size_t>(got));
-  }
-  close(out[0]);
-  child.wait();
-  return text;
+  return runForOutput(options).first;
 }
 
 TEST(SubprocessTest, ChildIsBoundToTheGivenCpusBeforeExec) {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -260,6 +261,16 @@ std::vector<std::string> NetLab::onHost(const std::string& host,
 void NetLab::setLink(const std::string& host, bool up) {
   position(host);  // throws for a host of another lab
   ip({"-n", bridge_namespace_, "link", "set", host, up ? "up" : "down"});
+}
+
+int snapshotEpochs(const std::string& train_binary, const std::string& snapshot) {
+  const CommandResult inspected = runCommand({train_binary, "--inspect-snapshot", snapshot});
+  std::smatch match;
+  static const std::regex epochs(R"("epochs_run":([0-9]+))");
+  if (inspected.code != 0 || !std::regex_search(inspected.output, match, epochs)) {
+    return -1;
+  }
+  return std::stoi(match[1].str());
 }
 
 }  // namespace ddprun::netns_test

@@ -47,6 +47,10 @@ CommandResult runCommand(const std::vector<std::string>& argv,
                          std::chrono::milliseconds timeout = std::chrono::seconds(30),
                          const Variables& extra_env = {});
 
+// Epochs the snapshot at `snapshot` holds, as `train --inspect-snapshot`
+// reads it; -1 if there is none.
+int snapshotEpochs(const std::string& train_binary, const std::string& snapshot);
+
 // iproute2's `ip`, or "" if there is none.
 std::string ipBinary();
 

@@ -36,15 +36,7 @@ class NetnsTrainTest : public NetnsJobTest {
   }
 
   // Epochs the snapshot holds (train --inspect-snapshot); -1 if none.
-  int snapshotEpochs() const {
-    const CommandResult inspected = runCommand({TRAIN_BINARY, "--inspect-snapshot", snapshot()});
-    std::smatch match;
-    static const std::regex epochs(R"("epochs_run":([0-9]+))");
-    if (inspected.code != 0 || !std::regex_search(inspected.output, match, epochs)) {
-      return -1;
-    }
-    return std::stoi(match[1].str());
-  }
+  int snapshotEpochs() const { return netns_test::snapshotEpochs(TRAIN_BINARY, snapshot()); }
 
   // The group rank `name`'s agent logged for `round`, or -1.
   int groupRank(const std::string& name, int round) const {
