@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "ddprun/launcher/agent.hpp"
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/launcher/worker_cgroup.hpp"
 #include "ddprun/proto/errors.hpp"
@@ -52,7 +51,8 @@ int becomeAgent(pid_t guardian, const sigset_t& previous_mask,
     prctl(PR_SET_PDEATHSIG, SIGTERM);
   }
   const int guardian_pidfd = static_cast<int>(syscall(SYS_pidfd_open, guardian, 0));
-  ignoreForwardedOnlySignals(agent_handles);  // before the mask lets one in: no loop forwards yet
+  // SIGUSR1/SIGUSR2 stay ignored (main's first line) until the agent's loop
+  // forwards them, so unmasking here lets none end the agent.
   sigprocmask(SIG_SETMASK, &previous_mask, nullptr);
   if (getppid() != guardian) {
     raise(SIGKILL);  // the guardian died already: no workers have started

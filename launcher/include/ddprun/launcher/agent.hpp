@@ -116,8 +116,9 @@ class Agent {
 std::vector<int> forwardedOnlySignals(const std::vector<int>& signals_to_handle);
 
 // Sets forwardedOnlySignals() to be ignored by this process, for the times
-// no agent's loop forwards them (before Agent::run() and after it, while
-// ddprun waits at the exit barrier): a warning signal must never end ddprun.
+// no agent's loop forwards them (from main's first line until Agent::run(),
+// and after it, while ddprun waits at the exit barrier): a warning signal
+// must never end ddprun.
 // Workers never inherit it: Subprocess resets every disposition.
 void ignoreForwardedOnlySignals(const std::vector<int>& signals_to_handle);
 
