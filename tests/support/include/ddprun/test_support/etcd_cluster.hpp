@@ -1,0 +1,78 @@
+// EtcdCluster: a real etcd cluster (Debian's etcd-server) started for a test
+// or a benchmark: N members on loopback ports, each with its data directory
+// in one TempDir, each a launcher::Subprocess in its own process group,
+// killed with the test process. The constructor returns once every member
+// answers and the cluster has a leader; the destructor SIGKILLs what is
+// left and removes the directory.
+//
+// With tls, the fixture makes a CA, a server certificate for 127.0.0.1 and
+// localhost, a client certificate (the members require one), and a second CA
+// nobody trusts (for mismatch tests), with the openssl command-line tool.
+//
+// Used by one thread, the one that constructed it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddprun::test_support {
+
+struct EtcdClusterOptions {
+  int members = 3;
+  bool tls = false;
+};
+
+struct EtcdTlsFiles {
+  std::filesystem::path ca;          // the CA the members' certificates chain to
+  std::filesystem::path cert;        // a client certificate that CA signed
+  std::filesystem::path key;         // its key
+  std::filesystem::path other_ca;    // a CA that signed nothing the members use
+};
+
+class EtcdCluster {
+ public:
+  // Throws std::runtime_error (with the members' logs' last lines) when the
+  // binary is missing or the cluster is not healthy within 30 s.
+  explicit EtcdCluster(EtcdClusterOptions options = {});
+  ~EtcdCluster();
+  EtcdCluster(const EtcdCluster&) = delete;
+  EtcdCluster& operator=(const EtcdCluster&) = delete;
+
+  // The etcd binary (PATH's etcd, or $DDPRUN_ETCD), "" when there is none.
+  static std::string binary();
+
+  int size() const;
+  // "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3": every member's client address,
+  // as --rdzv-endpoint takes it.
+  std::string endpoints() const;
+  // One member's client address, "127.0.0.1:port".
+  std::string endpoint(int member) const;
+  std::uint16_t clientPort(int member) const;
+  bool running(int member) const;
+  // The member that is leader now, as the members' status says; waits (up
+  // to 30 s) until one is. Throws std::runtime_error if none is.
+  int leader() const;
+  // SIGKILL one member and reap it.
+  void kill(int member);
+  // Start a killed member again on its data directory and ports; returns
+  // once it answers (not necessarily once the cluster has quorum).
+  void restart(int member);
+  // Waits (up to `timeout`) until the running members have a leader and
+  // serve a linearizable read. Throws std::runtime_error if not.
+  void waitHealthy(std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
+  // The certificates and keys (tls only).
+  const EtcdTlsFiles& tls() const;
+  // The last lines each member wrote, for a failed test's report.
+  std::string logTail() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ddprun::test_support
