@@ -66,8 +66,20 @@ void applyEndpoint(LaunchConfig& config) {
                                             ? "the endpoint derived from SLURM_STEP_NODELIST"
                                             : "--rdzv-endpoint",
                                         config.rdzv_endpoint, kC10dDefaultPort);
-  } else if (backend == "etcd" || backend == "etcd-v2") {
-    config.rdzv_address = parseEndpoint("--rdzv-endpoint", config.rdzv_endpoint, kEtcdDefaultPort);
+  } else if (backend == "etcd-v3" || backend == "etcd" || backend == "etcd-v2") {
+    // The etcd cluster's members, comma-separated: each is checked here; the
+    // first stands for them all where one address is shown.
+    config.rdzv_address.reset();
+    std::size_t start = 0;
+    do {
+      const std::size_t comma = config.rdzv_endpoint.find(',', start);
+      const Endpoint member = parseEndpoint(
+          "--rdzv-endpoint", config.rdzv_endpoint.substr(start, comma - start), kEtcdDefaultPort);
+      if (!config.rdzv_address) {
+        config.rdzv_address = member;
+      }
+      start = comma == std::string::npos ? comma : comma + 1;
+    } while (start != std::string::npos);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "ddprun/launcher/c10d_rendezvous.hpp"
+#include "ddprun/launcher/etcd_rendezvous.hpp"
 #include "ddprun/launcher/rendezvous.hpp"
 #include "ddprun/launcher/standalone_rendezvous.hpp"
 #include "ddprun/launcher/static_rendezvous.hpp"
@@ -39,9 +40,17 @@ std::unique_ptr<Rendezvous> makeC10d(const LaunchConfig& config, const NodeInfo&
   return std::make_unique<C10dRendezvous>(config, node);
 }
 
+// All agents of a job are ddprun: torchrun's etcd spellings name the one etcd backend.
+std::unique_ptr<Rendezvous> makeEtcd(const LaunchConfig& config, const NodeInfo& node) {
+  return std::make_unique<EtcdRendezvous>(config, node);
+}
+
 const std::pair<const char*, Factory> kBackends[] = {
     {"static", makeStatic},
     {"c10d", makeC10d},
+    {"etcd-v3", makeEtcd},
+    {"etcd-v2", makeEtcd},
+    {"etcd", makeEtcd},
 };
 
 }  // namespace
@@ -57,7 +66,7 @@ std::unique_ptr<Rendezvous> makeRendezvous(const LaunchConfig& config, const Nod
   }
   throw ConfigError("--rdzv-backend " + config.rdzv_backend + " across " +
                     std::to_string(config.max_nodes) +
-                    " nodes is not implemented in ddprun (static and c10d are)");
+                    " nodes is not implemented in ddprun (static, c10d and etcd-v3 are)");
 }
 
 }  // namespace ddprun::launcher

@@ -49,6 +49,14 @@ JoinStatus ElasticRendezvous::rejoin(const AgentInfo& agent, const RoundMembersh
   return JoinStatus::kMember;
 }
 
+Events ElasticRendezvous::endRestore(Clock::time_point now) {
+  Events events;
+  if (restore_) {
+    finishRestore(now, events);
+  }
+  return events;
+}
+
 // The restored round continues as it was, in group-rank order. A member that
 // never came back, or a newcomer meanwhile, moves everyone on to a new round.
 void ElasticRendezvous::finishRestore(Clock::time_point now, Events& events) {

@@ -85,7 +85,7 @@ class CompletionTest : public ::testing::Test {
 TEST_F(CompletionTest, BashCompletesOptionsInBothSpellingsAndFixedValues) {
   EXPECT_EQ(bashOffers({"ddprun", "--nproc"}), (Words{"--nproc-per-node", "--nproc_per_node"}));
   EXPECT_EQ(bashOffers({"ddprun", "--rdzv-backend", ""}),
-            (Words{"static", "c10d", "etcd", "etcd-v2"}));
+            (Words{"static", "c10d", "etcd-v3", "etcd", "etcd-v2"}));
   EXPECT_EQ(bashOffers({"ddprun", "--rdzv_backend", "=", "c"}), (Words{"c10d"}))
       << "--rdzv_backend=c, which bash splits at '='";
   EXPECT_EQ(bashOffers({"ddprun", "--nproc-per-node", "a"}), (Words{"auto"}));
@@ -115,7 +115,7 @@ TEST_F(CompletionTest, ZshCompletesOptionsValuesAndTheScript) {
   const Words nproc = zshOffers("ddprun --nproc");
   EXPECT_TRUE(nproc.contains("--nproc-per-node") && nproc.contains("--nproc_per_node"));
   EXPECT_FALSE(nproc.contains("--nnodes"));
-  EXPECT_EQ(zshOffers("ddprun --rdzv-backend "), (Words{"static", "c10d", "etcd", "etcd-v2"}));
+  EXPECT_EQ(zshOffers("ddprun --rdzv-backend "), (Words{"static", "c10d", "etcd-v3", "etcd", "etcd-v2"}));
   EXPECT_EQ(zshOffers("ddprun --rdzv_backend=c"), (Words{"c10d"}));
   EXPECT_EQ(zshOffers("ddprun --print-completion "), (Words{"bash", "zsh"}));
   EXPECT_TRUE(zshOffers("ddprun --standalone tr").contains("train.py"));

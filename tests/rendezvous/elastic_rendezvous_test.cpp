@@ -260,6 +260,22 @@ TEST(ElasticRendezvousTest, AMemberMissingFromARestoreIsLostAtTheDeadline) {
   EXPECT_EQ(idsOf(round), (std::vector<std::string>{"a"}));
 }
 
+// A coordinator that took over knows who is alive: ending the restore moves
+// the survivors on to a new round at once, not at the deadline; with
+// nothing being restored it does nothing.
+TEST(ElasticRendezvousTest, EndingARestoreMovesTheSurvivorsOnAtOnce) {
+  ElasticRendezvous rdzv(settings(1, 3));
+  Events events;
+  EXPECT_TRUE(rdzv.endRestore(kStart).empty());
+  rdzv.rejoin(agent("b"), {3, 1, 3}, kStart, events);
+  rdzv.rejoin(agent("c"), {3, 2, 3}, kStart, events);
+  const RoundCompleted round = onlyCompleted(rdzv.endRestore(kStart + 1s));
+  EXPECT_EQ(round.round, 4);
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"b", "c"}));
+  EXPECT_FALSE(rdzv.restoring());
+  EXPECT_TRUE(rdzv.endRestore(kStart + 2s).empty());
+}
+
 // A plain join while a round is restored waits for the restore, then joins
 // as a newcomer (everyone moves to a new round with it).
 TEST(ElasticRendezvousTest, ANewcomerDuringARestoreJoinsAfterIt) {

@@ -103,6 +103,10 @@ class ElasticRendezvous {
   // (kMember, and no event: nobody restarts). Otherwise it is a join.
   JoinStatus rejoin(const AgentInfo& agent, const RoundMembership& membership,
                     Clock::time_point now, Events& events);
+  // Every member that can come back has (a coordinator that took over from
+  // state kept elsewhere knows who is alive): a round being restored is
+  // finished now rather than at its deadline. No-op when none is.
+  Events endRestore(Clock::time_point now);
   // Proof of life; unknown ids are ignored.
   void heartbeat(const std::string& id, Clock::time_point now);
   // The agent's connection dropped or it left: it is gone at once.

@@ -1,0 +1,278 @@
+#include "etcd_coordinator.hpp"
+
+#include <algorithm>
+#include <variant>
+#include <vector>
+
+#include "log.hpp"
+
+namespace ddprun::launcher::etcd_rdzv {
+namespace {
+
+using Snapshot = EtcdView::Snapshot;
+
+// Liveness is the members' leases: the machine's own keep-alive clock must
+// never expire anyone, so it is set beyond any job's life.
+constexpr std::chrono::hours kNeverSilent{24 * 365};
+
+struct LiveMember {
+  MemberRecord record;
+  std::int64_t joined_at = 0;  // its key's create revision: etcd's arrival order
+};
+
+// The members whose keys exist now, in arrival order.
+std::vector<LiveMember> liveMembers(const Snapshot& snapshot, const Keys& keys) {
+  std::vector<LiveMember> live;
+  for (auto it = snapshot.lower_bound(keys.members());
+       it != snapshot.end() && it->first.starts_with(keys.members()); ++it) {
+    if (auto record = decodeMember(it->second.value)) {
+      live.push_back({std::move(*record), it->second.create_revision});
+    }
+  }
+  std::sort(live.begin(), live.end(),
+            [](const LiveMember& a, const LiveMember& b) { return a.joined_at < b.joined_at; });
+  return live;
+}
+
+rdzv::AgentInfo agentInfo(const MemberRecord& record, std::int64_t round_floor) {
+  return {record.id, record.local_world_size, record.rank_hint,
+          std::max(record.last_round, round_floor)};
+}
+
+const etcd::KeyValue* find(const Snapshot& snapshot, const std::string& key) {
+  const auto it = snapshot.find(key);
+  return it == snapshot.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+EtcdCoordinator::EtcdCoordinator(etcd::Client& client, EtcdView& view, Keys keys,
+                                 std::string agent_id, rdzv::ElasticSettings settings,
+                                 std::function<std::int64_t()> lease,
+                                 std::chrono::milliseconds retry)
+    : client_(client),
+      view_(view),
+      keys_(std::move(keys)),
+      agent_id_(std::move(agent_id)),
+      settings_(settings),
+      lease_(std::move(lease)),
+      retry_(retry) {
+  settings_.keep_alive_timeout = kNeverSilent;
+  thread_ = std::thread([this] { run(); });
+}
+
+EtcdCoordinator::~EtcdCoordinator() {
+  stopping_ = true;
+  pause_.notify_all();
+  view_.wake();
+  thread_.join();
+}
+
+void EtcdCoordinator::run() {
+  while (!stopping_) {
+    try {
+      if (const auto elected = campaign()) {
+        lead(*elected);
+      }
+    } catch (const Error& error) {
+      // etcd unavailable (no quorum): whoever leads when it is back decides.
+      log().debug("coordinator: {}", error.what());
+      pause();
+    }
+    leading_ = false;
+  }
+}
+
+// One try at the election key, then waits until it is free. The revision our
+// key was created at, once we hold it.
+std::optional<std::int64_t> EtcdCoordinator::campaign() {
+  const etcd::TxnResult result = client_.txn(
+      {{keys_.coordinator(), etcd::Compare::Target::kCreateRevision, 0}},
+      {{etcd::Operation::Kind::kPut, keys_.coordinator(), agent_id_, lease_()}});
+  if (result.succeeded) {
+    return result.revision;
+  }
+  const etcd::Range held = client_.get(keys_.coordinator());
+  if (!held.kvs.empty() && held.kvs.front().value == agent_id_ &&
+      held.kvs.front().lease == lease_()) {
+    return held.kvs.front().create_revision;  // ours already (we stepped down to rebuild)
+  }
+  // Someone else leads: wait until its key goes (its lease ended).
+  const std::string key = keys_.coordinator();
+  while (!stopping_ && view_.revision() < held.revision) {
+    view_.waitForChange(view_.revision(), Clock::now() + retry_);
+  }
+  while (!stopping_ &&
+         !view_.waitUntil([&](const Snapshot& s) { return find(s, key) == nullptr; },
+                          Clock::now() + retry_)) {
+  }
+  return std::nullopt;
+}
+
+void EtcdCoordinator::lead(std::int64_t election_revision) {
+  election_revision_ = election_revision;
+  while (!stopping_ && view_.revision() < election_revision) {
+    view_.waitForChange(view_.revision(), Clock::now() + retry_);
+  }
+  rdzv::ElasticRendezvous machine(settings_);
+  restarts_seen_.clear();
+  rdzv::Events events;
+  std::int64_t seen = view_.revision();
+  Snapshot snapshot = view_.read([](const Snapshot& s) { return s; });
+  if (find(snapshot, keys_.closed()) != nullptr || !stillElected(snapshot)) {
+    return;
+  }
+  leading_ = true;
+  log().info("coordinating the etcd rendezvous");
+  restore(machine, snapshot, events);
+  for (;;) {
+    if (!events.empty() && !write(events, snapshot)) {
+      return;  // deposed, or the state moved under us: campaign again
+    }
+    events.clear();
+    const auto deadline = machine.nextDeadline().value_or(Clock::now() + std::chrono::hours(1));
+    view_.waitForChange(seen, std::min(deadline, Clock::now() + std::chrono::seconds(1)));
+    if (stopping_) {
+      return;
+    }
+    seen = view_.revision();
+    snapshot = view_.read([](const Snapshot& s) { return s; });
+    if (!stillElected(snapshot)) {
+      log().info("no longer coordinating the etcd rendezvous");
+      return;
+    }
+    if (find(snapshot, keys_.closed()) != nullptr) {
+      return;  // the job is over: nothing more to decide
+    }
+    follow(machine, snapshot, events);
+    const rdzv::Events due = machine.tick(Clock::now());
+    events.insert(events.end(), due.begin(), due.end());
+  }
+}
+
+// The state machine as etcd says the job stands: the last decided round goes
+// on with those of its members still alive (at once, without them if any is
+// lost), and every other live member joins, in etcd's arrival order.
+void EtcdCoordinator::restore(rdzv::ElasticRendezvous& machine, const Snapshot& snapshot,
+                              rdzv::Events& events) {
+  const etcd::KeyValue* state_kv = find(snapshot, keys_.state());
+  const std::optional<StateRecord> state =
+      state_kv ? decodeState(state_kv->value) : std::nullopt;
+  state_revision_ = state_kv ? state_kv->mod_revision : 0;
+  const std::int64_t floor = state ? state->round : -1;
+  const auto now = Clock::now();
+  const auto live = liveMembers(snapshot, keys_);
+  const bool running = state && !state->suspended;
+  for (const LiveMember& member : live) {
+    const NodeRecord* node = running ? state->find(member.record.id) : nullptr;
+    if (node != nullptr) {
+      const int world = static_cast<int>(state->nodes.size());
+      machine.rejoin(agentInfo(member.record, floor), {state->round, node->group_rank, world},
+                     now, events);
+    }
+  }
+  for (const LiveMember& member : live) {
+    if (!running || state->find(member.record.id) == nullptr) {
+      machine.join(agentInfo(member.record, floor), now, events);
+    }
+  }
+  const rdzv::Events restored = machine.endRestore(now);
+  events.insert(events.end(), restored.begin(), restored.end());
+  // Restart requests already made: those for the running round still count.
+  for (auto it = snapshot.lower_bound(keys_.restarts());
+       it != snapshot.end() && it->first.starts_with(keys_.restarts()); ++it) {
+    restarts_seen_[it->first] = it->second.mod_revision;
+    if (decodeRound(it->second.value) == machine.round() && machine.complete()) {
+      const auto id = it->first.substr(keys_.restarts().size());
+      const rdzv::Events restarted = machine.restart(id, now);
+      events.insert(events.end(), restarted.begin(), restarted.end());
+    }
+  }
+}
+
+// What changed since the last look: new members join, vanished ones are
+// lost, new restart requests for the running round restart it.
+void EtcdCoordinator::follow(rdzv::ElasticRendezvous& machine, const Snapshot& snapshot,
+                             rdzv::Events& events) {
+  const auto now = Clock::now();
+  const auto live = liveMembers(snapshot, keys_);
+  std::vector<std::string> known = machine.members();
+  const std::vector<std::string> spares = machine.spares();
+  known.insert(known.end(), spares.begin(), spares.end());
+  for (const std::string& id : known) {
+    const bool alive = std::any_of(live.begin(), live.end(),
+                                   [&](const LiveMember& m) { return m.record.id == id; });
+    if (!alive) {
+      const rdzv::Events lost = machine.lose(id, now);
+      events.insert(events.end(), lost.begin(), lost.end());
+    }
+  }
+  for (const LiveMember& member : live) {
+    if (!machine.knows(member.record.id)) {
+      machine.join(agentInfo(member.record, -1), now, events);
+    }
+  }
+  for (auto it = snapshot.lower_bound(keys_.restarts());
+       it != snapshot.end() && it->first.starts_with(keys_.restarts()); ++it) {
+    std::int64_t& seen = restarts_seen_[it->first];
+    if (it->second.mod_revision <= seen) {
+      continue;
+    }
+    seen = it->second.mod_revision;
+    if (decodeRound(it->second.value) == machine.round()) {
+      const rdzv::Events restarted =
+          machine.restart(it->first.substr(keys_.restarts().size()), now);
+      events.insert(events.end(), restarted.begin(), restarted.end());
+    }
+  }
+}
+
+bool EtcdCoordinator::stillElected(const Snapshot& snapshot) const {
+  const etcd::KeyValue* held = find(snapshot, keys_.coordinator());
+  return held != nullptr && held->value == agent_id_ &&
+         held->create_revision == election_revision_;
+}
+
+// The newest decision among `events`, written on the state key as read, only
+// while our election key is the one we created.
+bool EtcdCoordinator::write(const rdzv::Events& events, const Snapshot& snapshot) {
+  std::optional<StateRecord> state;
+  for (const rdzv::RendezvousEvent& event : events) {
+    if (const auto* done = std::get_if<rdzv::RoundCompleted>(&event)) {
+      StateRecord record{done->round, false, done->world_size, {}};
+      for (const rdzv::NodeAssignment& node : done->nodes) {
+        MemberRecord member;
+        if (const etcd::KeyValue* kv = find(snapshot, keys_.member(node.id))) {
+          member = decodeMember(kv->value).value_or(member);
+        }
+        record.nodes.push_back({node.id, node.group_rank, node.base_rank, node.local_world_size,
+                                member.store_host, member.store_port});
+      }
+      state = std::move(record);
+    } else if (const auto* suspended = std::get_if<rdzv::RoundSuspended>(&event)) {
+      state = StateRecord{suspended->round, true, 0, {}};
+    }
+  }
+  if (!state) {
+    return true;
+  }
+  const etcd::TxnResult result = client_.txn(
+      {{keys_.coordinator(), etcd::Compare::Target::kCreateRevision, election_revision_},
+       {keys_.state(), etcd::Compare::Target::kModRevision, state_revision_}},
+      {{etcd::Operation::Kind::kPut, keys_.state(), encode(*state), 0}});
+  if (!result.succeeded) {
+    return false;
+  }
+  state_revision_ = result.revision;
+  log().info("etcd rendezvous: round {} {}", state->round,
+             state->suspended ? "suspended (below min_nodes)"
+                              : "formed with " + std::to_string(state->nodes.size()) + " node(s)");
+  return true;
+}
+
+void EtcdCoordinator::pause() {
+  std::unique_lock lock(pause_mutex_);
+  pause_.wait_for(lock, retry_, [this] { return stopping_.load(); });
+}
+
+}  // namespace ddprun::launcher::etcd_rdzv

@@ -1,0 +1,75 @@
+#include "etcd_lease.hpp"
+
+#include "log.hpp"
+
+namespace ddprun::launcher::etcd_rdzv {
+
+EtcdLease::EtcdLease(etcd::Client& client, std::chrono::seconds ttl,
+                     std::chrono::milliseconds interval,
+                     std::function<void(std::int64_t lease)> registered)
+    : client_(client), ttl_(ttl), interval_(interval), registered_(std::move(registered)) {
+  id_ = client_.grantLease(ttl_);
+  thread_ = std::thread([this] { renew(); });
+}
+
+EtcdLease::~EtcdLease() { stop(); }
+
+void EtcdLease::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) {
+      return;
+    }
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void EtcdLease::revoke() {
+  stop();
+  try {
+    client_.revokeLease(id_);
+  } catch (const Error& error) {
+    log().debug("could not revoke the etcd lease: {}", error.what());
+  }
+}
+
+void EtcdLease::renew() {
+  bool unavailable = false;
+  std::unique_lock lock(mutex_);
+  while (!wake_.wait_for(lock, interval_, [this] { return stopping_; })) {
+    lock.unlock();
+    renewOnce(unavailable);
+    lock.lock();
+  }
+}
+
+void EtcdLease::renewOnce(bool& unavailable) {
+  try {
+    const bool alive = client_.keepAlive(id_);
+    if (unavailable) {
+      log().info("etcd at {} serves again{}", client_.describe(),
+                 alive ? "; this node's lease held" : "");
+      unavailable = false;
+    }
+    if (!alive) {
+      log().warn(
+          "this node's etcd lease expired (etcd could not renew it within {} s): registering "
+          "again; the rendezvous counts this node as a newcomer",
+          ttl_.count());
+      id_ = client_.grantLease(ttl_);
+      registered_(id_);
+    }
+  } catch (const Error& error) {
+    if (!unavailable) {
+      log().warn(
+          "etcd cannot renew this node's lease ({}): the workers keep running; retrying every "
+          "{} ms",
+          error.what(), interval_.count());
+      unavailable = true;
+    }
+  }
+}
+
+}  // namespace ddprun::launcher::etcd_rdzv

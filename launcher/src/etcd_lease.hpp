@@ -1,0 +1,62 @@
+// This agent's lease in etcd: every key that says the agent is alive (its
+// membership, the election key while it coordinates) is held under it, so
+// the agent's death is the lease expiring, keep_alive_interval x
+// keep_alive_max_attempt after its last renewal, with no other node's clock
+// involved.
+//
+// Owns the lease and the thread that renews it every keep_alive_interval.
+// While etcd cannot renew it (no quorum, every member unreachable) the
+// thread says so once and keeps trying; the agent's workers go on. etcd
+// extends every lease when a new leader is elected, so a lease usually
+// survives a quorum loss; when it did not, the thread takes a new one and
+// calls `registered` with it (on the lease thread) so the agent writes its
+// keys again. Destruction stops the thread without revoking; revoke() ends
+// the lease at once (the others learn of this agent's exit without waiting
+// for the TTL).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "ddprun/launcher/etcd_client.hpp"
+
+namespace ddprun::launcher::etcd_rdzv {
+
+class EtcdLease {
+ public:
+  // Grants the lease (throws EtcdUnavailable when no member serves it) and
+  // starts renewing it.
+  EtcdLease(etcd::Client& client, std::chrono::seconds ttl, std::chrono::milliseconds interval,
+            std::function<void(std::int64_t lease)> registered);
+  ~EtcdLease();
+  EtcdLease(const EtcdLease&) = delete;
+  EtcdLease& operator=(const EtcdLease&) = delete;
+
+  std::int64_t id() const { return id_.load(); }
+  std::chrono::seconds ttl() const { return ttl_; }
+  // Stops renewing and revokes the lease (best effort: etcd may be gone).
+  void revoke();
+
+ private:
+  void renew();
+  void renewOnce(bool& unavailable);
+  void stop();
+
+  etcd::Client& client_;
+  std::chrono::seconds ttl_;
+  std::chrono::milliseconds interval_;
+  std::function<void(std::int64_t)> registered_;
+  std::atomic<std::int64_t> id_{0};
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ddprun::launcher::etcd_rdzv
