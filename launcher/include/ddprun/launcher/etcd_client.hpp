@@ -156,13 +156,23 @@ class Watch {
 
   // `on_events(events, revision)`: `revision` is the store's revision the
   // batch brings the watcher up to.
-  void run(const std::function<void(const std::vector<WatchEvent>&, std::int64_t revision)>&
-               on_events);
+  using EventHandler =
+      std::function<void(const std::vector<WatchEvent>&, std::int64_t revision)>;
+  void run(const EventHandler& on_events);
   // Any thread: run() returns soon (without throwing); later run() calls at once.
   void cancel();
 
  private:
   struct Stream;
+  bool cancelled();
+  // Makes `stream` the one cancel() aborts; false when already cancelled.
+  bool attach(Stream* stream);
+  void streamEvents(Stream& stream, const EventHandler& on_events);
+  // One read of the stream; false when it ended or the watch was cancelled.
+  bool readOnce(Stream& stream, std::optional<std::chrono::steady_clock::time_point> deadline,
+                const EventHandler& on_events);
+  void handleMessage(Stream& stream, const std::string& text, const EventHandler& on_events);
+
   Client& client_;
   std::string prefix_;
   std::int64_t start_revision_;

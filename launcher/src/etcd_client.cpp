@@ -1,0 +1,267 @@
+#include "ddprun/launcher/etcd_client.hpp"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "etcd_http.hpp"
+
+namespace ddprun::launcher::etcd {
+namespace {
+
+using nlohmann::json;
+
+std::string trim(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+}
+
+std::uint16_t parsePort(const std::string& what, const std::string& entry, const std::string& text) {
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || value == 0 || value > 65535) {
+    throw ConfigError(what + ": bad port in '" + entry + "' (want 1-65535)");
+  }
+  return static_cast<std::uint16_t>(value);
+}
+
+Member parseMember(const std::string& what, const std::string& entry) {
+  Member member;
+  std::optional<std::string> port;
+  if (entry.front() == '[') {  // [v6] or [v6]:port
+    const auto close = entry.find(']');
+    const bool ok = close != std::string::npos && close > 1 &&
+                    (close + 1 == entry.size() || entry[close + 1] == ':');
+    if (!ok) throw ConfigError(what + ": bad member '" + entry + "' (want [address]:port)");
+    member.host = entry.substr(1, close - 1);
+    if (close + 1 < entry.size()) port = entry.substr(close + 2);
+  } else {
+    const auto colon = entry.find(':');
+    if (colon != std::string::npos && entry.find(':', colon + 1) != std::string::npos) {
+      throw ConfigError(what + ": bad member '" + entry + "' (write an IPv6 address as [address]:port)");
+    }
+    member.host = entry.substr(0, colon);
+    if (colon != std::string::npos) port = entry.substr(colon + 1);
+  }
+  if (member.host.empty()) throw ConfigError(what + ": bad member '" + entry + "' (no host)");
+  if (port) member.port = parsePort(what, entry, *port);
+  return member;
+}
+
+std::string bytesField(const json& object, const char* name) {
+  const auto found = object.find(name);
+  return found == object.end() ? std::string() : fromBase64(found->get<std::string>());
+}
+
+
+json parseAnswer(const std::string& path, const std::string& text) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw StoreError("etcd answered /v3/" + path + " with bad JSON: " + e.what());
+  }
+}
+
+json operationJson(const Operation& operation) {
+  if (operation.kind == Operation::Kind::kPut) {
+    json put{{"key", toBase64(operation.key)}, {"value", toBase64(operation.value)}};
+    if (operation.lease != 0) put["lease"] = std::to_string(operation.lease);
+    return {{"request_put", put}};
+  }
+  json range{{"key", toBase64(operation.key)}};
+  if (operation.kind == Operation::Kind::kDeletePrefix) {
+    range["range_end"] = toBase64(detail::prefixEnd(operation.key));
+  }
+  return {{"request_delete_range", range}};
+}
+
+json compareJson(const Compare& compare) {
+  const bool create = compare.target == Compare::Target::kCreateRevision;
+  return {{"key", toBase64(compare.key)},
+          {"result", "EQUAL"},
+          {"target", create ? "CREATE" : "MOD"},
+          {create ? "create_revision" : "mod_revision", std::to_string(compare.revision)}};
+}
+
+}  // namespace
+
+namespace detail {
+
+// etcd's JSON writes 64-bit numbers as strings and leaves out default values.
+std::int64_t int64Field(const nlohmann::json& object, const char* name) {
+  const auto found = object.find(name);
+  if (found == object.end()) return 0;
+  if (found->is_number_integer()) return found->get<std::int64_t>();
+  const std::string text = found->get<std::string>();
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size()) {
+    throw StoreError(std::string("etcd answered a bad number in '") + name + "': " + text);
+  }
+  return value;
+}
+
+std::int64_t headerRevision(const nlohmann::json& answer) {
+  const auto header = answer.find("header");
+  return header == answer.end() ? 0 : int64Field(*header, "revision");
+}
+
+KeyValue keyValueFromJson(const nlohmann::json& kv) {
+  KeyValue result;
+  result.key = bytesField(kv, "key");
+  result.value = bytesField(kv, "value");
+  result.create_revision = int64Field(kv, "create_revision");
+  result.mod_revision = int64Field(kv, "mod_revision");
+  result.lease = int64Field(kv, "lease");
+  return result;
+}
+
+}  // namespace detail
+
+using detail::headerRevision;
+using detail::int64Field;
+using detail::keyValueFromJson;
+
+std::vector<Member> parseMembers(const std::string& what, const std::string& list) {
+  std::vector<Member> members;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const auto comma = std::min(list.find(',', start), list.size());
+    const std::string entry = trim(list.substr(start, comma - start));
+    if (entry.empty()) throw ConfigError(what + ": empty member in '" + list + "'");
+    members.push_back(parseMember(what, entry));
+    start = comma + 1;
+  }
+  return members;
+}
+
+Client::Client(ClientOptions options) : options_(std::move(options)) {
+  DDPRUN_ASSERT(!options_.members.empty(), "an etcd client needs at least one member");
+}
+
+std::string Client::describe() const {
+  std::string text;
+  for (const auto& member : options_.members) {
+    text += (text.empty() ? "" : ",") + detail::describeMember(member);
+  }
+  return text;
+}
+
+std::string Client::post(const std::string& path, const std::string& body) {
+  const std::string target = "/v3/" + path;
+  const std::size_t count = options_.members.size();
+  const std::size_t first = current_.load();
+  std::vector<std::string> failures;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t index = (first + i) % count;
+    const Member& member = options_.members[index];
+    try {
+      detail::Connection connection(options_, member);
+      const auto deadline = detail::Clock::now() + options_.request_timeout;
+      connection.open(deadline);
+      detail::HttpAnswer answer = connection.post(target, body, deadline);
+      const auto refusal = detail::checkAnswer(member, target, answer);
+      if (!refusal) {
+        current_.store(index);
+        return std::move(answer.body);
+      }
+      failures.push_back(detail::describeMember(member) + ": " + *refusal);
+    } catch (const detail::MemberFailure& e) {
+      failures.push_back(detail::describeMember(member) + ": " + e.what());
+    }
+  }
+  throw EtcdUnavailable(detail::noMemberServed(describe(), target, failures));
+}
+
+Range Client::get(const std::string& key) {
+  const json answer = parseAnswer("kv/range", post("kv/range", json{{"key", toBase64(key)}}.dump()));
+  Range range{{}, headerRevision(answer)};
+  for (const auto& kv : answer.value("kvs", json::array())) range.kvs.push_back(keyValueFromJson(kv));
+  return range;
+}
+
+Range Client::getPrefix(const std::string& prefix) {
+  const json request{{"key", toBase64(prefix)}, {"range_end", toBase64(detail::prefixEnd(prefix))}};
+  const json answer = parseAnswer("kv/range", post("kv/range", request.dump()));
+  Range range{{}, headerRevision(answer)};
+  for (const auto& kv : answer.value("kvs", json::array())) range.kvs.push_back(keyValueFromJson(kv));
+  return range;
+}
+
+std::int64_t Client::put(const std::string& key, const std::string& value, std::int64_t lease) {
+  json request{{"key", toBase64(key)}, {"value", toBase64(value)}};
+  if (lease != 0) request["lease"] = std::to_string(lease);
+  return headerRevision(parseAnswer("kv/put", post("kv/put", request.dump())));
+}
+
+TxnResult Client::txn(const std::vector<Compare>& compares, const std::vector<Operation>& success,
+                      const std::vector<Operation>& failure) {
+  json request{{"compare", json::array()}, {"success", json::array()}, {"failure", json::array()}};
+  for (const auto& compare : compares) request["compare"].push_back(compareJson(compare));
+  for (const auto& operation : success) request["success"].push_back(operationJson(operation));
+  for (const auto& operation : failure) request["failure"].push_back(operationJson(operation));
+  const json answer = parseAnswer("kv/txn", post("kv/txn", request.dump()));
+  return {answer.value("succeeded", false), headerRevision(answer)};
+}
+
+std::int64_t Client::grantLease(std::chrono::seconds ttl) {
+  const json answer = parseAnswer("lease/grant", post("lease/grant", json{{"TTL", ttl.count()}}.dump()));
+  const std::int64_t id = int64Field(answer, "ID");
+  if (id == 0) throw StoreError("etcd at " + describe() + " granted no lease: " + answer.dump());
+  return id;
+}
+
+bool Client::keepAlive(std::int64_t lease) {
+  // A streaming call in etcd's API; the gateway answers one renewal per
+  // request object, so one object in, one out.
+  const std::string text = post("lease/keepalive", json{{"ID", std::to_string(lease)}}.dump());
+  const json answer = parseAnswer("lease/keepalive", text.substr(0, text.find('\n')));
+  return int64Field(answer.value("result", json::object()), "TTL") > 0;
+}
+
+void Client::revokeLease(std::int64_t lease) {
+  try {
+    post("lease/revoke", json{{"ID", std::to_string(lease)}}.dump());
+  } catch (const detail::GatewayError& e) {
+    if (e.code != 5) throw;  // NOT_FOUND: already expired or revoked, as asked
+  }
+}
+
+// Encoding and decoding are OpenSSL's; only the check that the text is
+// canonical, padded base64 (which EVP_DecodeBlock does not make) is ours.
+std::string toBase64(const std::string& bytes) {
+  std::string text(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  const int length = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(text.data()),
+                                     reinterpret_cast<const unsigned char*>(bytes.data()),
+                                     static_cast<int>(bytes.size()));
+  text.resize(static_cast<std::size_t>(length));
+  return text;
+}
+
+std::string fromBase64(const std::string& text) {
+  const auto isAlphabet = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '+' || c == '/';
+  };
+  const std::size_t padding = text.size() - text.find_last_not_of('=') - 1;
+  const bool ok = text.size() % 4 == 0 && (text.empty() || padding <= 2) &&
+                  std::all_of(text.begin(), text.end() - static_cast<std::ptrdiff_t>(
+                                                             text.empty() ? 0 : padding),
+                              isAlphabet);
+  if (!ok) {
+    throw Error("not base64: '" + (text.size() > 40 ? text.substr(0, 40) + "..." : text) + "'");
+  }
+  std::string bytes(text.size() / 4 * 3, '\0');
+  const int length = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(bytes.data()),
+                                     reinterpret_cast<const unsigned char*>(text.data()),
+                                     static_cast<int>(text.size()));
+  // EVP_DecodeBlock counts the padding's zero bytes too.
+  bytes.resize(static_cast<std::size_t>(length) - padding);
+  return bytes;
+}
+
+}  // namespace ddprun::launcher::etcd

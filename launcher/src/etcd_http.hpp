@@ -1,0 +1,112 @@
+// The etcd client's transport: one HTTP/1.1 connection to one etcd member,
+// plain or TLS, with Boost.Beast. Only etcd_http.cpp includes Beast and
+// OpenSSL; the client and the watch see this small interface.
+//
+// A Connection owns its socket and its own io_context. Every operation runs
+// on the calling thread: it starts Beast's asynchronous operation and runs
+// the io_context until it completes, because Beast's stream deadlines
+// (tcp_stream::expires_at) apply only to asynchronous operations. abort() is
+// the one call another thread may make.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ddprun/launcher/etcd_client.hpp"
+#include "ddprun/proto/errors.hpp"
+
+namespace ddprun::launcher::etcd::detail {
+
+using Clock = std::chrono::steady_clock;
+
+// Why one member did not serve a request, as a short phrase
+// ("connection refused", "TLS handshake failed: certificate verify failed");
+// the client collects one per member into EtcdUnavailable's line.
+class MemberFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct HttpAnswer {
+  unsigned status = 0;
+  std::string body;
+};
+
+// "host:port" ("[v6]:port"), for messages.
+std::string describeMember(const Member& member);
+
+// An answer in which etcd refused a call for good (a bad request, a lease
+// that does not exist): no other member would answer otherwise. `code` is
+// the gRPC status code the gateway reports (5: not found).
+class GatewayError : public StoreError {
+ public:
+  GatewayError(const std::string& message, int grpc_code)
+      : StoreError(message), code(grpc_code) {}
+  int code;
+};
+
+// Reads an answer: nothing when it is a success; the member's reason when
+// it cannot serve now (no leader, overloaded, timed out: try another
+// member); throws GatewayError when the call itself was refused. An error
+// can also come with status 200, inside a streamed answer.
+std::optional<std::string> checkAnswer(const Member& member, const std::string& target,
+                                       const HttpAnswer& answer);
+
+// "etcd at <members>: no member served <target> (<member>: <why>; ...)".
+std::string noMemberServed(const std::string& members, const std::string& target,
+                           const std::vector<std::string>& failures);
+
+// The end of the key range holding every key with `prefix` (etcd's
+// range_end): the prefix with its last byte below 0xff incremented.
+std::string prefixEnd(const std::string& prefix);
+
+class Connection {
+ public:
+  // No I/O. Throws ConfigError when the TLS files cannot be loaded.
+  Connection(const ClientOptions& options, const Member& member);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Resolves, connects and (with TLS) handshakes before `deadline`.
+  // Throws MemberFailure.
+  void open(Clock::time_point deadline);
+  // One POST and its whole answer, before `deadline`. Throws MemberFailure.
+  HttpAnswer post(const std::string& target, const std::string& body, Clock::time_point deadline);
+
+  // A streaming POST: sends it and reads the answer's header before
+  // `deadline`; returns the status. With a status other than 200 the body
+  // is read whole and returned in `error_body`. Throws MemberFailure.
+  unsigned startStream(const std::string& target, const std::string& body,
+                       Clock::time_point deadline, std::string& error_body);
+  // Reads more of the streamed (chunked) body, handing each piece of it to
+  // `on_bytes`; before `deadline` when there is one (a watch's first answer),
+  // else for as long as the member is silent. false: the body ended. Throws
+  // MemberFailure when the connection breaks or was aborted.
+  bool readStream(std::optional<Clock::time_point> deadline,
+                  const std::function<void(std::string_view)>& on_bytes);
+
+  // Any thread: closes the socket, so that the operation running on the
+  // owning thread (or the next one) fails at once.
+  void abort();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Reading etcd's JSON (etcd_client.cpp). 64-bit numbers come as strings and
+// default values are left out (0). Throw StoreError on a bad number.
+std::int64_t int64Field(const nlohmann::json& object, const char* name);
+std::int64_t headerRevision(const nlohmann::json& answer);
+KeyValue keyValueFromJson(const nlohmann::json& kv);
+
+}  // namespace ddprun::launcher::etcd::detail
