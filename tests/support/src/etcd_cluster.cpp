@@ -1,17 +1,11 @@
 #include "ddprun/test_support/etcd_cluster.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <csignal>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
 
 #include "ddprun/launcher/executable_path.hpp"
-#include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/raw_connection.hpp"
@@ -25,6 +19,7 @@ namespace {
 
 using Millis = std::chrono::milliseconds;
 using etcd_detail::Environment;
+using etcd_detail::EtcdMember;
 
 constexpr Millis kWaitLimit(30000);
 constexpr Millis kPollInterval(50);
@@ -39,8 +34,6 @@ std::string pathVariable() {
   return path != nullptr ? path : "/usr/bin:/bin";
 }
 
-std::string loopback(std::uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
-
 // A question asked again and again while waiting: short timeouts (the last
 // flag given wins), so one try at a member not listening yet does not hold
 // the loop for etcdctl's default deadlines.
@@ -48,18 +41,6 @@ std::vector<std::string> polled(std::vector<std::string> args) {
   args.insert(args.end(), {"--dial-timeout=300ms", "--command-timeout=1s"});
   return args;
 }
-
-struct Member {
-  std::string name;
-  std::uint16_t client_port = 0;
-  std::uint16_t peer_port = 0;
-  std::filesystem::path data_dir;
-  std::filesystem::path log;
-  std::optional<launcher::Subprocess> process;
-
-  std::string peerUrl() const { return "http://" + loopback(peer_port); }
-  bool running() const { return process && !process->exitStatus(); }
-};
 
 }  // namespace
 
@@ -70,16 +51,16 @@ struct EtcdCluster::Impl {
   TempDir dir{"ddprun-etcd"};
   Environment env = etcd_detail::environmentWithoutEtcdSettings();
   std::optional<etcd_detail::EtcdServerTls> tls;
-  std::vector<Member> members;
+  std::vector<EtcdMember> members;
   std::string token;
 
   void start();
   void assignPorts(int attempt);
-  void spawn(Member& member);
-  std::vector<std::string> memberArgv(const Member& member) const;
+  std::vector<std::string> memberArgv(const EtcdMember& member) const;
   void killAll();
   bool anyExited();
   bool lostPortRace() const;
+  std::string exitedMembers() const;
   std::string runningEndpoints() const;
   std::optional<int> currentLeader() const;
   bool healthy() const;
@@ -87,10 +68,10 @@ struct EtcdCluster::Impl {
   int memberAt(const std::string& endpoint) const;
   EtcdctlResult etcdctlRun(const std::vector<std::string>& args, const std::string& endpoints,
                            const std::filesystem::path& ca) const;
-  const Member& at(int member) const;
+  const EtcdMember& at(int member) const;
 };
 
-const Member& EtcdCluster::Impl::at(int member) const {
+const EtcdMember& EtcdCluster::Impl::at(int member) const {
   if (member < 0 || member >= static_cast<int>(members.size())) {
     throw std::out_of_range("no etcd member " + std::to_string(member) + " in a cluster of " +
                             std::to_string(members.size()));
@@ -101,7 +82,7 @@ const Member& EtcdCluster::Impl::at(int member) const {
 void EtcdCluster::Impl::assignPorts(int attempt) {
   members.resize(options.members);
   for (int i = 0; i < options.members; ++i) {
-    Member& member = members[i];
+    EtcdMember& member = members[i];
     member.name = "member" + std::to_string(i);
     member.client_port = freeLoopbackPort();
     member.peer_port = freeLoopbackPort();
@@ -114,12 +95,12 @@ void EtcdCluster::Impl::assignPorts(int attempt) {
   token = "ddprun-test-" + dir.path().filename().string() + "-" + std::to_string(attempt);
 }
 
-std::vector<std::string> EtcdCluster::Impl::memberArgv(const Member& member) const {
+std::vector<std::string> EtcdCluster::Impl::memberArgv(const EtcdMember& member) const {
   std::string initial_cluster;
-  for (const Member& peer : members) {
+  for (const EtcdMember& peer : members) {
     initial_cluster += (initial_cluster.empty() ? "" : ",") + peer.name + "=" + peer.peerUrl();
   }
-  const std::string client_url = (tls ? "https://" : "http://") + loopback(member.client_port);
+  const std::string client_url = (tls ? "https://" : "http://") + member.clientAddress();
   // Heartbeats every 50 ms and elections after 500 ms: a killed leader is
   // replaced within a second, so failover tests stay fast. On a restart
   // from an existing data dir etcd ignores the --initial-* flags.
@@ -149,46 +130,22 @@ std::vector<std::string> EtcdCluster::Impl::memberArgv(const Member& member) con
   return argv;
 }
 
-void EtcdCluster::Impl::spawn(Member& member) {
-  launcher::SpawnOptions spawn_options;
-  spawn_options.argv = memberArgv(member);
-  spawn_options.env = env;
-  // Appended to, so a restarted member's log keeps what it wrote before.
-  const int log_fd = ::open(member.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) {
-    throw std::system_error(errno, std::generic_category(), "open " + member.log.string());
-  }
-  spawn_options.stdout_fd = log_fd;
-  spawn_options.stderr_fd = log_fd;
-  member.process.reset();
-  try {
-    member.process.emplace(spawn_options);
-  } catch (...) {
-    ::close(log_fd);
-    throw;
-  }
-  ::close(log_fd);
-}
-
 void EtcdCluster::Impl::killAll() {
-  for (Member& member : members) {
-    if (member.running()) {
-      member.process->signalGroup(SIGKILL);
-      member.process->wait();
-    }
+  for (EtcdMember& member : members) {
+    member.kill();
   }
 }
 
 bool EtcdCluster::Impl::anyExited() {
   bool exited = false;
-  for (Member& member : members) {
-    exited = (member.process && member.process->tryWait()) || exited;
+  for (EtcdMember& member : members) {
+    exited = member.reapIfExited() || exited;
   }
   return exited;
 }
 
 bool EtcdCluster::Impl::lostPortRace() const {
-  for (const Member& member : members) {
+  for (const EtcdMember& member : members) {
     if (contains(readFile(member.log), "address already in use")) {
       return true;
     }
@@ -199,8 +156,8 @@ bool EtcdCluster::Impl::lostPortRace() const {
 void EtcdCluster::Impl::start() {
   for (int attempt = 1;; ++attempt) {
     assignPorts(attempt);
-    for (Member& member : members) {
-      spawn(member);
+    for (EtcdMember& member : members) {
+      member.start(memberArgv(member), env);
     }
     bool exited = false;
     if (eventually([&] { return (exited = anyExited()) || (healthy() && currentLeader()); },
@@ -209,19 +166,30 @@ void EtcdCluster::Impl::start() {
       return;
     }
     const bool retry = exited && lostPortRace() && attempt < kStartAttempts;
+    const std::string why = exited ? exitedMembers() : "no healthy leader within 30 s";
     killAll();
     if (!retry) {
-      throw std::runtime_error(std::string("etcd cluster did not start: ") +
-                               (exited ? "a member exited" : "no healthy leader within 30 s"));
+      throw std::runtime_error("etcd cluster did not start: " + why);
     }
   }
 }
 
+// "member1 exited with code 1": the members that ended on their own.
+std::string EtcdCluster::Impl::exitedMembers() const {
+  std::string exited;
+  for (const EtcdMember& member : members) {
+    if (const auto status = member.exitStatus()) {
+      exited += (exited.empty() ? "" : ", ") + member.name + " " + status->describe();
+    }
+  }
+  return exited;
+}
+
 std::string EtcdCluster::Impl::runningEndpoints() const {
   std::string endpoints;
-  for (const Member& member : members) {
+  for (const EtcdMember& member : members) {
     if (member.running()) {
-      endpoints += (endpoints.empty() ? "" : ",") + loopback(member.client_port);
+      endpoints += (endpoints.empty() ? "" : ",") + member.clientAddress();
     }
   }
   return endpoints;
@@ -230,7 +198,7 @@ std::string EtcdCluster::Impl::runningEndpoints() const {
 // A connection attempt is refused at once, where etcdctl would wait for its
 // deadline: asked first, it keeps the polls before the members listen short.
 bool EtcdCluster::Impl::runningMembersListen() const {
-  for (const Member& member : members) {
+  for (const EtcdMember& member : members) {
     if (member.running()) {
       try {
         RawConnection probe(member.client_port);
@@ -244,7 +212,7 @@ bool EtcdCluster::Impl::runningMembersListen() const {
 
 int EtcdCluster::Impl::memberAt(const std::string& endpoint) const {
   for (std::size_t i = 0; i < members.size(); ++i) {
-    if (loopback(members[i].client_port) == endpoint) {
+    if (members[i].clientAddress() == endpoint) {
       return static_cast<int>(i);
     }
   }
@@ -334,7 +302,7 @@ std::string EtcdCluster::endpoints() const {
   return all;
 }
 
-std::string EtcdCluster::endpoint(int member) const { return loopback(clientPort(member)); }
+std::string EtcdCluster::endpoint(int member) const { return impl_->at(member).clientAddress(); }
 
 std::uint16_t EtcdCluster::clientPort(int member) const { return impl_->at(member).client_port; }
 
@@ -354,24 +322,21 @@ int EtcdCluster::leader() const {
 
 void EtcdCluster::kill(int member) {
   impl_->at(member);
-  Member& target = impl_->members[member];
-  if (target.running()) {
-    target.process->signalGroup(SIGKILL);
-    target.process->wait();
-  }
+  EtcdMember& target = impl_->members[member];
+  target.kill();
 }
 
 void EtcdCluster::restart(int member) {
   impl_->at(member);
-  Member& target = impl_->members[member];
+  EtcdMember& target = impl_->members[member];
   if (target.running()) {
     throw std::logic_error("etcd member " + std::to_string(member) + " is still running");
   }
-  impl_->spawn(target);
+  target.start(impl_->memberArgv(target), impl_->env);
   bool exited = false;
   const bool answers = eventually(
       [&] {
-        exited = target.process->tryWait().has_value();
+        exited = target.reapIfExited();
         return exited ||
                (impl_->runningMembersListen() &&
                 impl_->etcdctlRun(polled({"endpoint", "status"}), endpoint(member), {}).ok());
@@ -402,7 +367,7 @@ const EtcdTlsFiles& EtcdCluster::tls() const {
 
 std::string EtcdCluster::logTail() const {
   std::ostringstream tail;
-  for (const Member& member : impl_->members) {
+  for (const EtcdMember& member : impl_->members) {
     tail << "--- etcd " << member.name << " (" << member.log.string() << "), last lines:\n"
          << etcd_detail::lastLines(readFile(member.log), kLogTailLines);
   }

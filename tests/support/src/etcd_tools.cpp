@@ -92,6 +92,45 @@ class CertificateMaker {
 
 }  // namespace
 
+std::string EtcdMember::clientAddress() const { return "127.0.0.1:" + std::to_string(client_port); }
+
+std::string EtcdMember::peerUrl() const { return "http://127.0.0.1:" + std::to_string(peer_port); }
+
+void EtcdMember::start(const std::vector<std::string>& argv, const Environment& env) {
+  launcher::SpawnOptions options;
+  options.argv = argv;
+  options.env = env;
+  const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    throw std::system_error(errno, std::generic_category(), "open " + log.string());
+  }
+  options.stdout_fd = log_fd;
+  options.stderr_fd = log_fd;
+  process_.reset();
+  try {
+    process_.emplace(options);
+  } catch (...) {
+    ::close(log_fd);
+    throw;
+  }
+  ::close(log_fd);
+}
+
+void EtcdMember::kill() {
+  if (running()) {
+    process_->signalGroup(SIGKILL);
+    process_->wait();
+  }
+}
+
+bool EtcdMember::reapIfExited() { return process_ && process_->tryWait(); }
+
+bool EtcdMember::running() const { return process_ && !process_->exitStatus(); }
+
+std::optional<launcher::ExitStatus> EtcdMember::exitStatus() const {
+  return process_ ? process_->exitStatus() : std::nullopt;
+}
+
 ToolOutput runTool(const std::vector<std::string>& argv, const Environment& env,
                    const std::filesystem::path& scratch, std::chrono::milliseconds timeout) {
   launcher::SpawnOptions options;

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/test_support/etcd_cluster.hpp"
 
 namespace ddprun::test_support::etcd_detail {
@@ -31,6 +33,32 @@ ToolOutput runTool(const std::vector<std::string>& argv, const Environment& env,
 // (ETCD_*, ETCDCTL_*): both read them as flags, so a developer's settings
 // would change the cluster under test.
 Environment environmentWithoutEtcdSettings();
+
+// One member's settings and, while it runs, its process (a
+// launcher::Subprocess, its own process group) writing to `log`.
+struct EtcdMember {
+  std::string name;
+  std::uint16_t client_port = 0;
+  std::uint16_t peer_port = 0;
+  std::filesystem::path data_dir;
+  std::filesystem::path log;
+
+  std::string clientAddress() const;  // "127.0.0.1:port"
+  std::string peerUrl() const;        // "http://127.0.0.1:port"
+  // Spawns `argv` with `env`, output appended to the log (a restarted
+  // member's log keeps what it wrote before).
+  void start(const std::vector<std::string>& argv, const Environment& env);
+  // SIGKILLs and reaps it, if it runs.
+  void kill();
+  // Reaps it if it has exited; true when it has (now or before).
+  bool reapIfExited();
+  bool running() const;
+  // How it ended, once reaped.
+  std::optional<launcher::ExitStatus> exitStatus() const;
+
+ private:
+  std::optional<launcher::Subprocess> process_;
+};
 
 // The endpoint of the member that calls itself leader in the newest term,
 // from `etcdctl endpoint status --write-out=json`; nullopt when none does
