@@ -10,6 +10,7 @@ packages=(
   dataset-fashion-mnist
   iproute2 procps zsh
   slurmctld slurmd slurm-client munge  # a real Slurm cluster in the tests; scontrol for the hostlist tests
+  etcd-server etcd-client  # a real etcd cluster in the tests (the etcd rendezvous backend)
 )
 # The libFuzzer target (-DDDPRUN_FUZZ=ON) needs clang; install on request.
 if [[ "${DDPRUN_WITH_CLANG:-0}" == 1 ]]; then
