@@ -62,7 +62,10 @@ EtcdCoordinator::EtcdCoordinator(etcd::Client& client, EtcdView& view, Keys keys
 }
 
 EtcdCoordinator::~EtcdCoordinator() {
-  stopping_ = true;
+  {
+    std::lock_guard lock(pause_mutex_);  // no pause() misses the wake-up
+    stopping_ = true;
+  }
   pause_.notify_all();
   view_.wake();
   thread_.join();
@@ -73,6 +76,10 @@ void EtcdCoordinator::run() {
     try {
       if (const auto elected = campaign()) {
         lead(*elected);
+      }
+      if (view_.read([&](const Snapshot& s) { return find(s, keys_.closed()) != nullptr; })) {
+        leading_ = false;
+        pauseUntilStopped();  // the job is over: nothing is left to decide
       }
     } catch (const Error& error) {
       // etcd unavailable (no quorum): whoever leads when it is back decides.
@@ -163,6 +170,10 @@ void EtcdCoordinator::restore(rdzv::ElasticRendezvous& machine, const Snapshot& 
   const auto now = Clock::now();
   const auto live = liveMembers(snapshot, keys_);
   const bool running = state && !state->suspended;
+  joined_at_.clear();
+  for (const LiveMember& member : live) {
+    joined_at_[member.record.id] = member.joined_at;
+  }
   for (const LiveMember& member : live) {
     const NodeRecord* node = running ? state->find(member.record.id) : nullptr;
     if (node != nullptr) {
@@ -200,15 +211,20 @@ void EtcdCoordinator::follow(rdzv::ElasticRendezvous& machine, const Snapshot& s
   const std::vector<std::string> spares = machine.spares();
   known.insert(known.end(), spares.begin(), spares.end());
   for (const std::string& id : known) {
-    const bool alive = std::any_of(live.begin(), live.end(),
-                                   [&](const LiveMember& m) { return m.record.id == id; });
+    // The same key, not just the same id: one that went (its lease lost)
+    // and came back between two looks is a loss and a join.
+    const bool alive = std::any_of(live.begin(), live.end(), [&](const LiveMember& m) {
+      return m.record.id == id && m.joined_at == joined_at_[id];
+    });
     if (!alive) {
+      joined_at_.erase(id);
       const rdzv::Events lost = machine.lose(id, now);
       events.insert(events.end(), lost.begin(), lost.end());
     }
   }
   for (const LiveMember& member : live) {
     if (!machine.knows(member.record.id)) {
+      joined_at_[member.record.id] = member.joined_at;
       machine.join(agentInfo(member.record, -1), now, events);
     }
   }
@@ -273,6 +289,11 @@ bool EtcdCoordinator::write(const rdzv::Events& events, const Snapshot& snapshot
 void EtcdCoordinator::pause() {
   std::unique_lock lock(pause_mutex_);
   pause_.wait_for(lock, retry_, [this] { return stopping_.load(); });
+}
+
+void EtcdCoordinator::pauseUntilStopped() {
+  std::unique_lock lock(pause_mutex_);
+  pause_.wait(lock, [this] { return stopping_.load(); });
 }
 
 }  // namespace ddprun::launcher::etcd_rdzv

@@ -62,6 +62,7 @@ class EtcdCoordinator {
   bool stillElected(const EtcdView::Snapshot& snapshot) const;
   bool write(const rdzv::Events& events, const EtcdView::Snapshot& snapshot);
   void pause();
+  void pauseUntilStopped();
 
   etcd::Client& client_;
   EtcdView& view_;
@@ -74,7 +75,8 @@ class EtcdCoordinator {
   // The lead's bookkeeping (the coordinator's thread only).
   std::int64_t election_revision_ = 0;   // the create revision of our election key
   std::int64_t state_revision_ = 0;      // the state key's mod revision we wrote or read
-  std::map<std::string, std::int64_t> restarts_seen_;  // agent -> restart key's mod revision
+  std::map<std::string, std::int64_t> restarts_seen_;  // restart key -> its mod revision seen
+  std::map<std::string, std::int64_t> joined_at_;  // member -> its key's create revision
 
   std::atomic<bool> leading_{false};
   std::atomic<bool> stopping_{false};
