@@ -34,6 +34,14 @@ struct EtcdTlsFiles {
   std::filesystem::path other_ca;    // a CA that signed nothing the members use
 };
 
+// What one etcdctl run printed and how it ended.
+struct EtcdctlResult {
+  int exit_code = 0;  // as a shell reports it: 128 + signal when killed
+  std::string out;
+  std::string err;
+  bool ok() const { return exit_code == 0; }
+};
+
 class EtcdCluster {
  public:
   // Throws std::runtime_error (with the members' logs' last lines) when the
@@ -69,6 +77,12 @@ class EtcdCluster {
   const EtcdTlsFiles& tls() const;
   // The last lines each member wrote, for a failed test's report.
   std::string logTail() const;
+  // Runs etcdctl (API v3) with `args` against `endpoints` (every member's
+  // when empty), with the cluster's CA and client certificate when tls;
+  // `ca`, when given, replaces the CA (a mismatch test passes
+  // tls().other_ca). SIGKILLs it after 15 s.
+  EtcdctlResult etcdctl(const std::vector<std::string>& args, const std::string& endpoints = "",
+                        const std::filesystem::path& ca = {}) const;
 
  private:
   struct Impl;
