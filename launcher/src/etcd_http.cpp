@@ -211,7 +211,13 @@ struct Connection::Impl {
     const error_code ec = onStream([&](auto& stream, auto handler) {
       http::async_read(stream, buffer, *parser, std::move(handler));
     });
-    if (ec) throw MemberFailure(failure("reading the answer to " + target, ec));
+    if (!ec) return;
+    // A member that serves TLS closes a plain connection without a word.
+    if (ec == http::error::end_of_stream && !tls && !parser->got_some()) {
+      throw MemberFailure("closed the connection without answering " + target +
+                          " (does it serve TLS only?)");
+    }
+    throw MemberFailure(failure("reading the answer to " + target, ec));
   }
 };
 

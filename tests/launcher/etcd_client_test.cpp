@@ -1,0 +1,269 @@
+// The etcd client against a real etcd cluster (tests/support's EtcdCluster):
+// keys, transactions, leases, a watch, failover between members, and TLS.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ddprun/launcher/etcd_client.hpp"
+#include "ddprun/net/asio.hpp"
+#include "ddprun/test_support/etcd_cluster.hpp"
+#include "ddprun/test_support/eventually.hpp"
+
+namespace ddprun::launcher::etcd {
+namespace {
+
+using namespace std::chrono_literals;
+using test_support::EtcdCluster;
+
+ClientOptions optionsFor(const std::string& endpoints) {
+  ClientOptions options;
+  options.members = parseMembers("endpoints", endpoints);
+  options.request_timeout = 2s;
+  return options;
+}
+
+// A loopback port nothing listens on: bound to port 0, then closed.
+std::uint16_t closedPort() {
+  net::asio::io_context io;
+  net::tcp::acceptor acceptor(io, {net::asio::ip::make_address("127.0.0.1"), 0});
+  return acceptor.local_endpoint().port();
+}
+
+class EtcdClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (EtcdCluster::binary().empty()) GTEST_SKIP() << "no etcd binary";
+  }
+};
+
+TEST_F(EtcdClientTest, PutGetAndPrefixRangeInKeyOrder) {
+  EtcdCluster cluster({.members = 1});
+  Client client(optionsFor(cluster.endpoints()));
+  const std::int64_t first = client.put("/job/b", "two");
+  const std::int64_t second = client.put("/job/a", std::string("one\0\xff", 5));
+  client.put("/joc", "outside");
+  EXPECT_GT(second, first);
+
+  const Range one = client.get("/job/a");
+  ASSERT_EQ(one.kvs.size(), 1u);
+  EXPECT_EQ(one.kvs[0].value, std::string("one\0\xff", 5));
+  EXPECT_EQ(one.kvs[0].create_revision, second);
+  EXPECT_EQ(one.kvs[0].mod_revision, second);
+  EXPECT_GE(one.revision, second);
+  EXPECT_TRUE(client.get("/job/none").kvs.empty());
+
+  const Range all = client.getPrefix("/job/");
+  ASSERT_EQ(all.kvs.size(), 2u);
+  EXPECT_EQ(all.kvs[0].key, "/job/a");
+  EXPECT_EQ(all.kvs[1].key, "/job/b");
+  EXPECT_EQ(all.kvs[1].value, "two");
+}
+
+TEST_F(EtcdClientTest, TxnCreatesOnlyWhenAbsent) {
+  EtcdCluster cluster({.members = 1});
+  Client client(optionsFor(cluster.endpoints()));
+  const auto createIfAbsent = [&](const std::string& value) {
+    return client.txn({{"/job/owner", Compare::Target::kCreateRevision, 0}},
+                      {{Operation::Kind::kPut, "/job/owner", value, 0}},
+                      {{Operation::Kind::kPut, "/job/loser", value, 0}});
+  };
+  const TxnResult first = createIfAbsent("first");
+  EXPECT_TRUE(first.succeeded);
+  const TxnResult second = createIfAbsent("second");
+  EXPECT_FALSE(second.succeeded);
+  EXPECT_GT(second.revision, first.revision);  // the failure branch wrote
+  EXPECT_EQ(client.get("/job/owner").kvs.at(0).value, "first");
+  EXPECT_EQ(client.get("/job/loser").kvs.at(0).value, "second");
+
+  const std::int64_t mod = client.get("/job/owner").kvs.at(0).mod_revision;
+  EXPECT_TRUE(client.txn({{"/job/owner", Compare::Target::kModRevision, mod}},
+                         {{Operation::Kind::kDeletePrefix, "/job/", "", 0}})
+                  .succeeded);
+  EXPECT_TRUE(client.getPrefix("/job/").kvs.empty());
+}
+
+TEST_F(EtcdClientTest, LeaseKeepsItsKeysUntilRevoked) {
+  EtcdCluster cluster({.members = 1});
+  Client client(optionsFor(cluster.endpoints()));
+  const std::int64_t lease = client.grantLease(10s);
+  client.put("/job/alive", "yes", lease);
+  EXPECT_EQ(client.get("/job/alive").kvs.at(0).lease, lease);
+  EXPECT_TRUE(client.keepAlive(lease));
+
+  client.revokeLease(lease);
+  EXPECT_FALSE(client.keepAlive(lease));
+  EXPECT_TRUE(client.get("/job/alive").kvs.empty());
+  client.revokeLease(lease);  // already gone: nothing to do
+}
+
+TEST_F(EtcdClientTest, WatchSeesPutsAndDeletesInOrderAndCancelsPromptly) {
+  EtcdCluster cluster({.members = 1});
+  Client client(optionsFor(cluster.endpoints()));
+  const std::int64_t start = client.put("/other", "x") + 1;
+  Watch watch(client, "/job/", start);
+  std::mutex mutex;
+  std::vector<std::pair<WatchEvent, std::int64_t>> seen;
+  std::thread runner([&] {
+    watch.run([&](const std::vector<WatchEvent>& events, std::int64_t revision) {
+      std::lock_guard lock(mutex);
+      for (const auto& event : events) seen.emplace_back(event, revision);
+    });
+  });
+  const std::int64_t put_a = client.put("/job/a", "1");
+  client.put("/outside", "ignored");
+  const std::int64_t put_b = client.put("/job/b", "2");
+  const std::int64_t del_a =
+      client.txn({}, {{Operation::Kind::kDelete, "/job/a", "", 0}}).revision;
+  const auto count = [&] {
+    std::lock_guard lock(mutex);
+    return seen.size();
+  };
+  EXPECT_TRUE(test_support::eventually([&] { return count() >= 3; }, 10s));
+
+  const auto before = std::chrono::steady_clock::now();
+  watch.cancel();
+  runner.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, 1s);
+
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].first.type, WatchEvent::Type::kPut);
+  EXPECT_EQ(seen[0].first.kv.key, "/job/a");
+  EXPECT_EQ(seen[0].first.kv.value, "1");
+  EXPECT_EQ(seen[0].first.kv.mod_revision, put_a);
+  // A batch's revision is where it brings the watcher, at or after its events.
+  EXPECT_GE(seen[0].second, put_a);
+  EXPECT_EQ(seen[1].first.kv.key, "/job/b");
+  EXPECT_EQ(seen[1].first.kv.mod_revision, put_b);
+  EXPECT_EQ(seen[2].first.type, WatchEvent::Type::kDelete);
+  EXPECT_EQ(seen[2].first.kv.key, "/job/a");
+  EXPECT_EQ(seen[2].first.kv.mod_revision, del_a);
+  EXPECT_GE(seen[2].second, del_a);
+}
+
+TEST_F(EtcdClientTest, WatchCancelledBeforeRunReturnsAtOnce) {
+  EtcdCluster cluster({.members = 1});
+  Client client(optionsFor(cluster.endpoints()));
+  Watch watch(client, "/job/", 1);
+  watch.cancel();
+  watch.run([](const std::vector<WatchEvent>&, std::int64_t) { FAIL() << "an event"; });
+}
+
+TEST_F(EtcdClientTest, WatchFromACompactedRevisionThrowsWatchCompacted) {
+  EtcdCluster cluster({.members = 1});
+  Client client(optionsFor(cluster.endpoints()));
+  client.put("/job/a", "1");
+  const std::int64_t last = client.put("/job/a", "2");
+  client.post("kv/compaction", "{\"revision\":\"" + std::to_string(last) + "\",\"physical\":true}");
+  Watch watch(client, "/job/", 1);
+  EXPECT_THROW(watch.run([](const std::vector<WatchEvent>&, std::int64_t) {}), WatchCompacted);
+}
+
+TEST_F(EtcdClientTest, WatchFailsOverFromADeadFirstMember) {
+  EtcdCluster cluster({.members = 1});
+  Client client(optionsFor("127.0.0.1:" + std::to_string(closedPort()) + "," + cluster.endpoints()));
+  const std::int64_t revision = client.put("/job/a", "1");
+  Watch watch(client, "/job/", revision);
+  std::int64_t got = 0;
+  std::thread runner([&] {
+    watch.run([&](const std::vector<WatchEvent>& events, std::int64_t) {
+      got = events.at(0).kv.mod_revision;
+      watch.cancel();
+    });
+  });
+  runner.join();
+  EXPECT_EQ(got, revision);
+}
+
+TEST_F(EtcdClientTest, CallFailsOverFromADeadFirstMember) {
+  EtcdCluster cluster({.members = 3});
+  // A follower dies later, so that the others keep a leader.
+  const int leader = cluster.leader();
+  const int victim = (leader + 1) % 3;
+  const std::string dead = "127.0.0.1:" + std::to_string(closedPort());
+  Client client(optionsFor(dead + "," + cluster.endpoint(victim) + "," +
+                           cluster.endpoint(leader) + "," + cluster.endpoint((leader + 2) % 3)));
+  EXPECT_EQ(client.currentMember(), 0u);
+  client.put("/job/a", "1");
+  EXPECT_EQ(client.currentMember(), 1u);
+  EXPECT_EQ(client.get("/job/a").kvs.at(0).value, "1");
+  EXPECT_EQ(client.currentMember(), 1u);
+
+  cluster.kill(victim);
+  EXPECT_EQ(client.get("/job/a").kvs.at(0).value, "1");
+  EXPECT_EQ(client.currentMember(), 2u);
+}
+
+TEST_F(EtcdClientTest, NoMemberServingGivesOneLineNamingEachMember) {
+  const std::string first = "127.0.0.1:" + std::to_string(closedPort());
+  const std::string second = "127.0.0.1:" + std::to_string(closedPort());
+  Client client(optionsFor(first + "," + second));
+  try {
+    client.get("/job/a");
+    FAIL() << "no EtcdUnavailable";
+  } catch (const EtcdUnavailable& e) {
+    EXPECT_EQ(std::string(e.what()), "etcd at " + first + "," + second +
+                                         ": no member served /v3/kv/range (" + first +
+                                         ": connection refused; " + second +
+                                         ": connection refused)");
+  }
+}
+
+class EtcdClientTlsTest : public EtcdClientTest {};
+
+TEST_F(EtcdClientTlsTest, ServesWithTheRightCaAndClientCertificate) {
+  EtcdCluster cluster({.members = 1, .tls = true});
+  ClientOptions options = optionsFor(cluster.endpoints());
+  options.tls = true;
+  options.ca_file = cluster.tls().ca;
+  options.cert_file = cluster.tls().cert;
+  options.key_file = cluster.tls().key;
+  Client client(options);
+  const std::int64_t revision = client.put("/job/tls", "yes");
+  EXPECT_EQ(client.get("/job/tls").kvs.at(0).value, "yes");
+
+  Watch watch(client, "/job/", revision);
+  std::int64_t got = 0;
+  watch.run([&](const std::vector<WatchEvent>& events, std::int64_t) {
+    got = events.at(0).kv.mod_revision;
+    watch.cancel();
+  });
+  EXPECT_EQ(got, revision);
+}
+
+TEST_F(EtcdClientTlsTest, AMismatchedCaGivesOneLineNamingTls) {
+  EtcdCluster cluster({.members = 1, .tls = true});
+  ClientOptions options = optionsFor(cluster.endpoints());
+  options.tls = true;
+  options.ca_file = cluster.tls().other_ca;
+  options.cert_file = cluster.tls().cert;
+  options.key_file = cluster.tls().key;
+  Client client(options);
+  try {
+    client.get("/job/a");
+    FAIL() << "no EtcdUnavailable";
+  } catch (const EtcdUnavailable& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find(cluster.endpoint(0) + ": TLS handshake failed: certificate verify failed"),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+}
+
+TEST_F(EtcdClientTlsTest, PlainHttpToATlsMemberIsNamed) {
+  EtcdCluster cluster({.members = 1, .tls = true});
+  Client client(optionsFor(cluster.endpoints()));
+  try {
+    client.get("/job/a");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TLS"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ddprun::launcher::etcd
