@@ -166,6 +166,7 @@ void EtcdCoordinator::restore(rdzv::ElasticRendezvous& machine, const Snapshot& 
   const std::optional<StateRecord> state =
       state_kv ? decodeState(state_kv->value) : std::nullopt;
   state_revision_ = state_kv ? state_kv->mod_revision : 0;
+  first_round_pending_ = state_kv == nullptr;  // no round was ever decided in this run
   const std::int64_t floor = state ? state->round : -1;
   const auto now = Clock::now();
   const auto live = liveMembers(snapshot, keys_);
@@ -255,7 +256,7 @@ bool EtcdCoordinator::write(const rdzv::Events& events, const Snapshot& snapshot
   std::optional<StateRecord> state;
   for (const rdzv::RendezvousEvent& event : events) {
     if (const auto* done = std::get_if<rdzv::RoundCompleted>(&event)) {
-      StateRecord record{done->round, false, done->world_size, {}};
+      StateRecord record{done->round, false, first_round_pending_, done->world_size, {}};
       for (const rdzv::NodeAssignment& node : done->nodes) {
         MemberRecord member;
         if (const etcd::KeyValue* kv = find(snapshot, keys_.member(node.id))) {
@@ -266,7 +267,7 @@ bool EtcdCoordinator::write(const rdzv::Events& events, const Snapshot& snapshot
       }
       state = std::move(record);
     } else if (const auto* suspended = std::get_if<rdzv::RoundSuspended>(&event)) {
-      state = StateRecord{suspended->round, true, 0, {}};
+      state = StateRecord{suspended->round, true, false, 0, {}};
     }
   }
   if (!state) {
@@ -280,6 +281,7 @@ bool EtcdCoordinator::write(const rdzv::Events& events, const Snapshot& snapshot
     return false;
   }
   state_revision_ = result.revision;
+  first_round_pending_ = false;
   log().info("etcd rendezvous: round {} {}", state->round,
              state->suspended ? "suspended (below min_nodes)"
                               : "formed with " + std::to_string(state->nodes.size()) + " node(s)");

@@ -75,6 +75,7 @@ std::string encode(const StateRecord& record) {
   }
   return json{{"round", record.round},
               {"suspended", record.suspended},
+              {"first", record.first},
               {"world_size", record.world_size},
               {"nodes", nodes}}
       .dump();
@@ -106,6 +107,7 @@ std::optional<StateRecord> decodeState(const std::string& text) {
     StateRecord record;
     record.round = object.at("round").get<std::int64_t>();
     record.suspended = object.at("suspended").get<bool>();
+    record.first = object.value("first", false);
     record.world_size = object.at("world_size").get<int>();
     for (const json& node : object.at("nodes")) {
       record.nodes.push_back({node.at("id").get<std::string>(),

@@ -61,6 +61,9 @@ struct NodeRecord {
 struct StateRecord {
   std::int64_t round = 0;
   bool suspended = false;
+  // The run's first round: no worker has run anywhere yet, so every agent's
+  // workers' store is still empty and nobody waits for node 0's ready key.
+  bool first = false;
   int world_size = 0;
   std::vector<NodeRecord> nodes;
   bool operator==(const StateRecord&) const = default;

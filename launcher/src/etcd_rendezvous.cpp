@@ -153,6 +153,9 @@ bool EtcdRendezvous::join() {
                        [this] { return cancelled_.load(); });
     }
   }
+  // Served, empty, from the start: the first round's workers need no word
+  // from node 0 before they connect (no worker has written anything yet).
+  worker_store_->start();
   {
     auto view = std::make_unique<EtcdView>(client_, keys_->base, interval,
                                            [this] { onViewChange(); });
@@ -223,10 +226,11 @@ std::optional<WorkerGroup> EtcdRendezvous::nextGroup() {
     const auto& state = decision.state;
     const bool news = state && !state->suspended && state->round > returned_;
     const etcd_rdzv::NodeRecord* me = news ? state->find(agent_id_) : nullptr;
-    if (me != nullptr && me->group_rank == 0) {
+    if (me != nullptr && me->group_rank == 0 && !state->first) {
       serveStoreAsNodeZero(state->round);
     }
-    if (me != nullptr && (me->group_rank == 0 || decision.ready_round >= state->round)) {
+    if (me != nullptr &&
+        (me->group_rank == 0 || state->first || decision.ready_round >= state->round)) {
       const etcd_rdzv::NodeRecord& zero = state->nodes.front();
       returned_ = state->round;
       was_member_ = true;
