@@ -200,7 +200,7 @@ std::optional<int> ElasticJob::exitedAgent() {
 void ElasticJob::waitJoined(int count) {
   const char* marker = spec_.launcher == Launcher::Ddprun       ? kDdprunJoined
                        : spec_.launcher == Launcher::DdprunEtcd ? kDdprunEtcdJoined
-                                                                 : kTorchrunJoining;
+                                                                : kTorchrunJoining;
   for (int index = 0; index < count;) {
     if (!joined_[index] && fileContains(agentLog(index), marker)) {
       joined_[index] = true;

@@ -37,8 +37,8 @@ constexpr int kEtcdLeaseTtlS = kEtcdKeepAliveIntervalS * kEtcdKeepAliveMaxAttemp
 struct ElasticPrograms {
   std::string ddprun;
   std::string ddprund;
-  std::string python;  // runs torchrun; empty: torchrun is not measured
-  std::string worker;  // restart_worker
+  std::string python;          // runs torchrun; empty: torchrun is not measured
+  std::string worker;          // restart_worker
   std::string etcd_endpoints;  // the etcd cluster's members; empty: ddprun-etcd is not measured
   EnvVars base_env;
 };

@@ -217,7 +217,8 @@ std::string describeSetup(const RdzvBench& setup, const std::string& load_before
       << o.runs << " timed run(s) per launcher and agent count, alternating the launchers "
       << "(rendezvous: after one untimed warm-up run each). ddprun: `ddprun --nnodes N "
          "--rdzv-backend c10d --rdzv-conf is_host=0` against one `ddprund --port 0` per run ("
-      << o.ddprun << "). ddprun-etcd: `ddprun --nnodes N --rdzv-backend etcd-v3 --rdzv-endpoint "
+      << o.ddprun
+      << "). ddprun-etcd: `ddprun --nnodes N --rdzv-backend etcd-v3 --rdzv-endpoint "
          "<3 members> --rdzv-conf keep_alive_interval="
       << kEtcdKeepAliveIntervalS << ",keep_alive_max_attempt=" << kEtcdKeepAliveMaxAttempt
       << "` (lease TTL " << kEtcdLeaseTtlS
