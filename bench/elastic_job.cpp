@@ -20,10 +20,12 @@ namespace fs = std::filesystem;
 using Clock = ElasticJob::Clock;
 
 // What each launcher logs once it enters the rendezvous: ddprun after its
-// join request went out, torchrun (at LOGLEVEL=INFO) just before its first
+// join request went out (c10d) or its lease and member key were written
+// (etcd), torchrun (at LOGLEVEL=INFO) just before its first
 // sync of the rendezvous state. Either is followed by the join within
 // milliseconds, while the next agent needs longer than that to start.
 constexpr const char* kDdprunJoined = "joined rendezvous";
+constexpr const char* kDdprunEtcdJoined = "joined the etcd rendezvous";
 constexpr const char* kTorchrunJoining = "Rendezvous'ing worker group";
 
 // How often the waits look again. The figures come from the workers' own
@@ -63,7 +65,15 @@ fs::path keepCopy(const fs::path& dir) try {
 }  // namespace
 
 const char* nameOf(Launcher launcher) {
-  return launcher == Launcher::Ddprun ? "ddprun" : "torchrun";
+  switch (launcher) {
+    case Launcher::Ddprun:
+      return "ddprun";
+    case Launcher::DdprunEtcd:
+      return "ddprun-etcd";
+    case Launcher::Torchrun:
+      return "torchrun";
+  }
+  return "?";
 }
 
 ElasticJob::ElasticJob(const ElasticPrograms& programs, ElasticJobSpec spec,
@@ -72,6 +82,12 @@ ElasticJob::ElasticJob(const ElasticPrograms& programs, ElasticJobSpec spec,
   if (spec_.launcher == Launcher::Torchrun) {
     port_ = test_support::freeLoopbackPort();  // agent 0 binds it (is_host=1)
     return;
+  }
+  if (spec_.launcher == Launcher::DdprunEtcd) {
+    if (programs_.etcd_endpoints.empty()) {
+      throw std::logic_error("ddprun-etcd run without an etcd cluster");
+    }
+    return;  // the cluster outlives the job; its run id keeps its keys apart
   }
   const fs::path port_file = spec_.dir / "ddprund.port";
   LaunchSpec daemon;
@@ -106,6 +122,15 @@ std::vector<std::string> ElasticJob::agentArgv(int index) const {
     argv.insert(argv.end(), {"--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint});
     // is_host=0: the external ddprund serves the endpoint, no agent tries to.
     argv.insert(argv.end(), {"--rdzv-id", run_id, "--rdzv-conf", "is_host=0", "--no-python"});
+  } else if (spec_.launcher == Launcher::DdprunEtcd) {
+    argv = {programs_.ddprun, "--nnodes", nodes, "--nproc-per-node", "1", "--max-restarts", "3"};
+    argv.insert(argv.end(), {"--rdzv-backend", "etcd-v3", "--rdzv-endpoint",
+                             programs_.etcd_endpoints, "--rdzv-id", run_id});
+    argv.insert(argv.end(),
+                {"--rdzv-conf",
+                 "keep_alive_interval=" + std::to_string(kEtcdKeepAliveIntervalS) +
+                     ",keep_alive_max_attempt=" + std::to_string(kEtcdKeepAliveMaxAttempt),
+                 "--no-python"});
   } else {
     argv = {programs_.python, "-m", "torch.distributed.run", "--nnodes", nodes};
     argv.insert(argv.end(), {"--nproc_per_node", "1", "--max_restarts", "3"});
@@ -173,7 +198,9 @@ std::optional<int> ElasticJob::exitedAgent() {
 }
 
 void ElasticJob::waitJoined(int count) {
-  const char* marker = spec_.launcher == Launcher::Ddprun ? kDdprunJoined : kTorchrunJoining;
+  const char* marker = spec_.launcher == Launcher::Ddprun       ? kDdprunJoined
+                       : spec_.launcher == Launcher::DdprunEtcd ? kDdprunEtcdJoined
+                                                                : kTorchrunJoining;
   for (int index = 0; index < count;) {
     if (!joined_[index] && fileContains(agentLog(index), marker)) {
       joined_[index] = true;

@@ -1,6 +1,7 @@
 // One elastic job on loopback as rdzv_bench runs it: N agents of one launcher
-// (ddprun against an external ddprund, or torchrun with agent 0 hosting the
-// c10d store on the endpoint), each a launcher::Subprocess, and the
+// (ddprun against an external ddprund, ddprun against an etcd cluster
+// rdzv_bench started once, or torchrun with agent 0 hosting the c10d store
+// on the endpoint), each a launcher::Subprocess, and the
 // stamps their workers leave (restart_worker's `rdzv` mode). Every wait has
 // the job's deadline; a job that goes wrong throws JobFailure after copying
 // its directory somewhere that outlives the benchmark, so the log it names
@@ -19,16 +20,26 @@
 
 namespace ddprun::bench {
 
-enum class Launcher { Ddprun, Torchrun };
+// Ddprun: ddprun's c10d backend against a ddprund; DdprunEtcd: its etcd-v3
+// backend against the bench's etcd cluster.
+enum class Launcher { Ddprun, DdprunEtcd, Torchrun };
 
 const char* nameOf(Launcher launcher);
+
+// The etcd agents' keep-alive: renewed every second, lost after two missed
+// renewals, so each agent's etcd lease has a TTL of 2 s (the product, in
+// whole seconds). A SIGKILLed agent is noticed only when its lease expires.
+constexpr int kEtcdKeepAliveIntervalS = 1;
+constexpr int kEtcdKeepAliveMaxAttempt = 2;
+constexpr int kEtcdLeaseTtlS = kEtcdKeepAliveIntervalS * kEtcdKeepAliveMaxAttempt;
 
 // What the agents run, found once by rdzv_bench.
 struct ElasticPrograms {
   std::string ddprun;
   std::string ddprund;
-  std::string python;  // runs torchrun; empty: torchrun is not measured
-  std::string worker;  // restart_worker
+  std::string python;          // runs torchrun; empty: torchrun is not measured
+  std::string worker;          // restart_worker
+  std::string etcd_endpoints;  // the etcd cluster's members; empty: ddprun-etcd is not measured
   EnvVars base_env;
 };
 
@@ -59,7 +70,7 @@ class ElasticJob {
   using Clock = bench::Clock;
 
   // Starts ddprund first for ddprun (and waits for its port); for torchrun,
-  // picks a free port for agent 0 to host on.
+  // picks a free port for agent 0 to host on; for ddprun-etcd, nothing.
   ElasticJob(const ElasticPrograms& programs, ElasticJobSpec spec, Clock::time_point deadline);
   // Stops every agent still running, then the daemon.
   ~ElasticJob();

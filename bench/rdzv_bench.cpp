@@ -1,7 +1,8 @@
-// rdzv_bench: ddprun's elastic rendezvous (agents joined through an external
-// ddprund) against torchrun's c10d rendezvous (agent 0 hosting the store),
-// side by side in one run on loopback, printed as Markdown tables with both
-// figures and their ratio:
+// rdzv_bench: ddprun's elastic rendezvous, with its c10d backend (agents
+// joined through an external ddprund) and its etcd-v3 backend (a 3-member
+// etcd cluster started once by the benchmark), against torchrun's c10d
+// rendezvous (agent 0 hosting the store), side by side in one run on
+// loopback, printed as Markdown tables with every figure and the ratios:
 //
 //   rendezvous latency: N agents, --nnodes N. N-1 agents start and join;
 //     then the last one starts, and its join completes the round. Timed from
@@ -12,6 +13,8 @@
 //     workers; timed from the kill until the last survivor's replacement
 //     worker starts. torchrun's survivors are not told of the loss by its
 //     rendezvous, so they get a deadline, and "no recovery" is a figure too.
+//     etcd's survivors learn of it when the lost agent's lease expires, so
+//     its figure is judged against the lease TTL.
 //
 // Workers are restart_worker's `rdzv` mode: each stamps CLOCK_MONOTONIC at
 // entry, which is steady_clock here, so stamps and fork times compare
@@ -74,6 +77,8 @@ void addOptions(CLI::App& app, bench::RdzvOptions& options) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_flag("--skip-torchrun", options.skip_torchrun, "Measure ddprun only");
+  app.add_flag("--skip-etcd", options.skip_etcd,
+               "Leave out ddprun's etcd-v3 backend (else a 3-member etcd cluster is started)");
   app.add_option("--ddprun", options.ddprun, "The ddprun executable")->capture_default_str();
   app.add_option("--ddprund", options.ddprund, "The ddprund executable")->capture_default_str();
   app.add_option("--worker", options.worker, "restart_worker")->capture_default_str();

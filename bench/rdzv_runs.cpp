@@ -126,9 +126,9 @@ Timing rendezvousRun(RdzvBench& bench, Launcher launcher, int agents, int run) {
 // Empty: torchrun's survivors did not restart by the deadline.
 std::optional<Timing> recoveryRun(RdzvBench& bench, Launcher launcher, int agents, int run) {
   const auto [dir, name] = freshRun(bench, "recovery", launcher, agents, run);
-  const double recovery_s = launcher == Launcher::Ddprun
-                                ? bench.options.timeout_s
-                                : bench.options.torchrun_recovery_timeout_s;
+  const bool ddprun = launcher != Launcher::Torchrun;
+  const double recovery_s =
+      ddprun ? bench.options.timeout_s : bench.options.torchrun_recovery_timeout_s;
   const int hold_s = static_cast<int>(std::ceil(bench.options.timeout_s + recovery_s));
   ElasticJob job(bench.programs, {launcher, 1, agents, hold_s, dir, name},
                  deadlineIn(bench.options.timeout_s + recovery_s));
@@ -141,22 +141,22 @@ std::optional<Timing> recoveryRun(RdzvBench& bench, Launcher launcher, int agent
   const Clock::time_point killed = job.killAgent(agents - 1);
   const auto stamps = job.waitStampsUntil(1, agents - 1, deadlineIn(recovery_s));
   if (!stamps) {
-    if (launcher == Launcher::Ddprun) {
-      job.fail("the survivors did not restart within the timeout", dir / "ddprund.log");
+    if (ddprun) {
+      job.fail("the survivors did not restart within the timeout",
+               launcher == Launcher::Ddprun ? dir / "ddprund.log" : job.agentLog(0));
     }
     return std::nullopt;
   }
   const Timing timing = timingAfter(*stamps, killed);
   job.waitSuccess();
   // torchrun counts only failures in TORCHELASTIC_RESTART_COUNT; ddprun's is the round.
-  checkWorld(bench, name, *stamps, launcher == Launcher::Ddprun ? 1 : 0, agents - 1);
+  checkWorld(bench, name, *stamps, ddprun ? 1 : 0, agents - 1);
   return timing;
 }
 
 void record(RdzvRow& row, Launcher launcher, const Timing& timing) {
-  const bool ddprun = launcher == Launcher::Ddprun;
-  (ddprun ? row.ddprun : row.torchrun).add(timing.last_ms);
-  (ddprun ? row.ddprun_first : row.torchrun_first).add(timing.first_ms);
+  row.of(launcher).last.add(timing.last_ms);
+  row.of(launcher).first.add(timing.first_ms);
 }
 
 std::string describe(const Timing& timing) {
@@ -193,6 +193,23 @@ void findPrograms(RdzvBench& setup) {
   }
 }
 
+// One 3-member cluster for the whole benchmark: starting one takes seconds,
+// and each run's own run id keeps its keys apart from the others'.
+void startEtcd(RdzvBench& setup) {
+  if (setup.options.skip_etcd) {
+    setup.etcd_skipped = "not run (--skip-etcd)";
+    return;
+  }
+  if (test_support::EtcdCluster::binary().empty()) {
+    setup.etcd_skipped = "not run (no etcd binary)";
+    setup.report.notes.push_back("no etcd on PATH (nor $DDPRUN_ETCD): ddprun-etcd not measured");
+    return;
+  }
+  setup.etcd = std::make_unique<test_support::EtcdCluster>();
+  setup.programs.etcd_endpoints = setup.etcd->endpoints();
+  setup.report.etcd_lease_ttl_s = kEtcdLeaseTtlS;
+}
+
 std::string describeSetup(const RdzvBench& setup, const std::string& load_before) {
   const RdzvOptions& o = setup.options;
   std::ostringstream out;
@@ -200,7 +217,15 @@ std::string describeSetup(const RdzvBench& setup, const std::string& load_before
       << o.runs << " timed run(s) per launcher and agent count, alternating the launchers "
       << "(rendezvous: after one untimed warm-up run each). ddprun: `ddprun --nnodes N "
          "--rdzv-backend c10d --rdzv-conf is_host=0` against one `ddprund --port 0` per run ("
-      << o.ddprun << "). torchrun: `"
+      << o.ddprun
+      << "). ddprun-etcd: `ddprun --nnodes N --rdzv-backend etcd-v3 --rdzv-endpoint "
+         "<3 members> --rdzv-conf keep_alive_interval="
+      << kEtcdKeepAliveIntervalS << ",keep_alive_max_attempt=" << kEtcdKeepAliveMaxAttempt
+      << "` (lease TTL " << kEtcdLeaseTtlS
+      << " s: a SIGKILLed agent is lost when its lease expires) against one 3-member etcd cluster "
+         "on loopback (heartbeat 50 ms, election timeout 500 ms), started once for the whole "
+         "benchmark, each run with its own run id"
+      << (setup.etcd ? std::string() : " (" + setup.etcd_skipped + ")") << ". torchrun: `"
       << (setup.programs.python.empty() ? "python3" : setup.programs.python)
       << " -m torch.distributed.run --rdzv_backend c10d --monitor_interval 0.1 -r 9:1 -t 9:1`, "
          "agent 0 with is_host=1 hosting the store on the endpoint, LOGLEVEL=INFO so that it logs "
@@ -228,10 +253,14 @@ void measureRendezvous(RdzvBench& bench) {
   for (const int agents : bench.options.agents) {
     RdzvRow row;
     row.agents = agents;
-    row.torchrun_note =
+    row.torchrun.note =
         torchrunSkipped(bench, agents, bench.options.torchrun_max_agents, "--torchrun-max-agents");
+    row.etcd.note = bench.etcd_skipped;
     std::vector<Launcher> launchers{Launcher::Ddprun};
-    if (row.torchrun_note.empty()) {
+    if (bench.etcd) {
+      launchers.push_back(Launcher::DdprunEtcd);
+    }
+    if (row.torchrun.note.empty()) {
       launchers.push_back(Launcher::Torchrun);
     }
     const OtherCpu other;
@@ -255,14 +284,20 @@ void measureRecovery(RdzvBench& bench) {
   for (const int agents : bench.options.recovery_agents) {
     RdzvRow row;
     row.agents = agents;
-    row.torchrun_note = torchrunSkipped(bench, agents, bench.options.torchrun_recovery_max_agents,
+    row.torchrun.note = torchrunSkipped(bench, agents, bench.options.torchrun_recovery_max_agents,
                                         "--torchrun-recovery-max-agents");
-    bool torchrun_runs = row.torchrun_note.empty();
+    row.etcd.note = bench.etcd_skipped;
+    bool torchrun_runs = row.torchrun.note.empty();
     const OtherCpu other;
     for (int run = 0; run < bench.options.runs; ++run) {
       const Timing timing = *recoveryRun(bench, Launcher::Ddprun, agents, run);
       progress("recovery", Launcher::Ddprun, agents, run, describe(timing));
       record(row, Launcher::Ddprun, timing);
+      if (bench.etcd) {
+        const Timing etcd = *recoveryRun(bench, Launcher::DdprunEtcd, agents, run);
+        progress("recovery", Launcher::DdprunEtcd, agents, run, describe(etcd));
+        record(row, Launcher::DdprunEtcd, etcd);
+      }
       if (!torchrun_runs) {
         continue;
       }
@@ -274,9 +309,9 @@ void measureRecovery(RdzvBench& bench) {
       // Nothing tells its survivors, run after run: another wait would say the same.
       const std::string limit = formatNumber("%.0f s", bench.options.torchrun_recovery_timeout_s);
       progress("recovery", Launcher::Torchrun, agents, run, "no recovery within " + limit);
-      row.torchrun.addFailure();
+      row.torchrun.last.addFailure();
       const int skipped = bench.options.runs - run - 1;
-      row.torchrun_note =
+      row.torchrun.note =
           "no recovery within " + limit +
           (skipped > 0 ? "; the " + std::to_string(skipped) + " later run(s) not tried" : "");
       torchrun_runs = false;
@@ -295,6 +330,7 @@ void runRdzvBench(const RdzvOptions& options, std::ostream& out) {
   if (!options.skip_torchrun && setup.programs.python.empty()) {
     setup.report.notes.push_back("no interpreter here can import torch: torchrun not measured");
   }
+  startEtcd(setup);
   measureRendezvous(setup);
   measureRecovery(setup);
   setup.report.setup = describeSetup(setup, load_before);

@@ -3,10 +3,12 @@
 // (see rdzv_bench.cpp for what each one times).
 #pragma once
 
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "ddprun/test_support/etcd_cluster.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "elastic_job.hpp"
 #include "rdzv_report.hpp"
@@ -22,6 +24,7 @@ struct RdzvOptions {
   double torchrun_recovery_timeout_s = 60.0;
   double timeout_s = 300.0;
   bool skip_torchrun = false;
+  bool skip_etcd = false;
   std::string ddprun;
   std::string ddprund;
   std::string worker;
@@ -31,6 +34,10 @@ struct RdzvOptions {
 struct RdzvBench {
   RdzvOptions options;
   ElasticPrograms programs;  // programs.python empty: torchrun is not run
+  // Started once, shared by every ddprun-etcd run (each its own run id);
+  // null: ddprun-etcd is not run, etcd_skipped says why.
+  std::unique_ptr<test_support::EtcdCluster> etcd;
+  std::string etcd_skipped;
   std::string torch_version;
   test_support::TempDir scratch{"rdzv_bench"};
   int counter = 0;  // numbers the runs' directories
