@@ -21,6 +21,8 @@
 namespace ddprun::launcher {
 namespace {
 
+using namespace std::chrono_literals;
+
 using Clock = std::chrono::steady_clock;
 using testing::contains;
 using testing::EtcdJobTest;

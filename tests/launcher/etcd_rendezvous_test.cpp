@@ -18,6 +18,8 @@
 namespace ddprun::launcher {
 namespace {
 
+using namespace std::chrono_literals;
+
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using testing::alive;

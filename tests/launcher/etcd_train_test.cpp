@@ -15,6 +15,8 @@
 namespace ddprun::launcher {
 namespace {
 
+using namespace std::chrono_literals;
+
 using testing::contains;
 using testing::EtcdJobTest;
 
