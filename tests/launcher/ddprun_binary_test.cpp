@@ -62,13 +62,15 @@ TEST_F(DdprunBinaryTest, BadFlagIsOneLinePlusUsageAndExitTwo) {
   EXPECT_NE(outcome.stderr_text.find("usage: ddprun"), std::string::npos);
 }
 
-TEST_F(DdprunBinaryTest, EtcdAcrossNodesIsRefusedClearly) {
+// etcd-v3 across nodes runs; a setting etcd cannot use is one line, exit 2,
+// before any connection is tried.
+TEST_F(DdprunBinaryTest, AnEtcdProtocolOtherThanHttpIsOneLineAndExitTwo) {
   const Outcome outcome = run({"--nnodes", "2", "--rdzv-backend", "etcd-v2", "--rdzv-endpoint",
-                               "127.0.0.1:1", "--no-python", DDPRUN_FAKE_WORKER});
+                               "127.0.0.1:1", "--rdzv-conf", "protocol=ftp", "--no-python",
+                               DDPRUN_FAKE_WORKER});
   EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 2}));
-  EXPECT_NE(outcome.stderr_text.find("--rdzv-backend etcd-v2 across 2 nodes is not implemented"),
-            std::string::npos)
-      << outcome.stderr_text;
+  EXPECT_EQ(outcome.stderr_text,
+            "ddprun: --rdzv-conf protocol 'ftp': etcd speaks http or https\n");
 }
 
 // This test process is a subreaper, so workers orphaned by the agent's death

@@ -1,0 +1,192 @@
+// The etcd-v3 rendezvous with real ddprun agents, fake workers and a real
+// 3-member etcd cluster on loopback: a lost agent (the coordinating one or
+// another) re-forms the job at the smaller world within the lease, etcd
+// without quorum for 10 s costs the running workers nothing, and an etcd
+// that cannot be reached, or not trusted, ends the agent with one line.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "ddprun/test_support/files.hpp"
+#include "etcd_job_fixture.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using testing::alive;
+using testing::contains;
+using testing::EtcdJobTest;
+
+const std::vector<std::string> kAgents = {"a", "b", "c"};
+
+// Workers that hang in round 0 and succeed at once in any later round.
+const std::vector<std::string> kHangInFirstRound = {"--hang", "--only-attempt", "0"};
+
+class EtcdRendezvousTest : public EtcdJobTest {
+ protected:
+  // Three agents of --nnodes 2:3 with kHangInFirstRound workers, all in
+  // round 0 (world 6).
+  void startThreeAgents() {
+    for (const std::string& name : kAgents) {
+      agents_.push_back(fakeAgent(name, "2:3", kHangInFirstRound));
+    }
+    ASSERT_TRUE(test_support::eventually(
+        [&] {
+          for (const std::string& name : kAgents) {
+            if (!ready(name) || roundAndWorld(name) != std::pair{0, 6}) return false;
+          }
+          return true;
+        },
+        30s))
+        << logs(kAgents);
+    ASSERT_TRUE(test_support::eventually([&] { return coordinators(kAgents).size() == 1; }, 10s))
+        << logs(kAgents);
+  }
+
+  Subprocess& agentNamed(const std::string& name) {
+    return agents_.at(static_cast<std::size_t>(name[0] - 'a'));
+  }
+
+  // Kills `victim`'s agent, and returns the time from the kill until both
+  // other agents' workers run in a newer round (or 10 s if they never do).
+  Clock::duration killAndTimeTheRestart(const std::string& victim,
+                                        const std::vector<std::string>& survivors) {
+    const auto killed_at = Clock::now();
+    killAgent(agentNamed(victim));
+    test_support::eventually(
+        [&] {
+          for (const std::string& name : survivors) {
+            if (roundAndWorld(name).first < 1) return false;
+          }
+          return true;
+        },
+        10s, 2ms);
+    return Clock::now() - killed_at;
+  }
+
+  // Both survivors' workers ran at world 4 (2 nodes x 2) in the same newer
+  // round, and both agents exit 0; the victim's ddprun ends.
+  void expectTheSurvivorsFinishAtWorldFour(const std::string& victim,
+                                           const std::vector<std::string>& survivors) {
+    const auto round = roundAndWorld(survivors[0]);
+    EXPECT_GE(round.first, 1) << logs(kAgents);
+    for (const std::string& name : survivors) {
+      EXPECT_EQ(roundAndWorld(name), (std::pair{round.first, 4})) << logs(kAgents);
+      const auto status = agentNamed(name).waitFor(30s);
+      ASSERT_TRUE(status) << name << " still runs" << logs(kAgents);
+      EXPECT_TRUE(status->success()) << name << ": " << status->shellCode() << logs(kAgents);
+    }
+    EXPECT_TRUE(agentNamed(victim).waitFor(10s)) << victim << "'s ddprun still runs";
+  }
+
+  static long long millis(Clock::duration elapsed) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
+  }
+
+  std::vector<Subprocess> agents_;
+};
+
+// A non-coordinating agent is SIGKILLed: its lease ends within the TTL, and
+// the survivors' new workers run at the smaller world within TTL + 1 s.
+TEST_F(EtcdRendezvousTest, ALostAgentsSurvivorsRestartAtTheSmallerWorldWithinTheLease) {
+  ASSERT_NO_FATAL_FAILURE(startThreeAgents());
+  const std::string coordinator = coordinators(kAgents).front();
+  std::vector<std::string> others;
+  for (const std::string& name : kAgents) {
+    if (name != coordinator) others.push_back(name);
+  }
+  const std::string victim = others.front();
+  const std::vector<std::string> survivors = {coordinator, others.back()};
+
+  const auto elapsed = killAndTimeTheRestart(victim, survivors);
+  std::cout << "[ etcd ] SIGKILL of a non-coordinating agent -> survivors' new workers: "
+            << millis(elapsed) << " ms (lease TTL " << kLeaseTtl.count() << " s)" << std::endl;
+  RecordProperty("kill_to_restart_ms", std::to_string(millis(elapsed)));
+  EXPECT_LE(elapsed, kLeaseTtl + 1s) << logs(kAgents);
+  expectTheSurvivorsFinishAtWorldFour(victim, survivors);
+}
+
+// The coordinating agent is SIGKILLed: another agent is elected, says so,
+// and re-forms the job without the lost one.
+TEST_F(EtcdRendezvousTest, ALostCoordinatorIsReplacedAndTheJobGoesOn) {
+  ASSERT_NO_FATAL_FAILURE(startThreeAgents());
+  const std::string victim = coordinators(kAgents).front();
+  std::vector<std::string> survivors;
+  for (const std::string& name : kAgents) {
+    if (name != victim) survivors.push_back(name);
+  }
+
+  const auto elapsed = killAndTimeTheRestart(victim, survivors);
+  std::cout << "[ etcd ] SIGKILL of the coordinating agent -> survivors' new workers: "
+            << millis(elapsed) << " ms" << std::endl;
+  EXPECT_LE(elapsed, kLeaseTtl + 1s) << logs(kAgents);
+  const auto now_coordinating = coordinators(survivors);
+  EXPECT_EQ(now_coordinating.size(), 1u) << logs(kAgents);
+  expectTheSurvivorsFinishAtWorldFour(victim, survivors);
+}
+
+// Two of three members are SIGKILLed for 10 s, far longer than the lease:
+// the agents say etcd cannot renew their lease, the workers run on, and once
+// the members are back the agents say so and the job finishes.
+TEST_F(EtcdRendezvousTest, EtcdWithoutQuorumForTenSecondsCostsTheWorkersNothing) {
+  const fs::path go = dir_.path() / "go";
+  Subprocess a = fakeAgent("a", "2", {"--after", go.string()});
+  Subprocess b = fakeAgent("b", "2", {"--after", go.string()});
+  ASSERT_TRUE(test_support::eventually(
+      [&] {
+        return ready("a") && ready("b") && roundAndWorld("a") == std::pair{0, 4} &&
+               roundAndWorld("b") == std::pair{0, 4};
+      },
+      30s))
+      << logs({"a", "b"});
+  std::vector<pid_t> pids = workers("a");
+  for (const pid_t pid : workers("b")) pids.push_back(pid);
+
+  const int leader = cluster().leader();
+  const int other = (leader + 1) % cluster().size();
+  cluster().kill(leader);
+  cluster().kill(other);
+  const auto outage_start = Clock::now();
+  for (const std::string name : {"a", "b"}) {
+    ASSERT_TRUE(logShows(name, "etcd cannot renew this node's lease", 15s)) << logs({"a", "b"});
+  }
+  // The outage lasts 10 s by the clock; every worker and agent lives through it.
+  bool everyone_ran = true;
+  test_support::eventually(
+      [&] {
+        for (const pid_t pid : pids) everyone_ran &= alive(pid);
+        everyone_ran &= !a.tryWait() && !b.tryWait();
+        return !everyone_ran || Clock::now() - outage_start >= 10s;
+      },
+      20s, 50ms);
+  ASSERT_TRUE(everyone_ran) << logs({"a", "b"});
+
+  cluster().restart(leader);
+  cluster().restart(other);
+  for (const std::string name : {"a", "b"}) {
+    EXPECT_TRUE(logShows(name, "serves again", 20s)) << logs({"a", "b"});
+  }
+  for (const pid_t pid : pids) EXPECT_TRUE(alive(pid)) << "worker " << pid << logs({"a", "b"});
+  const int round = roundAndWorld("a").first;
+  std::cout << "[ etcd ] 2 of 3 members down for 10 s: the workers "
+            << (round == 0 ? "never restarted" : "restarted") << std::endl;
+  EXPECT_EQ(round, 0) << logs({"a", "b"});
+  std::ofstream(go.string()) << "go\n";
+  for (Subprocess* agent : {&a, &b}) {
+    const auto status = agent->waitFor(30s);
+    ASSERT_TRUE(status) << logs({"a", "b"});
+    EXPECT_TRUE(status->success()) << status->shellCode() << logs({"a", "b"});
+  }
+}
+
+}  // namespace
+}  // namespace ddprun::launcher
