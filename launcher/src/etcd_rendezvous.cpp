@@ -70,22 +70,11 @@ etcd::ClientOptions etcdClientOptions(const LaunchConfig& config) {
   const RdzvConf& conf = config.rdzv_conf;
   etcd::ClientOptions options;
   options.members = etcd::parseMembers("--rdzv-endpoint", config.rdzv_endpoint);
-  const std::string protocol = confValue(conf, {"protocol"});
-  if (!protocol.empty() && protocol != "http" && protocol != "https") {
-    throw ConfigError("--rdzv-conf protocol '" + protocol + "': etcd speaks http or https");
-  }
+  // protocol and the TLS files were checked with the flags (rdzv_conf.cpp).
+  options.tls = confValue(conf, {"protocol"}) == "https";
   options.ca_file = confValue(conf, {"cacert", "ca_cert"});
   options.cert_file = confValue(conf, {"cert", "ssl_cert"});
   options.key_file = confValue(conf, {"key", "ssl_cert_key"});
-  options.tls = protocol == "https";
-  if (!options.tls && !(options.ca_file.empty() && options.cert_file.empty())) {
-    throw ConfigError("--rdzv-conf cacert/cert given with protocol " +
-                      (protocol.empty() ? std::string("http (the default)") : protocol) +
-                      ": set protocol=https to use TLS");
-  }
-  if (options.cert_file.empty() != options.key_file.empty()) {
-    throw ConfigError("--rdzv-conf cert and key go together: a client certificate needs its key");
-  }
   if (conf.read_timeout) {
     options.request_timeout = *conf.read_timeout;
   }

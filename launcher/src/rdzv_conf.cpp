@@ -83,7 +83,13 @@ const std::map<std::string, Setter, std::less<>>& knownKeys() {
                         std::string_view text) { conf.token_file = std::string(text); }},
       {"use_libuv",  // how PyTorch's own store server is built; ddprund is one server
        [](RdzvConf&, std::string_view what, std::string_view text) { boolean(what, text); }},
-      {"protocol", etcdSetting("protocol")},
+      {"protocol",
+       [](RdzvConf& conf, std::string_view what, std::string_view text) {
+         if (text != "http" && text != "https") {
+           failValue(what, text, "etcd speaks http or https");
+         }
+         conf.etcd["protocol"] = std::string(text);
+       }},
       {"cacert", etcdSetting("cacert")},
       {"cert", etcdSetting("cert")},
       {"key", etcdSetting("key")},
@@ -93,6 +99,32 @@ const std::map<std::string, Setter, std::less<>>& knownKeys() {
       {"etcd_prefix", etcdSetting("etcd_prefix")},
   };
   return keys;
+}
+
+// etcd's TLS settings only mean something together: a CA or certificate
+// over plain http, or a certificate without its key, is a mistake.
+void checkEtcdTls(std::string_view what, const RdzvConf& conf) {
+  const auto given = [&conf](std::initializer_list<const char*> names) -> std::string {
+    for (const char* name : names) {
+      if (conf.etcd.contains(name)) {
+        return name;
+      }
+    }
+    return "";
+  };
+  const std::string cert = given({"cert", "ssl_cert"});
+  const std::string key = given({"key", "ssl_cert_key"});
+  const std::string tls_setting = !cert.empty() ? cert : given({"cacert", "ca_cert"});
+  const auto protocol = conf.etcd.find("protocol");
+  if (!tls_setting.empty() && (protocol == conf.etcd.end() || protocol->second != "https")) {
+    failValue(std::string(what) + " " + tls_setting, conf.etcd.at(tls_setting),
+              "a TLS setting needs protocol=https (http is the default)");
+  }
+  if (cert.empty() != key.empty()) {
+    const std::string one = cert.empty() ? key : cert;
+    failValue(std::string(what) + " " + one, conf.etcd.at(one),
+              "cert and key go together: a client certificate needs its key");
+  }
 }
 
 std::string knownKeyList() {
@@ -115,6 +147,7 @@ RdzvConf typeRdzvConf(std::string_view what, const std::map<std::string, std::st
     }
     known->second(conf, key_what, value);
   }
+  checkEtcdTls(what, conf);
   // The daemon's keep-alive timeout is their product: each within bounds, it
   // may not be (and a timeout the daemon cannot keep would drop the agent).
   const std::int64_t interval_ms = conf.keepAliveInterval().count();

@@ -64,6 +64,27 @@ TEST(RdzvConf, IsHostTakesTorchrunsBoolWords) {
   }
 }
 
+// etcd's connection settings are checked with the flags, before anything
+// starts: a protocol etcd does not speak, TLS files over plain http, a
+// client certificate without its key.
+TEST(RdzvConf, EtcdConnectionSettingsAreCheckedWithTheFlags) {
+  EXPECT_EQ(parseError({"--rdzv-conf", "protocol=ftp", "t.py"}),
+            "--rdzv-conf protocol 'ftp': etcd speaks http or https");
+  EXPECT_EQ(parseError({"--rdzv-conf", "cacert=/ca.pem", "t.py"}),
+            "--rdzv-conf cacert '/ca.pem': a TLS setting needs protocol=https (http is the "
+            "default)");
+  EXPECT_EQ(parseError({"--rdzv-conf", "protocol=http,ssl_cert=/c.pem,key=/k.pem", "t.py"}),
+            "--rdzv-conf ssl_cert '/c.pem': a TLS setting needs protocol=https (http is the "
+            "default)");
+  EXPECT_EQ(parseError({"--rdzv-conf", "protocol=https,cert=/c.pem", "t.py"}),
+            "--rdzv-conf cert '/c.pem': cert and key go together: a client certificate needs "
+            "its key");
+  const RdzvConf tls =
+      parse({"--rdzv-conf", "protocol=https,ca_cert=/a,ssl_cert=/c,ssl_cert_key=/k", "t.py"})
+          .rdzv_conf;
+  EXPECT_EQ(tls.etcd.at("ssl_cert_key"), "/k");
+}
+
 TEST(RdzvConf, ABadKeyOrValueIsOneLineNamingBoth) {
   EXPECT_EQ(parseError({"--rdzv-conf", "timeout=abc", "t.py"}),
             "--rdzv-conf timeout 'abc': not a number");
