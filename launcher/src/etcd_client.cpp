@@ -185,8 +185,9 @@ Range Client::get(const std::string& key) {
   return range;
 }
 
-Range Client::getPrefix(const std::string& prefix) {
-  const json request{{"key", toBase64(prefix)}, {"range_end", toBase64(detail::prefixEnd(prefix))}};
+Range Client::getPrefix(const std::string& prefix, Read read) {
+  json request{{"key", toBase64(prefix)}, {"range_end", toBase64(detail::prefixEnd(prefix))}};
+  if (read == Read::kSerializable) request["serializable"] = true;
   const json answer = parseAnswer("kv/range", post("kv/range", request.dump()));
   Range range{{}, headerRevision(answer)};
   for (const auto& kv : answer.value("kvs", json::array())) range.kvs.push_back(keyValueFromJson(kv));

@@ -93,6 +93,23 @@ void EtcdCoordinator::run() {
 // One try at the election key, then waits until it is free. The revision our
 // key was created at, once we hold it.
 std::optional<std::int64_t> EtcdCoordinator::campaign() {
+  const std::string key = keys_.coordinator();
+  // Another agent leads, as far as the view knows: no transaction (a write
+  // every cluster member must commit) until its key goes.
+  for (;;) {
+    const std::int64_t seen = view_.revision();
+    const bool held_by_another = view_.read([&](const Snapshot& s) {
+      const etcd::KeyValue* held = find(s, key);
+      return held != nullptr && held->value != agent_id_;
+    });
+    if (stopping_ || !held_by_another) {
+      break;
+    }
+    view_.waitForChange(seen, Clock::now() + retry_);
+  }
+  if (stopping_) {
+    return std::nullopt;
+  }
   const etcd::TxnResult result = client_.txn(
       {{keys_.coordinator(), etcd::Compare::Target::kCreateRevision, 0}},
       {{etcd::Operation::Kind::kPut, keys_.coordinator(), agent_id_, lease_()}});
@@ -105,10 +122,7 @@ std::optional<std::int64_t> EtcdCoordinator::campaign() {
     return held.kvs.front().create_revision;  // ours already (we stepped down to rebuild)
   }
   // Someone else leads: wait until its key goes (its lease ended).
-  const std::string key = keys_.coordinator();
-  while (!stopping_ && view_.revision() < held.revision) {
-    view_.waitForChange(view_.revision(), Clock::now() + retry_);
-  }
+  waitForView(held.revision);
   while (!stopping_ &&
          !view_.waitUntil([&](const Snapshot& s) { return find(s, key) == nullptr; },
                           Clock::now() + retry_)) {
@@ -118,9 +132,7 @@ std::optional<std::int64_t> EtcdCoordinator::campaign() {
 
 void EtcdCoordinator::lead(std::int64_t election_revision) {
   election_revision_ = election_revision;
-  while (!stopping_ && view_.revision() < election_revision) {
-    view_.waitForChange(view_.revision(), Clock::now() + retry_);
-  }
+  waitForView(election_revision);
   rdzv::ElasticRendezvous machine(settings_);
   restarts_seen_.clear();
   rdzv::Events events;
@@ -286,6 +298,14 @@ bool EtcdCoordinator::write(const rdzv::Events& events, const Snapshot& snapshot
              state->suspended ? "suspended (below min_nodes)"
                               : "formed with " + std::to_string(state->nodes.size()) + " node(s)");
   return true;
+}
+
+// Until the view has caught up with `revision` (or we stop).
+void EtcdCoordinator::waitForView(std::int64_t revision) {
+  for (std::int64_t seen = view_.revision(); !stopping_ && seen < revision;
+       seen = view_.revision()) {
+    view_.waitForChange(seen, Clock::now() + retry_);
+  }
 }
 
 void EtcdCoordinator::pause() {

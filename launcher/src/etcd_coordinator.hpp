@@ -61,6 +61,7 @@ class EtcdCoordinator {
               rdzv::Events& events);
   bool stillElected(const EtcdView::Snapshot& snapshot) const;
   bool write(const rdzv::Events& events, const EtcdView::Snapshot& snapshot);
+  void waitForView(std::int64_t revision);
   void pause();
   void pauseUntilStopped();
 

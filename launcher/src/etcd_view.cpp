@@ -24,8 +24,10 @@ EtcdView::~EtcdView() {
 }
 
 // The whole prefix, read at one revision: the view starts (again) from it.
+// The member's own copy will do (no quorum round trip): the watch goes on
+// from the revision it was read at, so nothing after it is missed.
 void EtcdView::resync() {
-  const etcd::Range range = client_.getPrefix(prefix_);
+  const etcd::Range range = client_.getPrefix(prefix_, etcd::Client::Read::kSerializable);
   {
     std::lock_guard lock(mutex_);
     kvs_.clear();

@@ -110,7 +110,10 @@ class Client {
   const ClientOptions& options() const { return options_; }
 
   Range get(const std::string& key);
-  Range getPrefix(const std::string& prefix);
+  // kSerializable: the answering member's own copy, without a quorum round
+  // trip; it may be a little behind, which a watch from its revision repairs.
+  enum class Read { kLinearizable, kSerializable };
+  Range getPrefix(const std::string& prefix, Read read = Read::kLinearizable);
   std::int64_t put(const std::string& key, const std::string& value, std::int64_t lease = 0);
   // All `compares` hold: `success` runs; else `failure` does.
   TxnResult txn(const std::vector<Compare>& compares, const std::vector<Operation>& success,
