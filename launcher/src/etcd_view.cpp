@@ -7,8 +7,15 @@ namespace ddprun::launcher::etcd_rdzv {
 EtcdView::EtcdView(etcd::Client& client, std::string prefix, std::chrono::milliseconds retry,
                    std::function<void()> on_change)
     : client_(client), prefix_(std::move(prefix)), retry_(retry), on_change_(std::move(on_change)) {
-  resync();
   thread_ = std::thread([this] { runWatch(); });
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [this] { return loaded_ || first_error_; });
+  if (!loaded_) {
+    const std::string error = *first_error_;
+    lock.unlock();
+    thread_.join();  // it ended with the error
+    throw etcd::EtcdUnavailable(error);
+  }
 }
 
 EtcdView::~EtcdView() {
@@ -23,18 +30,21 @@ EtcdView::~EtcdView() {
   thread_.join();
 }
 
-// The whole prefix, read at one revision: the view starts (again) from it.
-// The member's own copy will do (no quorum round trip): the watch goes on
-// from the revision it was read at, so nothing after it is missed.
-void EtcdView::resync() {
-  const etcd::Range range = client_.getPrefix(prefix_, etcd::Client::Read::kSerializable);
+// The whole prefix, read once the watch from "now" exists: a linearizable
+// read, so it holds everything up to at least the watch's start, and the
+// watch everything after. (A watch from a past revision would do too, but
+// etcd catches such a watcher up only every 100 ms.)
+void EtcdView::load() {
+  const etcd::Range range = client_.getPrefix(prefix_);
   {
     std::lock_guard lock(mutex_);
     kvs_.clear();
     for (const etcd::KeyValue& kv : range.kvs) {
       kvs_[kv.key] = kv;
     }
-    revision_ = range.revision;
+    base_revision_ = range.revision;
+    revision_ = std::max(revision_, range.revision);
+    loaded_ = true;
   }
   changed_.notify_all();
   if (on_change_) {
@@ -42,42 +52,37 @@ void EtcdView::resync() {
   }
 }
 
+// Every watch starts from "now" and is followed by a full read, at start and
+// whenever the stream broke: simpler than resuming from a revision, never
+// behind etcd's 100 ms catch-up, and a read costs one request.
 void EtcdView::runWatch() {
-  bool must_resync = false;
   bool said_broken = false;
   for (;;) {
-    std::int64_t from = 0;
     {
-      std::unique_lock lock(mutex_);
+      std::lock_guard lock(mutex_);
       if (stopping_) {
         return;
       }
-      from = revision_ + 1;
+      watch_ = std::make_unique<etcd::Watch>(client_, prefix_, 0);
+      watching_ = true;
     }
     try {
-      if (must_resync) {
-        resync();
-        must_resync = false;
-        continue;
-      }
-      {
-        std::lock_guard lock(mutex_);
-        if (stopping_) {
-          return;
-        }
-        watch_ = std::make_unique<etcd::Watch>(client_, prefix_, from);
-        watching_ = true;
-      }
       if (said_broken) {
         log().info("watching etcd again at {}", client_.describe());
         said_broken = false;
       }
-      watch_->run([this](const std::vector<etcd::WatchEvent>& events, std::int64_t revision) {
-        apply(events, revision);
-      });
-    } catch (const etcd::WatchCompacted&) {
-      must_resync = true;  // the revisions in between are gone: read it all again
-    } catch (const Error& error) {
+      watch_->run([this](const std::vector<etcd::WatchEvent>& events,
+                         std::int64_t revision) { apply(events, revision); },
+                  [this](std::int64_t) { load(); });
+    } catch (const Error& error) {  // compaction cannot happen to a watch from now
+      std::lock_guard lock(mutex_);
+      if (!loaded_) {
+        first_error_ = error.what();  // the constructor throws it
+        watching_ = false;
+        watch_.reset();
+        changed_.notify_all();
+        return;
+      }
       if (!said_broken) {
         log().warn("the watch on etcd broke ({}); watching again", error.what());
         said_broken = true;
@@ -96,10 +101,15 @@ void EtcdView::runWatch() {
   }
 }
 
+// Events the last read already holds (a watch from "now" may start a little
+// before it) are skipped, so no key goes back to an older value.
 void EtcdView::apply(const std::vector<etcd::WatchEvent>& events, std::int64_t revision) {
   {
     std::lock_guard lock(mutex_);
     for (const etcd::WatchEvent& event : events) {
+      if (event.kv.mod_revision <= base_revision_) {
+        continue;
+      }
       if (event.type == etcd::WatchEvent::Type::kDelete) {
         kvs_.erase(event.kv.key);
       } else {

@@ -3,10 +3,10 @@
 // and wait on it (the agent's waits for a round, the coordinator's for a
 // change to decide on).
 //
-// Owns the watch thread: it reads the prefix once, then watches from the
-// next revision on; when the stream breaks (its member died, or lost quorum
-// and was restarted) it watches again from where it stopped, on any member,
-// and when its revision was compacted away it reads the prefix afresh. Each
+// Owns the watch thread: it starts a watch from "now", then reads the prefix
+// (events the read already holds are skipped); when the stream breaks (its
+// member died, or lost quorum and was restarted) it does both again, on any
+// member. Each
 // applied batch bumps version() and wakes every waiter; `on_change` runs on
 // the watch thread after each batch. Destruction cancels the watch and joins
 // the thread.
@@ -33,8 +33,8 @@ class EtcdView {
   using Clock = std::chrono::steady_clock;
   using Snapshot = std::map<std::string, etcd::KeyValue>;
 
-  // Reads the prefix (throws EtcdUnavailable when no member serves it) and
-  // starts watching. `retry` is how long a broken watch waits before trying
+  // Starts watching and reads the prefix; returns once the read is in
+  // (throws EtcdUnavailable when no member serves them). `retry` is how long a broken watch waits before trying
   // again.
   EtcdView(etcd::Client& client, std::string prefix, std::chrono::milliseconds retry,
            std::function<void()> on_change);
@@ -64,7 +64,7 @@ class EtcdView {
 
  private:
   void runWatch();
-  void resync();
+  void load();
   void apply(const std::vector<etcd::WatchEvent>& events, std::int64_t revision);
 
   etcd::Client& client_;
@@ -76,6 +76,9 @@ class EtcdView {
   std::condition_variable changed_;
   Snapshot kvs_;
   std::int64_t revision_ = 0;
+  std::int64_t base_revision_ = 0;  // the last full read's revision
+  bool loaded_ = false;             // the first full read is in
+  std::optional<std::string> first_error_;  // why the first watch or read failed
   bool watching_ = false;
   bool stopping_ = false;
   std::uint64_t wakes_ = 0;  // wake() calls, so a waitForChange() sees one

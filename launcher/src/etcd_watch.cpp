@@ -91,13 +91,15 @@ bool Watch::attach(Stream* stream) {
   return !cancelled_;
 }
 
-void Watch::run(const EventHandler& on_events) {
+void Watch::run(const EventHandler& on_events,
+                const std::function<void(std::int64_t revision)>& on_created) {
+  on_created_ = on_created;
   const ClientOptions& options = client_.options();
   const std::string target = "/v3/watch";
   const json request{{"create_request",
                       {{"key", toBase64(prefix_)},
                        {"range_end", toBase64(detail::prefixEnd(prefix_))},
-                       {"start_revision", std::to_string(start_revision_)}}}};
+                       {"start_revision", std::to_string(start_revision_)}}}};  // 0: now
   std::vector<std::string> failures;
   const std::size_t count = options.members.size();
   for (std::size_t i = 0; i < count; ++i) {
@@ -183,7 +185,10 @@ void Watch::handleMessage(Stream& stream, const std::string& text, const EventHa
     throw EtcdUnavailable(from + ": the member cancelled the watch of '" + prefix_ +
                           "': " + result.value("cancel_reason", std::string("no reason given")));
   }
-  if (result.value("created", false)) stream.created = true;
+  if (result.value("created", false)) {
+    stream.created = true;
+    if (on_created_) on_created_(detail::headerRevision(result));
+  }
   const auto events = result.find("events");
   if (events == result.end() || events->empty()) return;  // created, or progress
   std::vector<WatchEvent> batch;

@@ -161,7 +161,11 @@ class Watch {
   // batch brings the watcher up to.
   using EventHandler =
       std::function<void(const std::vector<WatchEvent>&, std::int64_t revision)>;
-  void run(const EventHandler& on_events);
+  // `on_created(revision)`, if given, once the member has created the watch,
+  // with the store's revision then: a watch from 0 ("from now") sees every
+  // change after it.
+  void run(const EventHandler& on_events,
+           const std::function<void(std::int64_t revision)>& on_created = {});
   // Any thread: run() returns soon (without throwing); later run() calls at once.
   void cancel();
 
@@ -179,6 +183,7 @@ class Watch {
   Client& client_;
   std::string prefix_;
   std::int64_t start_revision_;
+  std::function<void(std::int64_t)> on_created_;  // set by run()
   std::mutex mutex_;
   bool cancelled_ = false;
   Stream* stream_ = nullptr;  // the open stream, for cancel(); under mutex_
