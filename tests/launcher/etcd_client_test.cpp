@@ -145,6 +145,30 @@ TEST_F(EtcdClientTest, WatchCancelledBeforeRunReturnsAtOnce) {
   watch.run([](const std::vector<WatchEvent>&, std::int64_t) { FAIL() << "an event"; });
 }
 
+// A watch from "now" (revision 0) says when it exists and at which revision:
+// nothing before it is sent, everything after it is.
+TEST_F(EtcdClientTest, AWatchFromNowSaysWhenItIsCreated) {
+  EtcdCluster cluster({.members = 1});
+  Client client(optionsFor(cluster.endpoints()));
+  const std::int64_t before = client.put("/job/old", "1");
+  Watch watch(client, "/job/", 0);
+  std::int64_t created = 0;
+  std::int64_t later = 0;
+  std::vector<std::string> keys;
+  watch.run(
+      [&](const std::vector<WatchEvent>& events, std::int64_t) {
+        for (const auto& event : events) keys.push_back(event.kv.key);
+        watch.cancel();
+      },
+      [&](std::int64_t revision) {
+        created = revision;
+        later = client.put("/job/new", "2");  // from inside the callback: after creation
+      });
+  EXPECT_GE(created, before);
+  EXPECT_GT(later, created);
+  EXPECT_EQ(keys, (std::vector<std::string>{"/job/new"}));
+}
+
 TEST_F(EtcdClientTest, WatchFromACompactedRevisionThrowsWatchCompacted) {
   EtcdCluster cluster({.members = 1});
   Client client(optionsFor(cluster.endpoints()));
