@@ -275,7 +275,7 @@ RunResult Agent::run() {
       }
     }
   });
-  impl.tree.start(impl.config.guardian_pidfd);
+  impl.tree.start(impl.config.guardian_pidfd, [&impl] { impl.rendezvous.abandon(); });
   impl.rendezvous.watchGroup([&impl](int newer_attempt) {
     asio::post(impl.io, [&impl, newer_attempt] { impl.onGroupOver(newer_attempt); });
   });

@@ -102,6 +102,7 @@ std::string EtcdRendezvous::describe() const {
 }
 
 void EtcdRendezvous::registerMember(std::int64_t lease) {
+  lease_id_ = lease;
   etcd_rdzv::MemberRecord record;
   record.id = agent_id_;
   record.local_world_size = local_world_size_;
@@ -325,6 +326,24 @@ void EtcdRendezvous::requestRestart() {
       log().error("could not ask etcd for a restart of round {}: {}", round, error.what());
     }
   });
+}
+
+// A one-second deadline per member: the agent is exiting, and an etcd that
+// does not answer will end the lease at its TTL anyway.
+void EtcdRendezvous::abandon() {
+  const std::int64_t lease = lease_id_;
+  if (lease == 0) {
+    return;
+  }
+  etcd::ClientOptions options = client_.options();
+  options.request_timeout = std::min(options.request_timeout, std::chrono::milliseconds(1000));
+  try {
+    etcd::Client(options).revokeLease(lease);
+    log().info("revoked this node's etcd lease: the others re-form without it now");
+  } catch (const Error& error) {
+    log().warn("could not revoke this node's etcd lease ({}); it ends within its TTL",
+               error.what());
+  }
 }
 
 // A lost peer's workers die first and reset this node's; its lease ends

@@ -106,7 +106,8 @@ ProcessTree::~ProcessTree() { prctl(PR_SET_CHILD_SUBREAPER, was_subreaper_); }
 
 int ProcessTree::cgroupFd() { return cgroup_ != nullptr ? cgroup_->attemptFd() : -1; }
 
-void ProcessTree::start(int guardian_pidfd) {
+void ProcessTree::start(int guardian_pidfd, std::function<void()> last_word) {
+  last_word_ = std::move(last_word);
   reapLater();
   if (guardian_pidfd < 0) {
     return;
@@ -152,6 +153,9 @@ void ProcessTree::onGuardianGone() {
   log().warn("ddprun's guardian has died: killed {} at once ({}); the agent ends with it",
              processes(static_cast<int>(killed.size())),
              by_cgroup > 0 ? "cgroup.kill and child subreaper" : "child subreaper");
+  if (last_word_) {
+    last_word_();  // the workers are dying already: this only tells the others
+  }
   _exit(128 + SIGKILL);
 }
 

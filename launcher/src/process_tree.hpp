@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,8 +77,9 @@ class ProcessTree {
   int cgroupFd();
   // Until finish(): reaps orphans that exit on their own every `reap_every`, and
   // watches ddprun's guardian (`guardian_pidfd`, borrowed, is readable once
-  // it has died; -1: no guardian).
-  void start(int guardian_pidfd);
+  // it has died; -1: no guardian). `last_word` runs once the guardian's
+  // death has killed the workers, right before the agent exits.
+  void start(int guardian_pidfd, std::function<void()> last_word = {});
   // The run is over: kills and reaps all that is left, removes the job's
   // cgroup, and stops watching.
   // For a worker whose pidfd says it has exited: kills the rest of its
@@ -97,6 +99,7 @@ class ProcessTree {
   // anyway, and must not arm it again (the loop would never end).
   bool finished_ = false;
   std::unique_ptr<net::asio::posix::stream_descriptor> guardian_watch_;
+  std::function<void()> last_word_;
   WorkerCgroup* cgroup_;
   int was_subreaper_ = 0;
 };

@@ -35,9 +35,9 @@ class EtcdRendezvousTest : public EtcdJobTest {
  protected:
   // Three agents of --nnodes 2:3 with kHangInFirstRound workers, all in
   // round 0 (world 6).
-  void startThreeAgents() {
+  void startThreeAgents(const std::string& conf = kShortLeases) {
     for (const std::string& name : kAgents) {
-      agents_.push_back(fakeAgent(name, "2:3", kHangInFirstRound));
+      agents_.push_back(fakeAgent(name, "2:3", kHangInFirstRound, conf));
     }
     ASSERT_TRUE(test_support::eventually(
         [&] {
@@ -56,12 +56,18 @@ class EtcdRendezvousTest : public EtcdJobTest {
     return agents_.at(static_cast<std::size_t>(name[0] - 'a'));
   }
 
-  // Kills `victim`'s agent, and returns the time from the kill until both
+  // Kills `victim`'s agent (or, with `ddprun_pid`, the pid ddprun was
+  // started as: its guardian), and returns the time from the kill until both
   // other agents' workers run in a newer round (or 10 s if they never do).
   Clock::duration killAndTimeTheRestart(const std::string& victim,
-                                        const std::vector<std::string>& survivors) {
+                                        const std::vector<std::string>& survivors,
+                                        bool ddprun_pid = false) {
     const auto killed_at = Clock::now();
-    killAgent(agentNamed(victim));
+    if (ddprun_pid) {
+      EXPECT_EQ(::kill(agentNamed(victim).pid(), SIGKILL), 0);
+    } else {
+      killAgent(agentNamed(victim));
+    }
     test_support::eventually(
         [&] {
           for (const std::string& name : survivors) {
@@ -112,6 +118,25 @@ TEST_F(EtcdRendezvousTest, ALostAgentsSurvivorsRestartAtTheSmallerWorldWithinThe
             << millis(elapsed) << " ms (lease TTL " << kLeaseTtl.count() << " s)" << std::endl;
   RecordProperty("kill_to_restart_ms", std::to_string(millis(elapsed)));
   EXPECT_LE(elapsed, kLeaseTtl + 1s) << logs(kAgents);
+  expectTheSurvivorsFinishAtWorldFour(victim, survivors);
+}
+
+// `kill -9` of a ddprun's pid (its guardian): the agent kills its workers and
+// revokes its lease before it exits, so the others re-form at once, not after
+// the lease's 15 s.
+TEST_F(EtcdRendezvousTest, AKilledDdprunTellsTheOthersAtOnceNotAfterItsLease) {
+  ASSERT_NO_FATAL_FAILURE(startThreeAgents(
+      "keep_alive_interval=5,keep_alive_max_attempt=3,last_call_timeout=1,join_timeout=30"));
+  const std::string coordinator = coordinators(kAgents).front();
+  const std::string victim = coordinator == "c" ? "a" : "c";  // not the coordinator
+  std::vector<std::string> survivors;
+  for (const std::string& name : kAgents) {
+    if (name != victim) survivors.push_back(name);
+  }
+  const auto elapsed = killAndTimeTheRestart(victim, survivors, /*ddprun_pid=*/true);
+  std::cout << "[ etcd ] kill -9 of ddprun's pid -> survivors' new workers: " << millis(elapsed)
+            << " ms (lease TTL 15 s)" << std::endl;
+  EXPECT_LE(elapsed, 3s) << logs(kAgents);
   expectTheSurvivorsFinishAtWorldFour(victim, survivors);
 }
 

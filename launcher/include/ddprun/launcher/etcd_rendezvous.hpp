@@ -60,6 +60,8 @@ class EtcdRendezvous final : public Rendezvous {
   void watchGroup(std::function<void(int newer_attempt)> over) override;
   void requestRestart() override;
   bool failureStands(int attempt) override;
+  // Revokes this agent's lease, so the others re-form now, not after the TTL.
+  void abandon() override;
   int finishJob(const RunResult& result) override;
 
  private:
@@ -93,6 +95,7 @@ class EtcdRendezvous final : public Rendezvous {
   std::atomic<bool> view_ready_{false};  // view_ is set: the watch thread may read it
   bool joined_ = false;
   std::atomic<std::int64_t> returned_{-1};  // the round nextGroup() returned last
+  std::atomic<std::int64_t> lease_id_{0};   // this agent's lease now, for abandon()
   std::int64_t store_round_ = -1;           // the round our workers' store was emptied for
   bool was_member_ = false;
 

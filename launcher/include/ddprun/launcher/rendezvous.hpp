@@ -8,8 +8,8 @@
 // Threads: nextGroup() runs on the agent's waiter thread and may block for as
 // long as the backend's timeout; cancelWait() may be called from any thread
 // and makes a blocked or later nextGroup() (or failureStands()) return soon;
-// failureStands() runs on the waiter thread too; requestRestart()
-// runs on the agent's loop; finishJob() on main's thread after the agent's
+// failureStands() runs on the waiter thread too; requestRestart() and
+// abandon() run on the agent's loop; finishJob() on main's thread after the agent's
 // loop has ended (no other call runs then). Callbacks given to watchGroup()
 // are called on the backend's own threads.
 #pragma once
@@ -80,6 +80,13 @@ class Rendezvous {
     (void)attempt;
     return true;
   }
+
+  // The agent is about to vanish without ending the job (ddprun's guardian
+  // died: `kill -9` of ddprun's pid): tell the others at once where the
+  // backend can, rather than leave them to notice the silence. c10d needs
+  // nothing (the connection closes with the process). Called on the agent's
+  // loop, right before it exits; bounded to about a second.
+  virtual void abandon() {}
 
   // The run is over on this node: ends the job as the backend must (the exit
   // barrier, closing or aborting it for the others) and returns this agent's
