@@ -2,14 +2,12 @@
 // of 2 workers each meet in a real 3-member etcd cluster on loopback and
 // train to the end, also when etcd's leader is SIGKILLed mid-training (the
 // job must not notice: no new round).
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <regex>
 #include <string>
 #include <vector>
 
+#include "ddprun/test_support/train_snapshot.hpp"
 #include "etcd_job_fixture.hpp"
 
 namespace ddprun::launcher {
@@ -35,25 +33,8 @@ class EtcdTrainTest : public EtcdJobTest {
                      kShortLeases, "", {{"GLOO_SOCKET_IFNAME", "lo"}});
   }
 
-  // Epochs the snapshot holds (train --inspect-snapshot); -1 if none.
-  int snapshotEpochs() {
-    SpawnOptions options;
-    options.argv = {TRAIN_BINARY, "--inspect-snapshot", snapshot()};
-    options.env = {{"PATH", "/usr/bin:/bin"}};
-    const auto out_path = dir_.path() / "inspect.out";
-    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    options.stdout_fd = out;
-    Subprocess inspect(options);
-    ::close(out);
-    const auto status = inspect.waitFor(60s);
-    std::smatch match;
-    static const std::regex epochs(R"("epochs_run":([0-9]+))");
-    const std::string text = test_support::readFile(out_path);
-    if (!status || !status->success() || !std::regex_search(text, match, epochs)) {
-      return -1;
-    }
-    return std::stoi(match[1].str());
-  }
+  // Epochs the snapshot holds; -1 if none.
+  int snapshotEpochs() const { return test_support::trainSnapshotEpochs(TRAIN_BINARY, snapshot()); }
 
   void expectBothFinish(Subprocess& a, Subprocess& b) {
     for (auto [name, agent] : {std::pair{"a", &a}, std::pair{"b", &b}}) {

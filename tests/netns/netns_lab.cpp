@@ -1,7 +1,6 @@
 #include "netns_lab.hpp"
 
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -9,12 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
-#include <system_error>
-
-#include "ddprun/launcher/subprocess.hpp"
 
 namespace ddprun::netns_test {
 namespace {
@@ -33,32 +28,6 @@ std::string joined(const std::vector<std::string>& argv) {
     text += (text.empty() ? "" : " ") + arg;
   }
   return text;
-}
-
-// Closes a descriptor on every path out.
-struct Descriptor {
-  int fd = -1;
-  ~Descriptor() {
-    if (fd >= 0) {
-      ::close(fd);
-    }
-  }
-};
-
-std::string readAll(int fd) {
-  std::string text;
-  char buffer[4096];
-  for (off_t offset = 0;;) {
-    const ssize_t got = ::pread(fd, buffer, sizeof(buffer), offset);
-    if (got < 0 && errno == EINTR) {
-      continue;
-    }
-    if (got <= 0) {
-      return text;
-    }
-    text.append(buffer, static_cast<std::size_t>(got));
-    offset += got;
-  }
 }
 
 // Deletes the namespaces of earlier test processes that are gone (killed by
@@ -96,29 +65,12 @@ void removeStaleNamespaces(const std::string& ip) {
 
 CommandResult runCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
                          const Variables& extra_env) {
-  Descriptor output{::memfd_create("netns-command-output", MFD_CLOEXEC)};
-  if (output.fd < 0) {
-    throw std::system_error(errno, std::generic_category(), "memfd_create");
-  }
-  launcher::SpawnOptions options;
-  options.argv = argv;
-  options.env = {{"PATH", kChildPath}};
-  for (const auto& variable : extra_env) {
-    if (variable.first == "PATH") {
-      options.env.front().second = variable.second;
-    } else {
-      options.env.push_back(variable);
-    }
-  }
-  options.stdout_fd = output.fd;
-  options.stderr_fd = output.fd;
-  launcher::Subprocess child(options);
-  const auto status = child.waitFor(timeout);
-  if (!status) {
-    throw std::runtime_error("'" + joined(argv) + "' still runs after " +
-                             std::to_string(timeout.count()) + " ms");
-  }
-  return {status->shellCode(), readAll(output.fd)};
+  test_support::CommandOptions options;
+  options.env = test_support::withDefaultPath(extra_env, kChildPath);
+  options.timeout = timeout;
+  options.streams = test_support::Streams::Merged;
+  options.throw_on_timeout = true;
+  return test_support::runCommand(argv, options);
 }
 
 std::string ipBinary() {
@@ -261,16 +213,6 @@ std::vector<std::string> NetLab::onHost(const std::string& host,
 void NetLab::setLink(const std::string& host, bool up) {
   position(host);  // throws for a host of another lab
   ip({"-n", bridge_namespace_, "link", "set", host, up ? "up" : "down"});
-}
-
-int snapshotEpochs(const std::string& train_binary, const std::string& snapshot) {
-  const CommandResult inspected = runCommand({train_binary, "--inspect-snapshot", snapshot});
-  std::smatch match;
-  static const std::regex epochs(R"("epochs_run":([0-9]+))");
-  if (inspected.code != 0 || !std::regex_search(inspected.output, match, epochs)) {
-    return -1;
-  }
-  return std::stoi(match[1].str());
 }
 
 }  // namespace ddprun::netns_test

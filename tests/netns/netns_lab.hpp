@@ -27,29 +27,26 @@
 #include <utility>
 #include <vector>
 
+#include "ddprun/test_support/command.hpp"
+
 namespace ddprun::netns_test {
 
 // The PATH given to every child: `ip` lives in sbin.
 inline constexpr const char* kChildPath = "/usr/sbin:/usr/bin:/sbin:/bin";
 
-struct CommandResult {
-  int code = 0;        // exit code, or 128 + signal
-  std::string output;  // stdout and stderr together
-};
+using test_support::CommandResult;  // output: stdout and stderr together
 
 // Variables of a child's environment, in order.
-using Variables = std::vector<std::pair<std::string, std::string>>;
+using Variables = test_support::Environment;
 
-// Runs argv (argv[0] an absolute path, or found on kChildPath) with only PATH
-// (kChildPath unless `extra_env` sets it) and `extra_env` in its environment, and waits for it.
-// Throws std::runtime_error if it is still running after `timeout` (it is killed then).
+// test_support::runCommand with the lab's conventions: argv (argv[0] an
+// absolute path, or found on kChildPath) with only PATH (kChildPath unless
+// `extra_env` sets it) and `extra_env` in its environment, stdout and stderr
+// merged. Throws std::runtime_error if it is still running after `timeout`
+// (its process group is killed then).
 CommandResult runCommand(const std::vector<std::string>& argv,
                          std::chrono::milliseconds timeout = std::chrono::seconds(30),
                          const Variables& extra_env = {});
-
-// Epochs the snapshot at `snapshot` holds, as `train --inspect-snapshot`
-// reads it; -1 if there is none.
-int snapshotEpochs(const std::string& train_binary, const std::string& snapshot);
 
 // iproute2's `ip`, or "" if there is none.
 std::string ipBinary();

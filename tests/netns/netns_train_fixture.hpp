@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ddprun/test_support/train_snapshot.hpp"
 #include "netns_job.hpp"
 
 namespace ddprun::netns_test {
@@ -35,8 +36,8 @@ class NetnsTrainTest : public NetnsJobTest {
     return argv;
   }
 
-  // Epochs the snapshot holds (train --inspect-snapshot); -1 if none.
-  int snapshotEpochs() const { return netns_test::snapshotEpochs(TRAIN_BINARY, snapshot()); }
+  // Epochs the snapshot holds; -1 if none.
+  int snapshotEpochs() const { return test_support::trainSnapshotEpochs(TRAIN_BINARY, snapshot()); }
 
   // The group rank `name`'s agent logged for `round`, or -1.
   int groupRank(const std::string& name, int round) const {

@@ -24,6 +24,7 @@
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
+#include "ddprun/test_support/train_snapshot.hpp"
 #include "netns_lab.hpp"
 #include "slurm_cluster.hpp"
 
@@ -101,8 +102,8 @@ class SlurmJobTest : public ::testing::Test {
            cluster_->diagnostics();
   }
 
-  // Epochs the snapshot holds (train --inspect-snapshot); -1 if none.
-  int snapshotEpochs() const { return netns_test::snapshotEpochs(TRAIN_BINARY, snapshot()); }
+  // Epochs the snapshot holds; -1 if none.
+  int snapshotEpochs() const { return test_support::trainSnapshotEpochs(TRAIN_BINARY, snapshot()); }
 
   // Waits until the job's output matches `pattern`.
   bool outputShows(int job, const std::string& pattern, std::chrono::milliseconds timeout) const {

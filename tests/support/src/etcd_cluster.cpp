@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "ddprun/launcher/executable_path.hpp"
+#include "ddprun/test_support/command.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/raw_connection.hpp"
@@ -18,7 +19,6 @@ namespace ddprun::test_support {
 namespace {
 
 using Millis = std::chrono::milliseconds;
-using etcd_detail::Environment;
 using etcd_detail::EtcdMember;
 
 constexpr Millis kWaitLimit(30000);
@@ -253,8 +253,11 @@ EtcdctlResult EtcdCluster::Impl::etcdctlRun(const std::vector<std::string>& args
   argv.insert(argv.end(), args.begin(), args.end());
   Environment etcdctl_env = env;
   etcdctl_env.emplace_back("ETCDCTL_API", "3");
-  const auto output = etcd_detail::runTool(argv, etcdctl_env, dir.path(), kEtcdctlLimit);
-  return {output.exit_code, output.out, output.err};
+  CommandOptions command;
+  command.env = std::move(etcdctl_env);
+  command.timeout = kEtcdctlLimit;
+  const CommandResult output = runCommand(argv, command);
+  return {output.code, output.output, output.errors};
 }
 
 std::string EtcdCluster::binary() {

@@ -13,19 +13,10 @@
 #include <system_error>
 
 #include "ddprun/launcher/subprocess.hpp"
-#include "ddprun/test_support/files.hpp"
 
 namespace ddprun::test_support::etcd_detail {
 
 namespace {
-
-int openForWriting(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    throw std::system_error(errno, std::generic_category(), "open " + path.string());
-  }
-  return fd;
-}
 
 // openssl's configuration for the certificates: a CA that may sign, and
 // leaves that may not. The server certificate is also good for clients, as
@@ -78,12 +69,13 @@ class CertificateMaker {
     argv.insert(argv.end(), {"-keyout", key(name).string(), "-out", cert(name).string()});
     argv.insert(argv.end(), {"-days", "2", "-subj", "/CN=ddprun-test-" + name});
     argv.insert(argv.end(), signer.begin(), signer.end());
-    const ToolOutput output =
-        runTool(argv, launcher::inheritedEnvironment(), dir_, std::chrono::seconds(30));
-    if (output.exit_code != 0) {
+    CommandOptions options;
+    options.env = launcher::inheritedEnvironment();
+    const CommandResult output = runCommand(argv, options);
+    if (output.code != 0) {
       throw std::runtime_error("openssl could not make the test certificate '" + name +
-                               "' (exit code " + std::to_string(output.exit_code) +
-                               "): " + output.err);
+                               "' (exit code " + std::to_string(output.code) +
+                               "): " + output.errors);
     }
   }
 
@@ -129,33 +121,6 @@ bool EtcdMember::running() const { return process_ && !process_->exitStatus(); }
 
 std::optional<launcher::ExitStatus> EtcdMember::exitStatus() const {
   return process_ ? process_->exitStatus() : std::nullopt;
-}
-
-ToolOutput runTool(const std::vector<std::string>& argv, const Environment& env,
-                   const std::filesystem::path& scratch, std::chrono::milliseconds timeout) {
-  launcher::SpawnOptions options;
-  options.argv = argv;
-  options.env = env;
-  const auto out_path = scratch / "tool.out";
-  const auto err_path = scratch / "tool.err";
-  options.stdout_fd = openForWriting(out_path);
-  options.stderr_fd = openForWriting(err_path);
-  std::optional<launcher::Subprocess> child;
-  try {
-    child.emplace(options);
-  } catch (...) {
-    ::close(options.stdout_fd);
-    ::close(options.stderr_fd);
-    throw;
-  }
-  ::close(options.stdout_fd);
-  ::close(options.stderr_fd);
-  auto status = child->waitFor(timeout);
-  if (!status) {
-    child->signalGroup(SIGKILL);
-    status = child->wait();
-  }
-  return {status->shellCode(), readFile(out_path), readFile(err_path)};
 }
 
 Environment environmentWithoutEtcdSettings() {

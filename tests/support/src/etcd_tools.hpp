@@ -1,6 +1,7 @@
-// Private to EtcdCluster: running the command-line tools it drives (etcdctl,
-// openssl) to completion, reading etcdctl's answers, and making the TLS
-// material of a tls cluster with openssl. Stateless; called from the thread that owns the cluster.
+// Private to EtcdCluster: its members' processes, reading etcdctl's answers,
+// and making the TLS material of a tls cluster with openssl (run, as etcdctl
+// is, with runCommand). Stateless; called from the thread that owns the
+// cluster.
 #pragma once
 
 #include <chrono>
@@ -12,22 +13,10 @@
 #include <vector>
 
 #include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/test_support/command.hpp"
 #include "ddprun/test_support/etcd_cluster.hpp"
 
 namespace ddprun::test_support::etcd_detail {
-
-using Environment = std::vector<std::pair<std::string, std::string>>;
-
-struct ToolOutput {
-  int exit_code = 0;  // as a shell reports it: 128 + signal when killed
-  std::string out;
-  std::string err;
-};
-
-// Runs `argv` (argv[0] found on the PATH of `env`) with `env`, its output in
-// files under `scratch`; SIGKILLs it after `timeout` (exit code 137 then).
-ToolOutput runTool(const std::vector<std::string>& argv, const Environment& env,
-                   const std::filesystem::path& scratch, std::chrono::milliseconds timeout);
 
 // This process's environment without etcd's and etcdctl's own variables
 // (ETCD_*, ETCDCTL_*): both read them as flags, so a developer's settings
