@@ -4,6 +4,9 @@
 // without quorum for 10 s costs the running workers nothing, and an etcd
 // that cannot be reached, or not trusted, ends the agent with one line.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <signal.h>
 
 #include <chrono>
@@ -206,6 +209,42 @@ TEST_F(EtcdRendezvousTest, EtcdWithoutQuorumForTenSecondsCostsTheWorkersNothing)
             << (round == 0 ? "never restarted" : "restarted") << std::endl;
   EXPECT_EQ(round, 0) << logs({"a", "b"});
   std::ofstream(go.string()) << "go\n";
+  for (Subprocess* agent : {&a, &b}) {
+    const auto status = agent->waitFor(30s);
+    ASSERT_TRUE(status) << logs({"a", "b"});
+    EXPECT_TRUE(status->success()) << status->shellCode() << logs({"a", "b"});
+  }
+}
+
+
+// A lease lost for good (revoked here by hand, as an expiry during a long
+// quorum loss would): the agent says so, takes a new lease and registers
+// again; the coordinator counts it lost and back, and the job moves to a new
+// round with both nodes, which then finishes.
+TEST_F(EtcdRendezvousTest, AnAgentWhoseLeaseWasLostRegistersAgain) {
+  Subprocess a = fakeAgent("a", "2", kHangInFirstRound);
+  Subprocess b = fakeAgent("b", "2", kHangInFirstRound);
+  ASSERT_TRUE(test_support::eventually(
+      [&] { return roundAndWorld("a") == std::pair{0, 4} && roundAndWorld("b") == std::pair{0, 4}; },
+      30s))
+      << logs({"a", "b"});
+  const auto members = cluster().etcdctl(
+      {"get", "--prefix", "/ddprun/rendezvous/" + run_id_ + "/members/", "-w", "json"});
+  ASSERT_TRUE(members.ok()) << members.err;
+  const auto kvs = nlohmann::json::parse(members.out).at("kvs");
+  ASSERT_EQ(kvs.size(), 2u) << members.out;
+  const auto lease = kvs.at(0).at("lease").get<std::int64_t>();
+  std::ostringstream hex;
+  hex << std::hex << lease;
+  ASSERT_TRUE(cluster().etcdctl({"lease", "revoke", hex.str()}).ok());
+
+  EXPECT_TRUE(test_support::eventually(
+      [&] { return contains(log("a") + log("b"), "registering again"); }, 10s))
+      << logs({"a", "b"});
+  ASSERT_TRUE(test_support::eventually(
+      [&] { return roundAndWorld("a").first >= 1 && roundAndWorld("b").first >= 1; }, 15s))
+      << logs({"a", "b"});
+  EXPECT_EQ(roundAndWorld("a").second, 4) << logs({"a", "b"});
   for (Subprocess* agent : {&a, &b}) {
     const auto status = agent->waitFor(30s);
     ASSERT_TRUE(status) << logs({"a", "b"});
