@@ -7,7 +7,13 @@ namespace ddprun::launcher::etcd_rdzv {
 EtcdLease::EtcdLease(etcd::Client& client, std::chrono::seconds ttl,
                      std::chrono::milliseconds interval,
                      std::function<void(std::int64_t lease)> registered)
-    : client_(client), ttl_(ttl), interval_(interval), registered_(std::move(registered)) {
+    : client_(client),
+      ttl_(ttl),
+      // At least three renewals per lease, as etcd's own client does: with
+      // keep_alive_max_attempt 1 a renewal every interval would race the
+      // expiry it is meant to prevent.
+      interval_(std::min(interval, std::chrono::duration_cast<std::chrono::milliseconds>(ttl) / 3)),
+      registered_(std::move(registered)) {
   id_ = client_.grantLease(ttl_);
   thread_ = std::thread([this] { renew(); });
 }

@@ -4,7 +4,8 @@
 // keep_alive_max_attempt after its last renewal, with no other node's clock
 // involved.
 //
-// Owns the lease and the thread that renews it every keep_alive_interval.
+// Owns the lease and the thread that renews it every keep_alive_interval (or
+// a third of the TTL, if that is shorter).
 // While etcd cannot renew it (no quorum, every member unreachable) the
 // thread says so once and keeps trying; the agent's workers go on. etcd
 // extends every lease when a new leader is elected, so a lease usually

@@ -252,5 +252,31 @@ TEST_F(EtcdRendezvousTest, AnAgentWhoseLeaseWasLostRegistersAgain) {
   }
 }
 
+// keep_alive_max_attempt=1 makes the lease one keep_alive_interval long: a
+// renewal every interval would race the expiry, so the lease is renewed
+// three times per TTL, and no agent loses it while the job runs.
+TEST_F(EtcdRendezvousTest, ALeaseOfOneIntervalIsNeverLostWhileTheJobRuns) {
+  const std::string conf =
+      "keep_alive_interval=1,keep_alive_max_attempt=1,last_call_timeout=1,join_timeout=30";
+  const fs::path go = dir_.path() / "go";
+  Subprocess a = fakeAgent("a", "2", {"--after", go.string()}, conf);
+  Subprocess b = fakeAgent("b", "2", {"--after", go.string()}, conf);
+  ASSERT_TRUE(test_support::eventually(
+      [&] { return roundAndWorld("a") == std::pair{0, 4} && roundAndWorld("b") == std::pair{0, 4}; },
+      30s))
+      << logs({"a", "b"});
+  // Five lease lengths: a lease renewed only at its end is lost in that time.
+  EXPECT_FALSE(test_support::eventually(
+      [&] { return contains(log("a") + log("b"), "registering again"); }, 5s))
+      << logs({"a", "b"});
+  std::ofstream(go.string()) << "go\n";
+  for (Subprocess* agent : {&a, &b}) {
+    const auto status = agent->waitFor(30s);
+    ASSERT_TRUE(status) << logs({"a", "b"});
+    EXPECT_TRUE(status->success()) << status->shellCode() << logs({"a", "b"});
+  }
+  EXPECT_EQ(roundAndWorld("a").first, 0) << logs({"a", "b"});
+}
+
 }  // namespace
 }  // namespace ddprun::launcher
