@@ -322,8 +322,9 @@ TEST_F(ElasticTest, TwoSrunTasksFormOneJobWithNoRendezvousFlag) {
                                     std::pair<Subprocess*, std::string>{&second, "second"}}) {
     const auto status = agent->waitFor(60s);
     ASSERT_TRUE(status && status->success())
-        << name << ": " << (status ? status->describe() : "still running") << "\n"
-        << log(name);
+        << name << ": " << (status ? status->describe() : "still running") << "\n=== first ===\n"
+        << log("first") << "\n=== second ===\n"
+        << log("second");  // both: the other agent is often the one that went wrong
   }
   const std::string port = std::to_string(20000 + std::stoi(job_id) % 10000);
   EXPECT_TRUE(contains(log("first"), "Slurm job " + job_id +
