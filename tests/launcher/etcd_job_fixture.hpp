@@ -16,6 +16,7 @@
 
 #include "ddprun/test_support/etcd_cluster.hpp"
 #include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/text.hpp"
 #include "ddprun/test_support/proc_status.hpp"
 #include "elastic_fixture.hpp"
 
@@ -23,9 +24,7 @@ namespace ddprun::launcher::testing {
 
 using namespace std::chrono_literals;
 
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using test_support::contains;
 
 class EtcdJobTest : public ElasticTest {
  protected:

@@ -24,7 +24,7 @@ namespace {
 using namespace std::chrono_literals;
 
 using Clock = std::chrono::steady_clock;
-using testing::contains;
+using test_support::contains;
 using testing::EtcdJobTest;
 
 constexpr auto kJoinTimeout = 3s;

@@ -26,7 +26,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using testing::alive;
-using testing::contains;
+using test_support::contains;
 using testing::EtcdJobTest;
 
 const std::vector<std::string> kAgents = {"a", "b", "c"};

@@ -15,7 +15,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-using testing::contains;
+using test_support::contains;
 using testing::EtcdJobTest;
 
 class EtcdTrainTest : public EtcdJobTest {
