@@ -116,13 +116,18 @@ std::optional<std::int64_t> EtcdCoordinator::campaign() {
   if (result.succeeded) {
     return result.revision;
   }
-  const etcd::Range held = client_.get(keys_.coordinator());
-  if (!held.kvs.empty() && held.kvs.front().value == agent_id_ &&
-      held.kvs.front().lease == lease_()) {
-    return held.kvs.front().create_revision;  // ours already (we stepped down to rebuild)
+  // The view, once it has caught up with the transaction, says who holds it.
+  waitForView(result.revision);
+  const std::optional<std::int64_t> ours = view_.read([&](const Snapshot& s) {
+    const etcd::KeyValue* held = find(s, key);
+    return held != nullptr && held->value == agent_id_ && held->lease == lease_()
+               ? std::optional(held->create_revision)
+               : std::nullopt;
+  });
+  if (ours) {
+    return ours;  // ours already (we stepped down to rebuild)
   }
   // Someone else leads: wait until its key goes (its lease ended).
-  waitForView(held.revision);
   while (!stopping_ &&
          !view_.waitUntil([&](const Snapshot& s) { return find(s, key) == nullptr; },
                           Clock::now() + retry_)) {
@@ -149,8 +154,9 @@ void EtcdCoordinator::lead(std::int64_t election_revision) {
       return;  // deposed, or the state moved under us: campaign again
     }
     events.clear();
-    const auto deadline = machine.nextDeadline().value_or(Clock::now() + std::chrono::hours(1));
-    view_.waitForChange(seen, std::min(deadline, Clock::now() + std::chrono::seconds(1)));
+    // Woken by a change, the machine's next deadline (a last call), or stop.
+    const auto idle = Clock::now() + std::chrono::hours(24);
+    view_.waitForChange(seen, machine.nextDeadline().value_or(idle));
     if (stopping_) {
       return;
     }
