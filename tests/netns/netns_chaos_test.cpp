@@ -12,6 +12,7 @@
 // printed, so a failure can be replayed from the log.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <deque>
 #include <random>
@@ -113,14 +114,37 @@ class NetnsChaosTest : public NetnsTrainTest {
     return pids;
   }
 
-  // What is still running on `host`, as "pid comm" lines.
+  // What is still running on `host`: per process its pid, command line and
+  // state line, and where each of its threads waits in the kernel (wchan), so
+  // a process that did not die says what it was stuck in.
   std::string leftoversOn(const std::string& host) const {
     std::string text;
     for (pid_t pid : pidsOn(host)) {
-      text += "  " + std::to_string(pid) + " " + readFile("/proc/" + std::to_string(pid) + "/cmdline");
-      text += "\n";
+      const std::string proc = "/proc/" + std::to_string(pid);
+      std::string cmdline = readFile(proc + "/cmdline");
+      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+      text += "  " + std::to_string(pid) + " " + cmdline + "\n    " + stateLine(proc) + "\n";
+      std::error_code ignored;
+      for (const auto& task : fs::directory_iterator(proc + "/task", ignored)) {
+        text += "    thread " + task.path().filename().string() + " " +
+                readFile(task.path() / "comm").substr(0, 15) + " waits in " +
+                readFile(task.path() / "wchan") + "\n";
+      }
     }
     return text;
+  }
+
+  // "State: ... SigPnd: ... ShdPnd: ..." from /proc/<pid>/status.
+  static std::string stateLine(const std::string& proc) {
+    std::istringstream status(readFile(proc + "/status"));
+    std::string text;
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("State:", 0) == 0 || line.rfind("SigPnd:", 0) == 0 ||
+          line.rfind("ShdPnd:", 0) == 0) {
+        text += (text.empty() ? "" : "  ") + line;
+      }
+    }
+    return text.empty() ? "(gone)" : text;
   }
 
   bool emptyWithin(const std::string& host, std::chrono::seconds bound) const {
@@ -152,7 +176,8 @@ class NetnsChaosTest : public NetnsTrainTest {
     agent->killed = true;
     agent->status = agent->process->wait();
     EXPECT_TRUE(emptyWithin(host, 10s))
-        << "left running on " << host << " by the killed agent:\n" << leftoversOn(host);
+        << "left running on " << host << " by the killed agent:\n"
+        << leftoversOn(host) << "\n===== its log =====\n" << log(agent->name);
     pause(pick(200, 3000));
     startAgent(host);
   }
