@@ -108,6 +108,20 @@ std::string key(Scope scope, std::string_view run_id, std::string_view rest) {
 
 bool isElasticKey(std::string_view text) { return text.starts_with(scopePrefix(Scope::kElastic)); }
 
+namespace {
+constexpr std::string_view kQueryPrefix = "ddprun/query/";
+}  // namespace
+
+std::string queryKey(std::string_view question) {
+  return std::string(kQueryPrefix).append(question);
+}
+
+bool isQueryKey(std::string_view key) { return key.starts_with(kQueryPrefix); }
+
+std::string_view queryOf(std::string_view key) {
+  return isQueryKey(key) ? key.substr(kQueryPrefix.size()) : std::string_view();
+}
+
 std::string_view verbName(Verb verb) {
   for (const auto& [value, name] : kVerbs) {
     if (value == verb) {

@@ -235,6 +235,11 @@ std::string StoreClient::get(std::string_view key) {
   return recvBytes();
 }
 
+std::string StoreClient::query(std::string_view key) {
+  send(makeRequest(Command::Get, {key}));
+  return recvBytes();
+}
+
 std::int64_t StoreClient::add(std::string_view key, std::int64_t delta) {
   proto::Request request = makeRequest(Command::Add, {key});
   request.number = delta;

@@ -41,6 +41,8 @@ bool RendezvousService::isRendezvousKey(std::string_view key) {
   return protocol::isElasticKey(key);
 }
 
+bool RendezvousService::isQueryKey(std::string_view key) { return protocol::isQueryKey(key); }
+
 std::optional<std::string> RendezvousService::onSet(ClientId client, std::string_view key,
                                                     std::string_view value, Clock::time_point now,
                                                     KeySpace& keys) {

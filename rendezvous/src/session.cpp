@@ -32,8 +32,11 @@ bool writesRendezvousKey(const proto::Request& request) {
     case proto::Command::MultiSet:
     case proto::Command::QueuePush:
     case proto::Command::QueuePop:
-      return std::any_of(request.keys.begin(), request.keys.end(),
-                         [](const auto& key) { return RendezvousService::isRendezvousKey(key); });
+      return std::any_of(request.keys.begin(), request.keys.end(), [](const auto& key) {
+        return RendezvousService::isRendezvousKey(key) || RendezvousService::isQueryKey(key);
+      });
+    case proto::Command::Set:
+      return RendezvousService::isQueryKey(request.keys.front());
     default:
       return false;
   }
@@ -160,12 +163,19 @@ std::optional<std::string> Session::executeBuffered(std::size_t& completed) {
 }
 
 // A SET of a reserved rendezvous key goes to the rendezvous service, not the
-// store; no other command may write one (a forged event, a deleted one);
-// everything else is a store command. Store lock held.
+// store; no other command may write one (a forged event, a deleted one). A
+// GET of a query key is answered by the service; nothing may write one.
+// Everything else is a store command. Store lock held.
 std::optional<std::string> Session::executeRequest() {
   if (writesRendezvousKey(request_)) {
     return "a " + std::string(proto::commandName(request_.command)) +
            " of a reserved rendezvous key (only the rendezvous writes them)";
+  }
+  if (request_.command == proto::Command::Get &&
+      RendezvousService::isQueryKey(request_.keys.front())) {
+    proto::WireWriter(scratch_).bytes(
+        context_.rendezvous.answer(request_.keys.front(), RendezvousService::Clock::now()));
+    return std::nullopt;
   }
   if (request_.command == proto::Command::Set &&
       RendezvousService::isRendezvousKey(request_.keys.front())) {

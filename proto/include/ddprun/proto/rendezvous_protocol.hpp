@@ -11,7 +11,10 @@
 //            <agent>/<session>/<n>" (the n-th event of the agent's session,
 //            read with a blocking GET; every join starts a new session);
 //   static:  "ddprun/static/<run id>/<rest>", plain keys in node 0's store
-//            (node, claim, attempt, done, left and error entries).
+//            (node, claim, attempt, done, left and error entries);
+//   query:   "ddprun/query/<question>", read-only questions to the rendezvous
+//            (a plain GET, no WAIT, answered with JSON computed then; nothing
+//            is stored, and no command but GET may name one).
 // Pure functions; nothing here does I/O.
 #pragma once
 
@@ -33,6 +36,19 @@ std::string_view scopePrefix(Scope scope);
 std::string key(Scope scope, std::string_view run_id, std::string_view rest);
 // Whether a SET of `key` is a request to the elastic rendezvous.
 bool isElasticKey(std::string_view key);
+
+// The read-only questions a rendezvous answers. Each answer is one JSON
+// object; an unknown question is answered {"error": "<why>"}.
+//   kClock: {"steady_ns": <the rendezvous' monotonic clock>}, so an agent
+//           can place its own clock against it (offset measured from the
+//           round trip, never from hosts' wall clocks).
+inline constexpr std::string_view kQueryClock = "clock";
+// "ddprun/query/<question>".
+std::string queryKey(std::string_view question);
+// Whether `key` is a query key.
+bool isQueryKey(std::string_view key);
+// The question of a query key ("" if `key` is not one).
+std::string_view queryOf(std::string_view key);
 
 // What an agent asks of the elastic rendezvous. Each is a SET of
 // verbKey(run, verb): kJoin's value is a JoinRequest, every other verb's

@@ -38,6 +38,9 @@ class StoreClient {
   void set(std::string_view key, std::string_view value);
   // Waits for the key (up to the timeout), then reads it.
   std::string get(std::string_view key);
+  // Asks the rendezvous a read-only question (proto::rendezvous::queryKey):
+  // a plain GET, with no WAIT, since the answer is never stored.
+  std::string query(std::string_view key);
   std::int64_t add(std::string_view key, std::int64_t delta);
   std::string compareSet(std::string_view key, std::string_view expected, std::string_view desired);
   bool check(const std::vector<std::string>& keys);

@@ -38,6 +38,12 @@ class RendezvousService {
       : host_agent_(std::move(host_agent)), token_(std::move(token)) {}
 
   static bool isRendezvousKey(std::string_view key);
+  // Whether `key` is a read-only question (proto::rendezvous::isQueryKey).
+  static bool isQueryKey(std::string_view key);
+
+  // The answer to a GET of query key `key`, one JSON object (an unknown
+  // question: {"error": ...}). Reads only; rendezvous_queries.cpp.
+  std::string answer(std::string_view key, Clock::time_point now) const;
 
   // A SET of a rendezvous key by `client`. Returns why the connection must
   // close if the request is malformed, or not the requesting agent's to make

@@ -1,0 +1,74 @@
+// The rendezvous' read-only questions ("ddprun/query/<question>") through a
+// real ddprund server on loopback: answered by a plain GET, stored nowhere,
+// never writable.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/rendezvous_protocol.hpp"
+#include "ddprun/rendezvous/client.hpp"
+#include "ddprun/rendezvous/server.hpp"
+
+namespace ddprun::rdzv {
+namespace {
+
+using namespace std::chrono_literals;
+namespace protocol = proto::rendezvous;
+
+class RendezvousQueryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions options;
+    options.host = "127.0.0.1";
+    options.port = 0;
+    server_ = std::make_unique<Server>(options);
+    server_->start();
+  }
+
+  StoreClient client() { return StoreClient("127.0.0.1", server_->port(), 10s); }
+
+  std::unique_ptr<Server> server_;
+};
+
+std::int64_t steadyNs(StoreClient& asker) {
+  return nlohmann::json::parse(asker.query(protocol::queryKey(protocol::kQueryClock)))
+      .at("steady_ns")
+      .get<std::int64_t>();
+}
+
+TEST_F(RendezvousQueryTest, TheClockIsTheDaemonsMonotonicClockAndStoresNothing) {
+  StoreClient asker = client();
+  const auto before = std::chrono::steady_clock::now().time_since_epoch();
+  const std::int64_t first = steadyNs(asker);
+  const std::int64_t second = steadyNs(asker);
+  const auto after = std::chrono::steady_clock::now().time_since_epoch();
+  // Same host, same clock: the answers lie between this process' readings.
+  EXPECT_LE(std::chrono::nanoseconds(before).count(), first);
+  EXPECT_LE(first, second);
+  EXPECT_LE(second, std::chrono::nanoseconds(after).count());
+  EXPECT_EQ(asker.numKeys(), 0);
+}
+
+TEST_F(RendezvousQueryTest, AnUnknownQuestionIsAnErrorAnswerAndTheConnectionServesOn) {
+  StoreClient asker = client();
+  const auto answer = nlohmann::json::parse(asker.query(protocol::queryKey("weather")));
+  EXPECT_NE(answer.at("error").get<std::string>().find("weather"), std::string::npos);
+  asker.set("plain", "1");
+  EXPECT_EQ(asker.get("plain"), "1");
+}
+
+TEST_F(RendezvousQueryTest, NoCommandWritesAQueryKey) {
+  const std::string key = protocol::queryKey(protocol::kQueryClock);
+  StoreClient setter = client();
+  setter.set(key, "0");
+  EXPECT_THROW(setter.ping(), Error);
+  StoreClient adder = client();
+  EXPECT_THROW(adder.add(key, 1), Error);
+  StoreClient reader = client();
+  EXPECT_EQ(reader.numKeys(), 0);
+  EXPECT_GT(steadyNs(reader), 0);
+}
+
+}  // namespace
+}  // namespace ddprun::rdzv
