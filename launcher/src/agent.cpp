@@ -59,6 +59,8 @@ void Agent::Impl::runLoop() {
 // signals; finish() cancels the wait.
 void Agent::Impl::startAttempt() {
   phase = Phase::Waiting;
+  rendezvous_started = Clock::now();
+  events().rendezvousStarted(rendezvous_started);
   const auto askForGroup = [this] {
     std::optional<WorkerGroup> next;
     std::exception_ptr error;
@@ -111,6 +113,8 @@ void Agent::Impl::onGroup(std::optional<WorkerGroup> next, std::exception_ptr er
 
 void Agent::Impl::launchAttempt(const WorkerGroup& next) {
   group = next;
+  const Clock::time_point joined = Clock::now();
+  events().roundJoined(group, joined - rendezvous_started, joined);
   if (after_failure) {
     log().warn("restarting the worker group (attempt {})", group.attempt);
     after_failure = false;
@@ -152,7 +156,7 @@ void Agent::Impl::onGroupOver(int newer_attempt) {
   log().info("the rendezvous moved on from round {}: stopping the workers", group.attempt);
   restart_after_stop = true;
   group_over = true;
-  stopGroup(SIGTERM);
+  stopGroup(SIGTERM, AgentEvents::StopReason::kRoundOver);
 }
 
 void Agent::Impl::spawnWorker(int local_rank) {
@@ -199,6 +203,7 @@ void Agent::Impl::spawnWorker(int local_rank) {
         }
       });
   watchdogs.workerStarted(index, worker.process.pid(), worker.error_file);
+  events().workerStarted(local_rank, rank, worker.process.pid(), Clock::now());
   workers.push_back(std::move(worker));
   ++running;
 }
@@ -214,15 +219,18 @@ void Agent::Impl::onExit(std::size_t index) {
   // After a handled signal the job is being stopped on purpose (by the user,
   // a scheduler): a worker that ends then has not failed, whatever its status
   // (a Python one often exits 1 from its KeyboardInterrupt).
-  if (!status.success() && !stopped_by_us && result.signal == 0) {
+  const bool failed = !status.success() && !stopped_by_us && result.signal == 0;
+  if (failed) {
     recordFailure(worker, status);
   }
+  events().workerExited(worker.local_rank, worker.rank, worker.process.pid(), status, failed,
+                        Clock::now());
   if (phase == Phase::Running && !status.success()) {
     restart_after_stop = restarts_used < config.max_restarts;
     if (restart_after_stop) {
       rendezvous.requestRestart();  // every node moves to the next group
     }
-    stopGroup(SIGTERM);
+    stopGroup(SIGTERM, AgentEvents::StopReason::kFailure);
     return;
   }
   if (running > 0) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ddprun/launcher/agent.hpp"
+#include "ddprun/launcher/agent_events.hpp"
 #include "ddprun/net/asio.hpp"
 #include "line_relay.hpp"
 #include "process_tree.hpp"
@@ -61,7 +62,10 @@ struct Agent::Impl {
   void recordFailure(const Worker& worker, const ExitStatus& status);
   bool runs(std::size_t index) const;
   bool condemn(std::size_t index, const WorkerVerdict& verdict);
-  void stopGroup(int signal);
+  // Stops the running group with `signal`, telling the observers why.
+  void stopGroup(int signal, AgentEvents::StopReason reason);
+  // The observers, or one that ignores everything.
+  AgentEvents& events() { return config.events != nullptr ? *config.events : nobody_watches; }
   void afterStop();
   void checkFailure();
   void onFailureChecked(bool stands);
@@ -80,20 +84,22 @@ struct Agent::Impl {
   std::vector<Worker> workers;
   WorkerRelays relays;
   WorkerWatchdogs watchdogs;
-  ProcessTree tree;       // what the workers leave behind
-  WorkerGroup group;      // the running attempt's
-  int restarts_used = 0;  // failures restarted, against max_restarts
+  ProcessTree tree;   // what the workers leave behind
+  WorkerGroup group;  // the running attempt's
+  AgentEvents nobody_watches;
+  Clock::time_point rendezvous_started;  // of the wait in progress, or the last one
+  int restarts_used = 0;                 // failures restarted, against max_restarts
   int running = 0;
   Phase phase = Phase::Waiting;
   bool restart_after_stop = false;
-  bool group_over = false;     // this stop is for a membership change
-  bool after_failure = false;  // the next attempt restarts a failed one
+  bool group_over = false;        // this stop is for a membership change
+  bool after_failure = false;     // the next attempt restarts a failed one
   bool failure_checked = false;   // this attempt's failure was put to the rendezvous
   bool checking_failure = false;  // and the waiter thread still asks it
-  int newest_over = 0;         // the newest attempt the rendezvous said is coming
-  std::thread waiter;          // blocks in rendezvous.nextGroup() off the loop
+  int newest_over = 0;            // the newest attempt the rendezvous said is coming
+  std::thread waiter;             // blocks in rendezvous.nextGroup() off the loop
   RunResult result;
-  std::vector<int> forwarded_only;   // forwardedOnlySignals(config.signals_to_handle)
+  std::vector<int> forwarded_only;  // forwardedOnlySignals(config.signals_to_handle)
   std::map<int, Clock::time_point> last_request_at;  // each handled signal's last request
 };
 

@@ -25,8 +25,9 @@ constexpr auto kOneRequest = std::chrono::milliseconds(200);
 
 }  // namespace
 
-void Agent::Impl::stopGroup(int signal) {
+void Agent::Impl::stopGroup(int signal, AgentEvents::StopReason reason) {
   phase = Phase::Stopping;
+  events().groupStopping(reason, Clock::now());
   for (Worker& worker : workers) {
     if (!worker.exited) {
       worker.process.signalGroup(signal);
@@ -64,6 +65,7 @@ void Agent::Impl::afterStop() {
     if (!group_over) {
       ++restarts_used;  // a membership change is not a failure
       after_failure = true;
+      events().restarting(restarts_used, config.max_restarts, Clock::now());
     }
     group_over = false;
     startAttempt();
@@ -128,7 +130,7 @@ void Agent::Impl::fail(const std::string& why) {
   }
   restart_after_stop = false;
   if (phase == Phase::Running) {
-    stopGroup(SIGTERM);
+    stopGroup(SIGTERM, AgentEvents::StopReason::kError);
   } else if (phase == Phase::Waiting) {
     finish(1);
   }  // Stopping: afterStop() sees the error
@@ -140,6 +142,7 @@ void Agent::Impl::finish(int exit_code) {
   }
   phase = Phase::Done;
   result.exit_code = exit_code;
+  events().finished(exit_code, Clock::now());
   net::error_code ignored;
   signals.cancel(ignored);
   grace.cancel();
@@ -239,7 +242,7 @@ bool Agent::Impl::onStopRequest(int signal) {
     finish(128 + signal);  // no workers yet: stop waiting
     return false;
   }
-  stopGroup(signal);  // forwarded as is, as torchrun does
+  stopGroup(signal, AgentEvents::StopReason::kSignal);  // forwarded as is, as torchrun does
   return true;
 }
 

@@ -10,7 +10,9 @@ namespace {
 
 namespace protocol = proto::rendezvous;
 
-std::string errorAnswer(std::string why) { return nlohmann::json{{"error", std::move(why)}}.dump(); }
+std::string errorAnswer(std::string why) {
+  return nlohmann::json{{"error", std::move(why)}}.dump();
+}
 
 }  // namespace
 

@@ -32,6 +32,7 @@
 namespace ddprun::launcher {
 
 class WorkerCgroup;
+class AgentEvents;
 
 // --duplicate-stdout-filters / --duplicate-stderr-filters for one stream:
 // each whole line containing any of `substrings` is copied, after `prefix`,
@@ -92,6 +93,9 @@ struct AgentConfig {
   // SIGKILLed and the agent exits at once, as ddprun's SIGKILL did before
   // there was a guardian. Borrowed.
   int guardian_pidfd = -1;
+  // Who watches the agent's life (the metrics, the timeline), told on the
+  // loop thread; borrowed; null: nobody.
+  AgentEvents* events = nullptr;
 };
 
 class Agent {
