@@ -34,6 +34,7 @@
 #include "ddprun/proto/errors.hpp"
 #include "guardian.hpp"
 #include "log.hpp"
+#include "subcommands.hpp"
 #include "worker_output.hpp"
 
 namespace {
@@ -257,6 +258,9 @@ int main(int argc, char** argv) {
   // can take seconds): it must not end ddprun before the agent forwards it.
   // A --signals-to-handle that names one gets its handler once the agent runs.
   launcher::ignoreForwardedOnlySignals({});
+  if (const auto code = launcher::runSubcommand({argv + 1, argv + argc})) {
+    return *code;
+  }
   LaunchConfig config;
   try {
     config = launcher::parseCommandLine({argv + 1, argv + argc}, launcher::processEnvironment());
