@@ -137,13 +137,18 @@ void ElasticMembership::runLease() {
 }
 
 // Serves the connection until this membership stops (true) or the
-// rendezvous is lost (false).
+// rendezvous is lost (false). A new lease (a join, or a rejoin that may have
+// reached another daemon) measures the clock anew, one sample per turn
+// after the queued requests, so that none of them waits for it.
 bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
   auto next_beat = Clock::now() + options_.keep_alive_interval;
   std::unique_lock lock(mutex_);
+  clock_samples_left_ = kClockSamples;
+  clock_best_ = {};
   for (;;) {
     changed_.wait_until(lock, next_beat, [this] {
-      return stopping_ || lost_ || !requests_.empty() || checks_asked_ > checks_answered_;
+      return stopping_ || lost_ || !requests_.empty() || checks_asked_ > checks_answered_ ||
+             (clock_samples_left_ > 0 && !closed_);
     });
     if (lost_) {
       return false;  // the reader saw it first
@@ -164,6 +169,11 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
           lease.set(protocol::verbKey(options_.run_id, Verb::kLeave), options_.agent_id);
         }
         return true;
+      }
+      if (clock_samples_left_ > 0 && !closed_) {
+        lock.unlock();
+        takeClockSample(lease);
+        lock.lock();
       }
       // Requests do not put the heartbeat off: a job whose rounds end
       // faster than the interval would never send one, and be dropped.
@@ -238,6 +248,27 @@ void ElasticMembership::beat(rdzv::StoreClient& lease) {
     }
   }
   throw TimeoutError("the rendezvous daemon at " + endpoint() + " was silent for join_timeout");
+}
+
+// One sample of the measurement in progress; the last one tells the
+// watcher. A daemon that does not tell its clock ends the measurement.
+void ElasticMembership::takeClockSample(rdzv::StoreClient& lease) {
+  const std::optional<ClockSample> sample = sampleClock(lease);
+  std::optional<ClockOffset> measured;
+  {
+    std::lock_guard lock(mutex_);
+    if (!sample) {
+      clock_samples_left_ = 0;
+      return;
+    }
+    clock_best_.offer(*sample);
+    if (--clock_samples_left_ == 0) {
+      measured = clock_best_.offset("c10d rendezvous at " + endpoint());
+    }
+  }
+  if (measured) {
+    clock_watch_.measured(*measured);
+  }
 }
 
 bool ElasticMembership::hostedByAnotherAgent() {

@@ -1,5 +1,6 @@
 #include "ddprun/launcher/standalone_rendezvous.hpp"
 
+#include "ddprun/launcher/clock_sync.hpp"
 #include "ddprun/rendezvous/server.hpp"
 
 namespace ddprun::launcher {
@@ -19,6 +20,12 @@ StandaloneRendezvous::~StandaloneRendezvous() = default;
 
 std::string StandaloneRendezvous::describe() const {
   return "single node, workers' store at 127.0.0.1:" + std::to_string(group_.store_port);
+}
+
+void StandaloneRendezvous::watchClock(std::function<void(const ClockOffset&)> measured) {
+  if (measured) {
+    measured(ownClock());
+  }
 }
 
 // PyTorch 2.5+ workers do not prefix their keys per attempt: every restart

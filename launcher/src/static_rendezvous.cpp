@@ -86,6 +86,8 @@ StaticRendezvous::StaticRendezvous(StaticRendezvousOptions options)
     server_ = std::make_unique<rdzv::Server>(server_options);
     server_->start();
     port_ = server_->port();
+    clock_watch_.measured({std::chrono::nanoseconds(0), std::chrono::nanoseconds(0),
+                           "static rendezvous store at " + storeAddress()});
   }
 }
 
@@ -148,6 +150,10 @@ void StaticRendezvous::watchGroup(std::function<void(int)> over) {
   over_ = std::move(over);
 }
 
+void StaticRendezvous::watchClock(std::function<void(const ClockOffset&)> measured) {
+  clock_watch_.watch(std::move(measured));
+}
+
 // Every node but node 0 depends on node 0's agent, which hosts the store:
 // losing it ends the running group at once (its workers would hang in their
 // next collective), and the next group waits for node 0 to be back.
@@ -167,6 +173,12 @@ void StaticRendezvous::watchStore() {
         std::lock_guard lock(over_mutex_);
         if (over_) {
           over_(attempt + 1);
+        }
+      },
+      [this](rdzv::StoreClient& client) {
+        if (auto offset = measureClockOffset(client, kClockSamples,
+                                             "static rendezvous store at " + storeAddress())) {
+          clock_watch_.measured(*offset);
         }
       });
 }

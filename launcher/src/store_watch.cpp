@@ -9,13 +9,15 @@ namespace ddprun::launcher {
 
 StoreWatch::StoreWatch(std::string host, std::uint16_t port, std::string never_set_key,
                        Duration interval, Duration bound,
-                       std::function<void(const std::string& why)> lost)
+                       std::function<void(const std::string& why)> lost,
+                       std::function<void(rdzv::StoreClient&)> connected)
     : host_(std::move(host)),
       port_(port),
       key_(std::move(never_set_key)),
       interval_(interval),
       bound_(bound),
       lost_(std::move(lost)),
+      connected_(std::move(connected)),
       thread_([this] { watch(); }) {}
 
 StoreWatch::~StoreWatch() {
@@ -40,6 +42,9 @@ void StoreWatch::watch() {
         return;
       }
       client_ = client.get();
+    }
+    if (connected_) {
+      connected_(*client);
     }
     for (;;) {
       try {

@@ -34,6 +34,10 @@ class C10dRendezvous final : public Rendezvous {
   std::optional<WorkerGroup> nextGroup() override;
   void cancelWait() override { membership_->cancelWait(); }
   void watchGroup(std::function<void(int newer_attempt)> over) override;
+  // Measured by the membership's lease thread after each join.
+  void watchClock(std::function<void(const ClockOffset&)> measured) override {
+    membership_->watchClock(std::move(measured));
+  }
   void requestRestart() override { membership_->requestRestart(); }
   bool failureStands(int attempt) override;
   // After a success: the exit barrier, then the run is closed. After a

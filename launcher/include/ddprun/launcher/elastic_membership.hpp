@@ -18,6 +18,10 @@
 // Either way, if nothing serves the endpoint again within join_timeout, the
 // membership ends with an error.
 //
+// The lease thread also measures this agent's clock against the daemon's
+// (clock_sync.hpp) each time it has joined, between its other requests, so
+// the measurement never holds up a round; watchClock() hears of it.
+//
 // Threads: join() and nextRound() run on the agent's waiter thread;
 // requestRestart() on the agent's loop; finish() and close() on main's after
 // it; cancelWait() on any. After join(), two threads of its own: the lease
@@ -43,6 +47,7 @@
 #include <string>
 #include <thread>
 
+#include "ddprun/launcher/clock_sync.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/rendezvous/client.hpp"
 
@@ -148,6 +153,10 @@ class ElasticMembership {
   // the request has gone out.
   void close(bool failed);
 
+  // `measured` hears of each measurement of this agent's clock against the
+  // daemon's (ClockWatch: on the lease thread, or at once for the last one).
+  void watchClock(ClockWatch::Callback measured) { clock_watch_.watch(std::move(measured)); }
+
   // "host:port" of the rendezvous, for messages.
   std::string endpoint() const;
   // Why the membership ended with an error, if it did.
@@ -160,6 +169,7 @@ class ElasticMembership {
   void runLease();
   bool serveLease(rdzv::StoreClient& lease);
   void beat(rdzv::StoreClient& lease);
+  void takeClockSample(rdzv::StoreClient& lease);
   bool hostedByAnotherAgent();
   std::unique_ptr<rdzv::StoreClient> recover();
   proto::rendezvous::JoinRequest joinRequest(const rdzv::StoreClient& lease, bool rejoin);
@@ -213,6 +223,10 @@ class ElasticMembership {
   std::string error_;
   std::optional<std::string> failed_on_;
   bool dropped_ = false;
+  // The clock measurement of the current lease: samples still to take.
+  int clock_samples_left_ = 0;
+  BestClockSample clock_best_;
+  ClockWatch clock_watch_;   // its callback runs without mutex_ held
   std::mutex notify_mutex_;  // held while notify_ runs; never together with mutex_
   std::function<void(std::int64_t)> notify_;
 

@@ -11,9 +11,10 @@
 // failureStands() runs on the waiter thread too; requestRestart() and
 // abandon() run on the agent's loop; finishJob() on main's thread after the agent's
 // loop has ended (no other call runs then). Callbacks given to watchGroup()
-// are called on the backend's own threads.
+// and watchClock() are called on the backend's own threads.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -36,6 +37,21 @@ struct WorkerGroup {
   std::uint16_t store_port = 0;
 
   bool operator==(const WorkerGroup&) const = default;
+};
+
+// Where this agent's monotonic clock (CLOCK_MONOTONIC, steady_clock) stands
+// against the rendezvous' own, measured over the network NTP-style: the
+// rendezvous' clock = this agent's + offset, within +- round_trip. Lets the
+// timelines of several hosts be laid on one clock without trusting the
+// hosts' wall clocks.
+struct ClockOffset {
+  std::chrono::nanoseconds offset{0};
+  std::chrono::nanoseconds round_trip{0};  // of the sample kept: the uncertainty
+  // Whose clock: the same text on every node of one job ("c10d rendezvous at
+  // node0:29400"), so offsets to different clocks are never mixed.
+  std::string reference;
+
+  bool operator==(const ClockOffset&) const = default;
 };
 
 class Rendezvous {
@@ -64,6 +80,14 @@ class Rendezvous {
   // function unregisters, and once that returns no call is running. Fixed
   // memberships never call it.
   virtual void watchGroup(std::function<void(int newer_attempt)> over) { (void)over; }
+
+  // `measured` is called with each measurement of this agent's clock against
+  // the rendezvous' (on joining, and again on each later join, which may
+  // reach another rendezvous host): from a backend thread, or at once for a
+  // value known already; an empty function unregisters, and once that
+  // returns no call is running. Backends without a clock to ask (etcd)
+  // never call it.
+  virtual void watchClock(std::function<void(const ClockOffset&)> measured) { (void)measured; }
 
   // This node's workers failed and it will restart them: tell the others.
   virtual void requestRestart() {}

@@ -25,6 +25,8 @@ class StandaloneRendezvous final : public Rendezvous {
   std::optional<WorkerGroup> nextGroup() override;
   void cancelWait() override {}
   bool answersAtOnce() const override { return true; }
+  // No rendezvous to ask: this host's own monotonic clock (ownClock()), at once.
+  void watchClock(std::function<void(const ClockOffset&)> measured) override;
   int finishJob(const RunResult& result) override { return result.exit_code; }
 
  private:

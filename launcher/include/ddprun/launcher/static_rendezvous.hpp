@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "ddprun/launcher/clock_sync.hpp"
 #include "ddprun/launcher/rendezvous.hpp"
 
 namespace ddprun::rdzv {
@@ -77,6 +78,10 @@ class StaticRendezvous final : public Rendezvous {
   void cancelWait() override;
   // Called when node 0 (the store's host) is lost while a group runs.
   void watchGroup(std::function<void(int newer_attempt)> over) override;
+  // Node 0 hosts the store: its own clock, at once. The other nodes measure
+  // node 0's on the store watch's connection, once each join has formed a
+  // group.
+  void watchClock(std::function<void(const ClockOffset&)> measured) override;
   bool failureStands(int attempt) override;
   // The exit barrier (a timeout is a warning), except after a signal or when
   // no group ever formed. Returns result.exit_code.
@@ -139,6 +144,7 @@ class StaticRendezvous final : public Rendezvous {
   std::atomic<bool> lost_{false};      // node 0 was lost: the next group joins afresh
   std::mutex over_mutex_;
   std::function<void(int)> over_;
+  ClockWatch clock_watch_;
 };
 
 }  // namespace ddprun::launcher
