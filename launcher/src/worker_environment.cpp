@@ -153,7 +153,21 @@ WorkerEnvironment::Variables WorkerEnvironment::forWorker(const WorkerGroup& gro
     merged[std::string(proto::env::kCudaVisibleDevices)] =
         own_devices_.at(static_cast<std::size_t>(local_rank));
   }
+  // Always ours: an inherited one (ddprun run from a worker of another
+  // launch) names the outer worker's file.
+  if (!job_.timeline_events_dir.empty()) {
+    merged[std::string(proto::env::kTimelineEvents)] =
+        timelineEventsFile(job_.timeline_events_dir, group.attempt, local_rank).string();
+  } else {
+    merged.erase(std::string(proto::env::kTimelineEvents));
+  }
   return {merged.begin(), merged.end()};
+}
+
+std::filesystem::path timelineEventsFile(const std::filesystem::path& dir, int attempt,
+                                         int local_rank) {
+  return dir / ("attempt_" + std::to_string(attempt) + ".local_rank_" + std::to_string(local_rank) +
+                ".jsonl");
 }
 
 }  // namespace ddprun::launcher

@@ -28,6 +28,8 @@
 //                       setsid, fork, its parent gone) and list them, with this
 //                       worker's cgroup, in DIR/leak.<attempt>.<LOCAL_RANK>
 //   --exit-if-attempt A N  exit with N here when TORCHELASTIC_RESTART_COUNT is A
+//   --timeline-event NAME  append {"name": NAME, "ts_monotonic_ns": now, "attempt": A}
+//                       to $DDPRUN_TIMELINE_EVENTS, as a worker reports its own events
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -195,6 +197,19 @@ void leak(const std::string& dir) {
   std::filesystem::rename(name + ".tmp", name);
 }
 
+void timelineEvent(const std::string& name) {
+  const std::string path = envOr(std::string(ddprun::proto::env::kTimelineEvents).c_str(), "");
+  if (path.empty()) {
+    return;
+  }
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+  std::ofstream(path, std::ios::app)
+      << "{\"name\": \"" << name << "\", \"ts_monotonic_ns\": " << now
+      << ", \"attempt\": " << envOr("TORCHELASTIC_RESTART_COUNT", "-1") << "}\n";
+}
+
 bool isAttempt(const char* attempt) { return envOr("TORCHELASTIC_RESTART_COUNT", "-1") == attempt; }
 
 }  // namespace
@@ -260,6 +275,9 @@ int main(int argc, char** argv) {
         return std::atoi(argv[i + 2]);
       }
       i += 2;
+    } else if (arg == "--timeline-event") {
+      timelineEvent(next);
+      ++i;
     } else if (arg == "--only-attempt") {
       only_attempt = std::atoi(next);
       ++i;

@@ -60,6 +60,20 @@ TEST(WorkerEnvironment, TheContractFollowsTheGroupAndRank) {
   EXPECT_EQ(vars.at("TORCHELASTIC_ERROR_FILE"), "/logs/error.json");
 }
 
+// Each worker's own events file for the timeline, per attempt and local
+// rank; never an inherited one (an outer launch's worker's file).
+TEST(WorkerEnvironment, EachWorkerGetsItsOwnTimelineEventsFileOverAnInheritedOne) {
+  const WorkerEnvironment::Variables inherited = {{"DDPRUN_TIMELINE_EVENTS", "/outer/file"}};
+  WorkerEnvironment reporting(job(4), inherited);
+  reporting.reportTimelineEventsTo("/run/worker_events");
+  EXPECT_EQ(workerVars(reporting, 1).at("DDPRUN_TIMELINE_EVENTS"),
+            "/run/worker_events/attempt_2.local_rank_1.jsonl");
+  EXPECT_EQ(workerVars(reporting, 3).at("DDPRUN_TIMELINE_EVENTS"),
+            "/run/worker_events/attempt_2.local_rank_3.jsonl");
+  EXPECT_EQ(workerVars(WorkerEnvironment(job(4), inherited)).count("DDPRUN_TIMELINE_EVENTS"), 0u)
+      << "no timeline: no file, and not the outer one";
+}
+
 TEST(WorkerEnvironment, TorchrunsDefaultsApplyOnlyWhereTheUserSetNothing) {
   WorkerEnvironment defaults(job(4), {{"PATH", "/bin"}});
   Vars vars = workerVars(defaults);

@@ -8,12 +8,14 @@
 // timer; GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME, each where the user set
 // none, when a job across hosts needs them (socket_interface.hpp); last,
 // the worker's contract (RANK, WORLD_SIZE, MASTER_ADDR, ...;
-// proto/env_contract.hpp), which no inherited value can override. With
+// proto/env_contract.hpp) and DDPRUN_TIMELINE_EVENTS, the worker's own
+// events file for the timeline, which no inherited value can override. With
 // --virtual-local-rank every worker's LOCAL_RANK is 0 and its
 // CUDA_VISIBLE_DEVICES is its own device. A value, built once by main before
 // anything is started; read by the agent's thread.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +42,9 @@ class WorkerEnvironment {
     bool virtual_local_rank = false;
     // The interface for the workers' Gloo and NCCL sockets; empty: none.
     std::string socket_interface;
+    // Where the workers' own timeline events files go
+    // (timelineEventsFile()); empty: none, DDPRUN_TIMELINE_EVENTS unset.
+    std::filesystem::path timeline_events_dir;
   };
 
   // `inherited`: the agent's own environment, NAME and value (a later entry
@@ -57,6 +62,11 @@ class WorkerEnvironment {
   Variables forWorker(const WorkerGroup& group, int local_rank,
                       const std::string& error_file) const;
 
+  // Gives every worker from now on a timeline events file in `dir`.
+  void reportTimelineEventsTo(std::filesystem::path dir) {
+    job_.timeline_events_dir = std::move(dir);
+  }
+
   // What to warn the user of once (torchrun's OMP_NUM_THREADS warning; no
   // socket interface found for a job across hosts).
   const std::vector<std::string>& notices() const { return notices_; }
@@ -71,5 +81,11 @@ class WorkerEnvironment {
   std::vector<std::string> notices_;
   std::vector<std::string> infos_;
 };
+
+// The events file of local rank `local_rank` in attempt `attempt`, in `dir`:
+// <dir>/attempt_<N>.local_rank_<L>.jsonl, one per worker and attempt, so that
+// the agent folds each into the timeline once, when that worker exits.
+std::filesystem::path timelineEventsFile(const std::filesystem::path& dir, int attempt,
+                                         int local_rank);
 
 }  // namespace ddprun::launcher

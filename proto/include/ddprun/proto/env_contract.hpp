@@ -49,6 +49,10 @@ inline constexpr std::string_view kTimerFile = "TORCHELASTIC_TIMER_FILE";
 // agent across hosts where the host name resolves only to loopback.
 inline constexpr std::string_view kGlooSocketIfname = "GLOO_SOCKET_IFNAME";
 inline constexpr std::string_view kNcclSocketIfname = "NCCL_SOCKET_IFNAME";
+// ddprun's own, per worker: the file where the worker may append its own
+// events (one JSON object a line) for the agent's timeline.json
+// (docs/torchrun-contract.md §9.5).
+inline constexpr std::string_view kTimelineEvents = "DDPRUN_TIMELINE_EVENTS";
 }  // namespace env
 
 // One worker's view of its job. Defaults are what a worker assumes when an

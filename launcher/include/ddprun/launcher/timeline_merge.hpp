@@ -1,0 +1,45 @@
+// `ddprun timeline`'s merge: several agents' timeline.json files laid on one
+// clock as one job's trace, each agent a process of its own (pid 1, 2, ...
+// in the order given, named "<host>, node rank R").
+//
+// The clock: when every file measured its offset to the same rendezvous
+// clock (its "clock offset" events name the same clock), each event is
+// shifted by the offset its agent measured last before it (the first one for
+// the events before that), onto the rendezvous' monotonic clock; hosts' wall
+// clocks play no part. Otherwise (an etcd rendezvous measures none, an agent
+// ended before its measurement, the files are of different jobs), every
+// file is placed by the wall clock its agent read at start, and a note says
+// so and why.
+//
+// Stateless functions; any thread.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ddprun/launcher/timeline_format.hpp"
+
+namespace ddprun::launcher::timeline {
+
+struct NodeTrace {
+  std::string file;  // for messages
+  TraceFile trace;
+};
+
+struct MergedTrace {
+  std::vector<TraceEvent> events;
+  // One line each, for stderr: each node's shift, the clock used, a file
+  // cut short.
+  std::vector<std::string> notes;
+};
+
+// Throws TraceError("<file>: <why>") for a file that is no ddprun agent's
+// timeline (no "agent start" event), or one that can be placed on neither
+// clock.
+MergedTrace mergeTraces(const std::vector<NodeTrace>& nodes);
+
+// The JSON Array Format, closed: "[", one event a line, "]".
+std::string formatTrace(const std::vector<TraceEvent>& events);
+
+}  // namespace ddprun::launcher::timeline

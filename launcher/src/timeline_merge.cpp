@@ -1,0 +1,193 @@
+#include "ddprun/launcher/timeline_merge.hpp"
+
+#include <cmath>
+#include <functional>
+#include <iomanip>
+#include <optional>
+#include <sstream>
+
+namespace ddprun::launcher::timeline {
+namespace {
+
+using json = TraceEvent;
+
+struct ClockMark {
+  double ts = 0;
+  double offset_us = 0;
+  double uncertainty_us = 0;
+  std::string reference;
+};
+
+// What the merger needs to know of one agent's file.
+struct Agent {
+  std::string host;
+  std::optional<int> node_rank;
+  double start_ts = 0;                  // of "agent start"
+  std::optional<double> wall_clock_us;  // the wall clock at start_ts
+  std::vector<ClockMark> clocks;        // in the order written, which is time order
+  double last_ts = 0;
+};
+
+bool named(const json& event, std::string_view name) {
+  return event["name"].get<std::string>() == name;
+}
+
+std::optional<double> numberArg(const json& event, const char* key) {
+  if (!event.contains("args") || !event["args"].is_object() || !event["args"].contains(key) ||
+      !event["args"][key].is_number()) {
+    return std::nullopt;
+  }
+  return event["args"][key].get<double>();
+}
+
+std::string stringArg(const json& event, const char* key, std::string fallback) {
+  if (!event.contains("args") || !event["args"].is_object() || !event["args"].contains(key) ||
+      !event["args"][key].is_string()) {
+    return fallback;
+  }
+  return event["args"][key].get<std::string>();
+}
+
+Agent readAgent(const NodeTrace& node) {
+  Agent agent;
+  bool started = false;
+  for (const json& event : node.trace.events) {
+    const double ts = event["ts"].get<double>();
+    agent.last_ts = std::max(agent.last_ts, ts);
+    if (named(event, kAgentStart) && !started) {
+      started = true;
+      agent.start_ts = ts;
+      agent.host = stringArg(event, "host", "?");
+      agent.wall_clock_us = numberArg(event, "wall_clock_unix_us");
+    } else if (named(event, kClockOffset)) {
+      const auto offset = numberArg(event, "clock_offset_us");
+      const auto uncertainty = numberArg(event, "clock_uncertainty_us");
+      if (offset && uncertainty) {
+        agent.clocks.push_back({ts, *offset, *uncertainty, stringArg(event, "clock", "")});
+      }
+    } else if (!agent.node_rank && event["ph"] == "B" && event["tid"] == kRoundsTrack) {
+      if (const auto rank = numberArg(event, "node_rank")) {
+        agent.node_rank = static_cast<int>(*rank);
+      }
+    }
+  }
+  if (!started) {
+    throw TraceError(node.file + ": no \"" + std::string(kAgentStart) +
+                     "\" event: not the timeline of a ddprun agent");
+  }
+  return agent;
+}
+
+// The offset that holds at `ts`: the last measured at or before it, else
+// the first.
+double offsetAt(const Agent& agent, double ts) {
+  double offset = agent.clocks.front().offset_us;
+  for (const ClockMark& mark : agent.clocks) {
+    if (mark.ts > ts) {
+      break;
+    }
+    offset = mark.offset_us;
+  }
+  return offset;
+}
+
+// Why the files cannot share the rendezvous' clock; "" when they can.
+std::string whyNotOneClock(const std::vector<NodeTrace>& nodes, const std::vector<Agent>& agents) {
+  for (std::size_t i = 0; i < agents.size(); ++i) {
+    if (agents[i].clocks.empty()) {
+      return nodes[i].file +
+             " has no clock offset (an etcd rendezvous measures none; an agent killed before "
+             "joining has none)";
+    }
+    if (agents[i].clocks.front().reference != agents.front().clocks.front().reference) {
+      return nodes[i].file + " measured its clock against " + agents[i].clocks.front().reference +
+             ", " + nodes.front().file + " against " + agents.front().clocks.front().reference;
+    }
+  }
+  return "";
+}
+
+std::string signedMicroseconds(double value) {
+  std::ostringstream text;
+  text << std::showpos << std::fixed << std::setprecision(1) << value << " us";
+  return text.str();
+}
+
+std::string processName(const Agent& agent) {
+  return agent.node_rank ? agent.host + ", node rank " + std::to_string(*agent.node_rank)
+                         : agent.host + " (never in a round)";
+}
+
+json metadata(const char* name, int pid, json args) {
+  return {{"name", name}, {"ph", "M"}, {"ts", 0}, {"pid", pid}, {"tid", 0}, {"args", args}};
+}
+
+}  // namespace
+
+MergedTrace mergeTraces(const std::vector<NodeTrace>& nodes) {
+  std::vector<Agent> agents;
+  for (const NodeTrace& node : nodes) {
+    agents.push_back(readAgent(node));
+  }
+  const std::string why_not = whyNotOneClock(nodes, agents);
+  MergedTrace merged;
+  if (why_not.empty()) {
+    merged.notes.push_back("on the rendezvous' clock (" + agents.front().clocks.front().reference +
+                           "), from the offsets each agent measured");
+  } else {
+    merged.notes.push_back("on the hosts' wall clocks, which may disagree: " + why_not);
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const Agent& agent = agents[i];
+    const int pid = static_cast<int>(i) + 1;
+    std::function<double(double)> shift;
+    if (why_not.empty()) {
+      shift = [&agent](double ts) { return ts + offsetAt(agent, ts); };
+      const ClockMark& first = agent.clocks.front();
+      merged.notes.push_back(nodes[i].file + ": " + processName(agent) + ", clock offset " +
+                             signedMicroseconds(first.offset_us) + " +- " +
+                             signedMicroseconds(first.uncertainty_us).substr(1));
+    } else {
+      if (!agent.wall_clock_us) {
+        throw TraceError(nodes[i].file + ": its \"" + std::string(kAgentStart) +
+                         "\" event has no wall_clock_unix_us, and " + why_not);
+      }
+      const double to_wall = *agent.wall_clock_us - agent.start_ts;
+      shift = [to_wall](double ts) { return ts + to_wall; };
+      merged.notes.push_back(nodes[i].file + ": " + processName(agent) +
+                             ", placed by its wall clock");
+    }
+    merged.events.push_back(metadata("process_name", pid, {{"name", processName(agent)}}));
+    merged.events.push_back(metadata("process_sort_index", pid, {{"sort_index", pid}}));
+    for (json event : nodes[i].trace.events) {
+      if (event["ph"] == "M" && named(event, "process_name")) {
+        continue;  // named above, for the job
+      }
+      event["pid"] = pid;
+      event["ts"] = std::llround(shift(event["ts"].get<double>()));
+      merged.events.push_back(std::move(event));
+    }
+    if (!nodes[i].trace.closed) {
+      json end = traceEvent("timeline ends: the agent was killed or is still running", 'i',
+                            std::llround(shift(agent.last_ts)), pid, kAgentTrack);
+      end["s"] = "t";
+      merged.events.push_back(std::move(end));
+      merged.notes.push_back(nodes[i].file +
+                             ": cut short (no closing ']': the agent was killed or is still "
+                             "running); read up to its last whole event");
+    }
+  }
+  return merged;
+}
+
+std::string formatTrace(const std::vector<json>& events) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    text += i == 0 ? "\n" : ",\n";
+    text += events[i].dump();
+  }
+  text += "\n]\n";
+  return text;
+}
+
+}  // namespace ddprun::launcher::timeline

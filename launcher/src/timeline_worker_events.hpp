@@ -1,0 +1,36 @@
+// A worker's own events file (DDPRUN_TIMELINE_EVENTS, docs/torchrun-contract.md
+// §9.5), read back by the timeline when the worker has exited: one JSON
+// object a line, {"name": "snapshot", "ts_monotonic_ns": <CLOCK_MONOTONIC>,
+// "dur_ns": <optional>, ...anything else, kept as the event's args}. At most
+// the first MiB is read: a worker that writes more is not the timeline's
+// business. Stateless; any thread.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddprun::launcher {
+
+struct WorkerEvent {
+  std::string name;
+  std::int64_t ts_us = 0;  // the trace's microseconds of the monotonic clock
+  std::optional<std::int64_t> dur_us;
+  nlohmann::ordered_json args = nlohmann::ordered_json::object();
+};
+
+struct WorkerEventsRead {
+  std::vector<WorkerEvent> events;
+  int bad_lines = 0;  // not a JSON object with a string "name" and an integer "ts_monotonic_ns"
+};
+
+// The events in `file`; none when it does not exist (the worker reported nothing).
+WorkerEventsRead readWorkerEvents(const std::filesystem::path& file);
+
+// One line of such a file; nullopt when it is not an event.
+std::optional<WorkerEvent> parseWorkerEvent(const std::string& line);
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,277 @@
+// The timeline's file, read back with no agent: the writer's output checked
+// against the trace event format (test_support::checkTrace) whole and cut
+// short, a cut file read up to its last whole event, a worker's own events
+// lines, and the merger's arithmetic: each node shifted by the offset it
+// measured, a later measurement holding from its time on, and the hosts'
+// wall clocks only when the offsets cannot be used.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "ddprun/launcher/timeline_format.hpp"
+#include "ddprun/launcher/timeline_merge.hpp"
+#include "ddprun/launcher/timeline_writer.hpp"
+#include "ddprun/launcher/worker_environment.hpp"
+#include "ddprun/test_support/files.hpp"
+#include "ddprun/test_support/temp_dir.hpp"
+#include "ddprun/test_support/trace_check.hpp"
+#include "timeline_worker_events.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+using json = timeline::TraceEvent;
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& line : lines) {
+    text += line + "\n";
+  }
+  return text;
+}
+
+// The events named `name`, in file order.
+std::vector<json> named(const std::vector<json>& events, const std::string& name) {
+  std::vector<json> found;
+  std::copy_if(events.begin(), events.end(), std::back_inserter(found),
+               [&](const json& event) { return event["name"] == name; });
+  return found;
+}
+
+class TimelineWriterTest : public ::testing::Test {
+ protected:
+  // One round of two workers, one of which fails, each call at the time it
+  // is made (as the agent makes them); the text as it stands.
+  std::string writeOneFailedRound(TimelineWriter& writer) {
+    writer.rendezvousStarted(Clock::now());
+    WorkerGroup group;
+    group.world_size = 2;
+    writer.roundJoined(group, 1ms, Clock::now());
+    writer.clockMeasured({250us, 40us, "c10d rendezvous at node0:29400"});
+    writer.workerStarted(0, 0, 101, Clock::now());
+    writer.workerStarted(1, 1, 102, Clock::now());
+    writer.workerExited(1, 1, 102, {ExitStatus::Kind::Exited, 3}, true, Clock::now());
+    writer.groupStopping(AgentEvents::StopReason::kFailure, Clock::now());
+    writer.workerExited(0, 0, 101, {ExitStatus::Kind::Signaled, 15}, false, Clock::now());
+    return test_support::readFile(path_);
+  }
+
+  test_support::TempDir dir_{"ddprun-timeline-test"};
+  fs::path path_ = dir_ / "timeline.json";
+};
+
+TEST_F(TimelineWriterTest, ItsFileIsATraceWhileTheAgentRunsAndOnceItHasEnded) {
+  TimelineWriter writer(path_, {"node0", "job", {}});
+  ASSERT_TRUE(writer.writing());
+  const std::string running = writeOneFailedRound(writer);
+  const test_support::TraceCheck open = test_support::checkTrace(running);
+  EXPECT_TRUE(open.problems.empty()) << joined(open.problems) << running;
+  EXPECT_FALSE(open.closed) << "no ']' until the agent ends: " << running;
+  EXPECT_EQ(open.open_slices, 1) << "round 0 is still open: " << running;
+
+  writer.finished(1, Clock::now());
+  writer.close(1);
+  const std::string ended = test_support::readFile(path_);
+  const test_support::TraceCheck closed = test_support::checkTrace(ended);
+  EXPECT_TRUE(closed.problems.empty()) << joined(closed.problems) << ended;
+  EXPECT_TRUE(closed.closed);
+  EXPECT_EQ(closed.open_slices, 0) << ended;
+  // Strict JSON as it is, and the reader agrees.
+  const nlohmann::json strict = nlohmann::json::parse(ended);
+  const timeline::TraceFile read = timeline::parseTrace(ended);
+  EXPECT_TRUE(read.closed);
+  EXPECT_EQ(read.events.size(), strict.size());
+}
+
+TEST_F(TimelineWriterTest, AWorkersExitCarriesItsCodeOrSignalAndAFailureIsAnInstant) {
+  TimelineWriter writer(path_, {"node0", "job", {}});
+  const timeline::TraceFile read = timeline::parseTrace(writeOneFailedRound(writer));
+  const auto rank1 = named(read.events, "rank 1");
+  ASSERT_EQ(rank1.size(), 2u);
+  EXPECT_EQ(rank1[0]["args"]["pid"], 102);
+  EXPECT_EQ(rank1[1]["ph"], "E");
+  EXPECT_EQ(rank1[1]["args"]["exit_code"], 3);
+  EXPECT_EQ(rank1[1]["args"]["failed"], true);
+  const auto rank0 = named(read.events, "rank 0");
+  ASSERT_EQ(rank0.size(), 2u);
+  EXPECT_EQ(rank0[1]["args"]["signal"], "SIGTERM");
+  EXPECT_EQ(rank0[1]["args"]["failed"], false);
+  const auto failures = named(read.events, "worker failed");
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0]["args"]["rank"], 1);
+  EXPECT_EQ(named(read.events, "stop workers").at(0)["args"]["reason"], "failure");
+  const auto clock = named(read.events, std::string(timeline::kClockOffset));
+  ASSERT_EQ(clock.size(), 1u);
+  EXPECT_EQ(clock[0]["args"]["clock_offset_us"], 250.0);
+  EXPECT_EQ(clock[0]["args"]["clock_uncertainty_us"], 40.0);
+}
+
+TEST_F(TimelineWriterTest, AWorkersOwnEventsAreFoldedInWhenItExits) {
+  const fs::path events_dir = dir_ / "worker_events";
+  TimelineWriter writer(path_, {"node0", "job", events_dir});
+  ASSERT_TRUE(fs::is_directory(events_dir));
+  const Clock::time_point t0 = Clock::now();
+  writer.rendezvousStarted(t0);
+  WorkerGroup group;
+  group.attempt = 4;
+  writer.roundJoined(group, 0ms, t0);
+  writer.workerStarted(0, 0, 101, t0);
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>((t0 + 3ms).time_since_epoch()).count();
+  std::ofstream(timelineEventsFile(events_dir, 4, 0))
+      << R"({"name": "snapshot", "ts_monotonic_ns": )" << ns
+      << R"(, "dur_ns": 2000000, "epoch": 7})"
+      << "\n"
+      << "not json\n";
+  writer.workerExited(0, 0, 101, {ExitStatus::Kind::Exited, 0}, false, t0 + 9ms);
+  const timeline::TraceFile read = timeline::parseTrace(test_support::readFile(path_));
+  const auto snapshots = named(read.events, "snapshot");
+  ASSERT_EQ(snapshots.size(), 1u);
+  EXPECT_EQ(snapshots[0]["ph"], "X");
+  EXPECT_EQ(snapshots[0]["ts"], timeline::microseconds(t0 + 3ms));
+  EXPECT_EQ(snapshots[0]["dur"], 2000);
+  EXPECT_EQ(snapshots[0]["tid"], timeline::reportedTrack(0));
+  EXPECT_EQ(snapshots[0]["args"]["epoch"], 7);
+  EXPECT_EQ(snapshots[0]["args"]["round"], 4);
+}
+
+TEST(TimelineFormatTest, ACutFileIsReadUpToItsLastWholeEvent) {
+  const std::string whole =
+      "[\n"
+      R"({"name":"a","ph":"i","s":"t","ts":1,"pid":7,"tid":1})"
+      "\n,"
+      R"({"name":"b","ph":"B","ts":2,"pid":7,"tid":2})"
+      "\n,";
+  const timeline::TraceFile cut = timeline::parseTrace(whole + R"({"name":"c","ph":"E","ts)");
+  EXPECT_FALSE(cut.closed);
+  ASSERT_EQ(cut.events.size(), 2u);
+  EXPECT_EQ(cut.events[1]["name"], "b");
+  EXPECT_EQ(timeline::parseTrace(whole).events.size(), 2u);
+  EXPECT_THROW(timeline::parseTrace("[\n{garbage}\n," + whole.substr(2)), timeline::TraceError);
+  EXPECT_THROW(timeline::parseTrace("hello"), timeline::TraceError);
+  EXPECT_THROW(timeline::parseTrace(R"([{"name":"a","ph":"i","ts":1,"pid":7}])"),
+               timeline::TraceError);  // no tid
+}
+
+TEST(TimelineFormatTest, AWorkersEventLineNeedsANameAndAnIntegerTime) {
+  const auto event =
+      parseWorkerEvent(R"({"name":"snapshot","ts_monotonic_ns":5000,"dur_ns":3000,"epoch":2})");
+  ASSERT_TRUE(event);
+  EXPECT_EQ(event->name, "snapshot");
+  EXPECT_EQ(event->ts_us, 5);
+  EXPECT_EQ(event->dur_us, 3);
+  EXPECT_EQ(event->args, nlohmann::ordered_json({{"epoch", 2}}));
+  EXPECT_FALSE(parseWorkerEvent(R"({"ts_monotonic_ns":5000})"));
+  EXPECT_FALSE(parseWorkerEvent(R"({"name":"x","ts_monotonic_ns":5.5})"));
+  EXPECT_FALSE(parseWorkerEvent(R"({"name":"x","ts_monotonic_ns":5,"dur_ns":-1})"));
+  EXPECT_FALSE(parseWorkerEvent("[1, 2]"));
+}
+
+// A node's events as the writer lays them out, by hand.
+class TimelineMergeTest : public ::testing::Test {
+ protected:
+  static json event(const std::string& name, char ph, double ts, int tid, json args = nullptr) {
+    json made = {
+        {"name", name}, {"ph", std::string(1, ph)}, {"ts", ts}, {"pid", 4242}, {"tid", tid}};
+    if (ph == 'i') {
+      made["s"] = "t";
+    }
+    if (!args.is_null()) {
+      made["args"] = std::move(args);
+    }
+    return made;
+  }
+  static json start(double ts, double wall) {
+    return event(std::string(timeline::kAgentStart), 'i', ts, timeline::kAgentTrack,
+                 {{"host", "h"}, {"wall_clock_unix_us", wall}});
+  }
+  static json clock(double ts, double offset, const std::string& reference = "c10d at x:1") {
+    return event(
+        std::string(timeline::kClockOffset), 'i', ts, timeline::kAgentTrack,
+        {{"clock_offset_us", offset}, {"clock_uncertainty_us", 30.0}, {"clock", reference}});
+  }
+  static timeline::NodeTrace node(std::string file, std::vector<json> events, bool closed = true) {
+    return {std::move(file), {std::move(events), closed}};
+  }
+  // The merged ts of the event named `name` of process `pid`.
+  static double tsOf(const timeline::MergedTrace& merged, int pid, const std::string& name) {
+    for (const json& event : merged.events) {
+      if (event["pid"] == pid && event["name"] == name) {
+        return event["ts"].get<double>();
+      }
+    }
+    ADD_FAILURE() << "no " << name << " on pid " << pid;
+    return -1;
+  }
+};
+
+TEST_F(TimelineMergeTest, EachNodeIsShiftedByItsOwnOffsetOntoTheRendezvousClock) {
+  const auto merged = timeline::mergeTraces({
+      node("a", {start(1000, 5e15), clock(1100, 500), event("work", 'i', 2000, 1)}),
+      node("b", {start(90000, 7e15), clock(90100, -85000), event("work", 'i', 91000, 1)}),
+  });
+  EXPECT_EQ(tsOf(merged, 1, "work"), 2500);
+  EXPECT_EQ(tsOf(merged, 2, "work"), 6000);
+  EXPECT_EQ(tsOf(merged, 1, std::string(timeline::kAgentStart)), 1500)
+      << "events before the measurement take the first offset";
+  const std::string text = timeline::formatTrace(merged.events);
+  const auto check = test_support::checkTrace(text);
+  EXPECT_TRUE(check.problems.empty()) << joined(check.problems) << text;
+  EXPECT_NE(joined(merged.notes).find("rendezvous' clock"), std::string::npos)
+      << joined(merged.notes);
+}
+
+TEST_F(TimelineMergeTest, ALaterMeasurementHoldsFromItsTimeOn) {
+  const auto merged =
+      timeline::mergeTraces({node("a", {start(0, 0), clock(10, 100), event("before", 'i', 50, 1),
+                                        clock(60, 300), event("after", 'i', 70, 1)})});
+  EXPECT_EQ(tsOf(merged, 1, "before"), 150);
+  EXPECT_EQ(tsOf(merged, 1, "after"), 370);
+}
+
+TEST_F(TimelineMergeTest, WithoutAnOffsetEveryNodeGoesByItsWallClockAndANoteSaysWhy) {
+  const auto merged = timeline::mergeTraces({
+      node("a", {start(1000, 5000000), clock(1100, 500), event("work", 'i', 2000, 1)}),
+      node("b", {start(300, 6000000), event("work", 'i', 400, 1)}),
+  });
+  EXPECT_EQ(tsOf(merged, 1, "work"), 5001000);
+  EXPECT_EQ(tsOf(merged, 2, "work"), 6000100);
+  EXPECT_NE(joined(merged.notes).find("b has no clock offset"), std::string::npos)
+      << joined(merged.notes);
+}
+
+TEST_F(TimelineMergeTest, OffsetsToDifferentClocksAreNotMixed) {
+  const auto merged = timeline::mergeTraces({
+      node("a", {start(0, 1000), clock(1, 50, "one"), event("work", 'i', 10, 1)}),
+      node("b", {start(0, 2000), clock(1, 70, "another"), event("work", 'i', 10, 1)}),
+  });
+  EXPECT_EQ(tsOf(merged, 1, "work"), 1010);
+  EXPECT_EQ(tsOf(merged, 2, "work"), 2010);
+}
+
+TEST_F(TimelineMergeTest, ACutFileEndsWithAnEventSayingSo) {
+  const auto merged = timeline::mergeTraces(
+      {node("killed", {start(0, 0), clock(1, 5), event("rank 0", 'B', 20, 10)}, false)});
+  EXPECT_EQ(tsOf(merged, 1, "timeline ends: the agent was killed or is still running"), 25);
+  EXPECT_NE(joined(merged.notes).find("killed: cut short"), std::string::npos)
+      << joined(merged.notes);
+}
+
+TEST_F(TimelineMergeTest, AFileWithoutAnAgentStartIsRefusedNamingIt) {
+  try {
+    timeline::mergeTraces({node("x.json", {event("work", 'i', 1, 1)})});
+    FAIL() << "merged";
+  } catch (const timeline::TraceError& error) {
+    EXPECT_NE(std::string(error.what()).find("x.json: no \"agent start\" event"), std::string::npos)
+        << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace ddprun::launcher
