@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ddprun/launcher/agent.hpp"
+#include "ddprun/launcher/agent_events.hpp"
 #include "ddprun/launcher/cli.hpp"
 #include "ddprun/launcher/device_count.hpp"
 #include "ddprun/launcher/launch_plan.hpp"
@@ -27,6 +28,8 @@
 #include "ddprun/launcher/rendezvous.hpp"
 #include "ddprun/launcher/slurm_launch.hpp"
 #include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/timeline_format.hpp"
+#include "ddprun/launcher/timeline_writer.hpp"
 #include "ddprun/launcher/worker_cgroup.hpp"
 #include "ddprun/launcher/worker_command.hpp"
 #include "ddprun/launcher/worker_environment.hpp"
@@ -174,6 +177,27 @@ int printPlan(const LaunchConfig& config, int nproc, const std::string& python) 
   return 0;
 }
 
+// The timeline hears of each clock measurement until it goes (the
+// rendezvous, made first, outlives it and may measure on its own threads).
+class ClockToTimeline {
+ public:
+  ClockToTimeline(launcher::Rendezvous& rendezvous, launcher::TimelineWriter& timeline)
+      : rendezvous_(rendezvous) {
+    rendezvous_.watchClock(
+        [&timeline](const launcher::ClockOffset& offset) { timeline.clockMeasured(offset); });
+  }
+  ~ClockToTimeline() { rendezvous_.watchClock({}); }
+  ClockToTimeline(const ClockToTimeline&) = delete;
+  ClockToTimeline& operator=(const ClockToTimeline&) = delete;
+
+ private:
+  launcher::Rendezvous& rendezvous_;
+};
+
+std::string describeTimeline(const launcher::TimelineWriter& timeline) {
+  return timeline.writing() ? "timeline in " + timeline.path().string() : "no timeline";
+}
+
 int runAgent(const LaunchConfig& config) {
   refuseLogsSpecs(config);
   const int nproc = resolveNproc(config.nproc_per_node);
@@ -211,20 +235,31 @@ int runAgent(const LaunchConfig& config) {
   const std::string host = hostName();
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
   const fs::path run_dir = launcher::runLogDir(config);
+  const fs::path timeline_dir = launcher::timelineDir(run_dir);
+  const fs::path worker_events_dir = timeline_dir / launcher::timeline::kWorkerEventsDir;
+  launcher::TimelineWriter timeline(timeline_dir / launcher::timeline::kFileName,
+                                    {host, config.rdzv_id, worker_events_dir});
+  if (timeline.writing()) {
+    environment.reportTimelineEventsTo(worker_events_dir);
+  }
+  const ClockToTimeline clock_to_timeline(*rendezvous, timeline);
+  launcher::AgentEventsFanOut events;
+  events.add(&timeline);
   const std::string binding_line = cpu_binding.description;
   launcher::AgentConfig agent_config = agentConfig(config, nproc, *rendezvous, run_dir, host,
                                                    python, std::move(cpu_binding),
                                                    std::move(environment));
   agent_config.cgroup = cgroup.get();
   agent_config.guardian_pidfd = guardian_pidfd;
+  agent_config.events = &events;
   for (const std::string& notice : agent_config.environment.notices()) {
     log().warn("{}", notice);
   }
   for (const std::string& info : agent_config.environment.infos()) {
     log().info("{}", info);
   }
-  log().info("{}; {} worker(s), run id {}, {}", rendezvous->describe(), nproc, config.rdzv_id,
-             launcher::describeLogs(run_dir));
+  log().info("{}; {} worker(s), run id {}, {}, {}", rendezvous->describe(), nproc, config.rdzv_id,
+             launcher::describeLogs(run_dir), describeTimeline(timeline));
   if (!binding_line.empty()) {
     log().info("{}", binding_line);
   }
@@ -245,6 +280,7 @@ int runAgent(const LaunchConfig& config) {
     copyRootCauseError(result);
   }
   const int exit_code = rendezvous->finishJob(result);  // no wait for other nodes after a signal
+  timeline.close(exit_code);
   if (result.signal != 0) {
     reportInterrupted(result);
   }

@@ -1,0 +1,137 @@
+#include "timeline_command.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "ddprun/launcher/timeline_merge.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+using timeline::TraceError;
+
+constexpr const char* kUsage = "usage: ddprun timeline [-h] [-o FILE] DIR [DIR ...]\n";
+
+constexpr const char* kHelp =
+    "\nMerges the timeline.json files of a job's agents (one per node) into one trace on the\n"
+    "rendezvous' clock, for Perfetto (ui.perfetto.dev) or chrome://tracing.\n\n"
+    "positional arguments:\n"
+    "  DIR                   a timeline.json, a run directory holding one, or a log\n"
+    "                        directory (--log-dir) whose run directories hold them\n\n"
+    "options:\n"
+    "  -h, --help            show this help message and exit\n"
+    "  -o FILE, --output FILE\n"
+    "                        write the merged trace to FILE (default: stdout)\n";
+
+// Bad input: what, and why.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The timeline files `input` names, each one node's.
+std::vector<fs::path> timelineFiles(const fs::path& input) {
+  std::error_code error;
+  const fs::file_status status = fs::status(input, error);
+  if (!fs::exists(status)) {
+    throw InputError(input.string() + ": no such file or directory");
+  }
+  if (!fs::is_directory(status)) {
+    return {input};
+  }
+  if (fs::exists(input / timeline::kFileName)) {
+    return {input / timeline::kFileName};
+  }
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& entry : fs::directory_iterator(input, error)) {
+    if (entry.is_directory() && fs::exists(entry.path() / timeline::kFileName)) {
+      files.push_back(entry.path() / timeline::kFileName);
+    }
+  }
+  if (files.empty()) {
+    throw InputError(input.string() + ": no " + std::string(timeline::kFileName) +
+                     " in it, nor in any directory in it");
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+timeline::NodeTrace readNode(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    throw InputError(file.string() + ": cannot be read");
+  }
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  try {
+    return {file.string(), timeline::parseTrace(text)};
+  } catch (const TraceError& error) {
+    throw InputError(file.string() + ": " + error.what());
+  }
+}
+
+void writeOutput(const std::string& output, const std::string& text) {
+  if (output.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  std::ofstream out(output, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) {
+    throw InputError(output + ": cannot be written");
+  }
+}
+
+}  // namespace
+
+int runTimelineCommand(const std::vector<std::string>& args) {
+  CLI::App app("ddprun timeline");
+  app.set_help_flag();  // its own -h, with argparse's layout
+  bool help = false;
+  std::string output;
+  std::vector<std::string> inputs;
+  app.add_flag("-h,--help", help);
+  app.add_option("-o,--output", output);
+  app.add_option("inputs", inputs);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 reads them reversed
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& error) {
+    std::fprintf(stderr, "ddprun timeline: %s\n%s", error.what(), kUsage);
+    return 2;
+  }
+  if (help) {
+    std::printf("%s%s", kUsage, kHelp);
+    return 0;
+  }
+  if (inputs.empty()) {
+    std::fprintf(stderr, "ddprun timeline: the following arguments are required: DIR\n%s", kUsage);
+    return 2;
+  }
+  try {
+    std::vector<timeline::NodeTrace> nodes;
+    for (const std::string& input : inputs) {
+      for (const fs::path& file : timelineFiles(input)) {
+        nodes.push_back(readNode(file));
+      }
+    }
+    const timeline::MergedTrace merged = timeline::mergeTraces(nodes);
+    writeOutput(output, timeline::formatTrace(merged.events));
+    for (const std::string& note : merged.notes) {
+      std::fprintf(stderr, "ddprun timeline: %s\n", note.c_str());
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ddprun timeline: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace ddprun::launcher
