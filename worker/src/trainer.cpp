@@ -6,6 +6,7 @@
 
 #include "ddprun/worker/snapshot.hpp"
 #include "ddprun/worker/snapshot_signal.hpp"
+#include "ddprun/worker/timeline_events.hpp"
 
 namespace ddprun::worker {
 namespace {
@@ -87,6 +88,11 @@ int64_t Trainer::resume() {
         readSnapshot(options_.snapshot_path, task_.name, {*task_.model, *task_.optimizer});
     if (header) {
       epochs_run = header->epochs_run;
+      reportTimelineEvent({"resumed from snapshot",
+                           Clock::now(),
+                           std::nullopt,
+                           {{"epochs_run", epochs_run}},
+                           {{"path", options_.snapshot_path}}});
       if (isRankZero()) {
         log_ << "train: resuming from " << options_.snapshot_path << " after epoch " << epochs_run
              << std::endl;
@@ -171,6 +177,11 @@ void Trainer::snapshot(int64_t epochs_run, bool asked) {
   const auto start = Clock::now();
   writeSnapshot(options_.snapshot_path, {task_.name, epochs_run, context_.env.world_size, 0, 0},
                 {*task_.model, *task_.optimizer}, midway);
+  reportTimelineEvent({"snapshot",
+                       start,
+                       Clock::now() - start,
+                       {{"epoch", epochs_run - 1}, {"epochs_run", epochs_run}},
+                       {{"path", options_.snapshot_path}}});
   log_ << "train: epoch " << epochs_run - 1 << " | snapshot saved to " << options_.snapshot_path
        << " in " << std::fixed << std::setprecision(1) << secondsSince(start) * 1000 << " ms"
        << std::defaultfloat << (asked ? " (asked for by SIGUSR1)" : "") << std::endl;

@@ -1,0 +1,29 @@
+// train's own events for its agent's timeline: when DDPRUN_TIMELINE_EVENTS
+// names a file (ddprun gives each worker one; docs/torchrun-contract.md
+// §9.5), each event is appended to it as one JSON line, {"name": ...,
+// "ts_monotonic_ns": <CLOCK_MONOTONIC>, "dur_ns": ..., ...}, which the agent
+// folds into timeline.json when the worker exits. Without the variable
+// (another launcher, a run by hand) nothing is written. Stateless; any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace ddprun::worker {
+
+struct TimelineEvent {
+  std::string name;
+  std::chrono::steady_clock::time_point at;
+  std::optional<std::chrono::nanoseconds> duration;  // a span; none: an instant
+  std::map<std::string, std::int64_t> numbers;       // more fields, shown as its args
+  std::map<std::string, std::string> texts;
+};
+
+// Appends `event` in one write(). Never throws: the timeline is no reason
+// to stop training.
+void reportTimelineEvent(const TimelineEvent& event);
+
+}  // namespace ddprun::worker
