@@ -19,7 +19,7 @@ struct ClockMark {
 };
 
 // What the merger needs to know of one agent's file.
-struct Agent {
+struct NodeFacts {
   std::string host;
   std::optional<int> node_rank;
   double start_ts = 0;                  // of "agent start"
@@ -48,8 +48,8 @@ std::string stringArg(const json& event, const char* key, std::string fallback) 
   return event["args"][key].get<std::string>();
 }
 
-Agent readAgent(const NodeTrace& node) {
-  Agent agent;
+NodeFacts readNodeFacts(const NodeTrace& node) {
+  NodeFacts agent;
   bool started = false;
   for (const json& event : node.trace.events) {
     const double ts = event["ts"].get<double>();
@@ -80,7 +80,7 @@ Agent readAgent(const NodeTrace& node) {
 
 // The offset that holds at `ts`: the last measured at or before it, else
 // the first.
-double offsetAt(const Agent& agent, double ts) {
+double offsetAt(const NodeFacts& agent, double ts) {
   double offset = agent.clocks.front().offset_us;
   for (const ClockMark& mark : agent.clocks) {
     if (mark.ts > ts) {
@@ -92,7 +92,8 @@ double offsetAt(const Agent& agent, double ts) {
 }
 
 // Why the files cannot share the rendezvous' clock; "" when they can.
-std::string whyNotOneClock(const std::vector<NodeTrace>& nodes, const std::vector<Agent>& agents) {
+std::string whyNotOneClock(const std::vector<NodeTrace>& nodes,
+                           const std::vector<NodeFacts>& agents) {
   for (std::size_t i = 0; i < agents.size(); ++i) {
     if (agents[i].clocks.empty()) {
       return nodes[i].file +
@@ -113,7 +114,7 @@ std::string signedMicroseconds(double value) {
   return text.str();
 }
 
-std::string processName(const Agent& agent) {
+std::string processName(const NodeFacts& agent) {
   return agent.node_rank ? agent.host + ", node rank " + std::to_string(*agent.node_rank)
                          : agent.host + " (never in a round)";
 }
@@ -125,9 +126,9 @@ json metadata(const char* name, int pid, json args) {
 }  // namespace
 
 MergedTrace mergeTraces(const std::vector<NodeTrace>& nodes) {
-  std::vector<Agent> agents;
+  std::vector<NodeFacts> agents;
   for (const NodeTrace& node : nodes) {
-    agents.push_back(readAgent(node));
+    agents.push_back(readNodeFacts(node));
   }
   const std::string why_not = whyNotOneClock(nodes, agents);
   MergedTrace merged;
@@ -138,7 +139,7 @@ MergedTrace mergeTraces(const std::vector<NodeTrace>& nodes) {
     merged.notes.push_back("on the hosts' wall clocks, which may disagree: " + why_not);
   }
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const Agent& agent = agents[i];
+    const NodeFacts& agent = agents[i];
     const int pid = static_cast<int>(i) + 1;
     std::function<double(double)> shift;
     if (why_not.empty()) {

@@ -32,7 +32,7 @@ double asMicroseconds(std::chrono::nanoseconds value) {
 
 }  // namespace
 
-TimelineWriter::TimelineWriter(fs::path path, Agent agent)
+TimelineWriter::TimelineWriter(fs::path path, AgentInfo agent)
     : path_(std::move(path)), agent_(std::move(agent)), pid_(static_cast<int>(::getpid())) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) {

@@ -28,7 +28,8 @@ namespace ddprun::launcher {
 
 class TimelineWriter final : public AgentEvents {
  public:
-  struct Agent {
+  // Who writes it.
+  struct AgentInfo {
     std::string host;
     std::string run_id = "none";
     // Where the workers' own events files are (timelineEventsFile()); empty: none.
@@ -37,7 +38,7 @@ class TimelineWriter final : public AgentEvents {
 
   // Creates `path` (replacing a file there) and writes the process and track
   // names and the "agent start" event.
-  TimelineWriter(std::filesystem::path path, Agent agent);
+  TimelineWriter(std::filesystem::path path, AgentInfo agent);
   // Closes the array if close() did not.
   ~TimelineWriter() override;
   TimelineWriter(const TimelineWriter&) = delete;
@@ -76,7 +77,7 @@ class TimelineWriter final : public AgentEvents {
   void foldWorkerEvents(int local_rank, int rank, Clock::time_point at);
 
   std::filesystem::path path_;
-  Agent agent_;
+  AgentInfo agent_;
   int pid_;
   std::mutex mutex_;
   int fd_ = -1;  // -1: none (never made, failed, or closed)
