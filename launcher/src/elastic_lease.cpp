@@ -137,14 +137,12 @@ void ElasticMembership::runLease() {
 }
 
 // Serves the connection until this membership stops (true) or the
-// rendezvous is lost (false). A new lease (a join, or a rejoin that may have
-// reached another daemon) measures the clock anew, one sample per turn
-// after the queued requests, so that none of them waits for it.
+// rendezvous is lost (false). Once a join has been taken (the reader arms
+// it), the clock is measured, one sample per turn after the queued
+// requests, so that none of them waits for it.
 bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
   auto next_beat = Clock::now() + options_.keep_alive_interval;
   std::unique_lock lock(mutex_);
-  clock_samples_left_ = kClockSamples;
-  clock_best_ = {};
   for (;;) {
     changed_.wait_until(lock, next_beat, [this] {
       return stopping_ || lost_ || !requests_.empty() || checks_asked_ > checks_answered_ ||

@@ -181,6 +181,16 @@ bool ElasticMembership::recordEvent(const protocol::Event& event) {
       closed_ = true;
       break;
   }
+  // The first answer to a join that was taken (a round, or word that there
+  // is none yet) starts the measurement of the clock on the lease: a join
+  // the daemon refuses is never measured, so its refusal is what is read.
+  const bool taken = event.type == EventType::kRound || event.type == EventType::kSuspended ||
+                     event.type == EventType::kSpare;
+  if (taken && clock_session_ != session_) {
+    clock_session_ = session_;
+    clock_samples_left_ = kClockSamples;
+    clock_best_ = {};
+  }
   // "suspended" and "spare" only mean: no round to run now. A plain close
   // does not stop workers that are running: it comes first from the agent
   // that finished first, while the others finish too.

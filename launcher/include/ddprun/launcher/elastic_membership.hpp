@@ -19,8 +19,9 @@
 // membership ends with an error.
 //
 // The lease thread also measures this agent's clock against the daemon's
-// (clock_sync.hpp) each time it has joined, between its other requests, so
-// the measurement never holds up a round; watchClock() hears of it.
+// (clock_sync.hpp) once each join has been taken (the first round, spare or
+// suspension event of its session), between its other requests, so the
+// measurement never holds up a round; watchClock() hears of it.
 //
 // Threads: join() and nextRound() run on the agent's waiter thread;
 // requestRestart() on the agent's loop; finish() and close() on main's after
@@ -223,7 +224,9 @@ class ElasticMembership {
   std::string error_;
   std::optional<std::string> failed_on_;
   bool dropped_ = false;
-  // The clock measurement of the current lease: samples still to take.
+  // The clock measurement, once per session, when its join was taken:
+  // samples still to take on the lease.
+  std::int64_t clock_session_ = -1;
   int clock_samples_left_ = 0;
   BestClockSample clock_best_;
   ClockWatch clock_watch_;   // its callback runs without mutex_ held
