@@ -37,15 +37,21 @@ std::string problems(const test_support::TraceCheck& check) {
   return text;
 }
 
+// A trace's events, its "]" added if missing (as viewers do); none while
+// the text is not (yet) whole.
 std::vector<json> events(const std::string& text) {
   std::string body = text;
   while (!body.empty() && (body.back() == '\n' || body.back() == ',')) {
     body.pop_back();
   }
+  if (body.empty()) {
+    return {};
+  }
   if (body.back() != ']') {
     body += "]";
   }
-  return json::parse(body).get<std::vector<json>>();
+  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  return parsed.is_array() ? parsed.get<std::vector<json>>() : std::vector<json>{};
 }
 
 std::vector<json> named(const std::vector<json>& all, const std::string& name, int pid = -1) {
@@ -214,7 +220,20 @@ TEST_F(DdprunTimelineTest, AKilledNodesFileIsCutShortAndTheMergeShowsTheRecovery
       agent("a", "1:2", daemon.port(), hang_first, {"--log-dir", (dir_ / "a" / "logs").string()});
   Subprocess b =
       agent("b", "1:2", daemon.port(), hang_first, {"--log-dir", (dir_ / "b" / "logs").string()});
-  ASSERT_TRUE(test_support::eventually([&] { return ready("a") && ready("b"); }, 30s))
+  // Killed once its timeline has both workers' starts (a worker may be
+  // ready a moment before its agent has written that it started).
+  const auto both_started = [&] {
+    const fs::path file = timelineNamedIn(log("b"));
+    if (file.empty()) {
+      return false;
+    }
+    int started = 0;
+    for (const json& event : events(readFile(file))) {
+      started += event["ph"] == "B" && event["tid"].get<int>() >= 10 ? 1 : 0;
+    }
+    return started == 2;
+  };
+  ASSERT_TRUE(test_support::eventually([&] { return ready("a") && both_started(); }, 30s))
       << log("a") << log("b");
   b.signalGroup(SIGKILL);
   b.wait();
