@@ -193,7 +193,9 @@ TEST_F(DdprunLogsTest, DevNullLogDirWritesNoLogFiles) {
 // nothing copied up; the worker's @record had nowhere to write.
 TEST_F(DdprunLogsTest, DevNullLogDirFailureIsReportedWithoutTraceback) {
   const fs::path own_error_file = dir_.path() / "agent-error.json";
-  extra_env_ = {{"TORCHELASTIC_ERROR_FILE", own_error_file.string()}};
+  // TMPDIR: the timeline, always written, goes under the test's directory.
+  extra_env_ = {{"TORCHELASTIC_ERROR_FILE", own_error_file.string()},
+                {"TMPDIR", dir_.path().string()}};
   auto args = fakeWorkers(2, {"--only-rank", "1", "--error-json", "Traceback: x", "--exit", "3"});
   args.insert(args.begin(), {"--log-dir", "/dev/null", "-r", "3"});
   const Outcome outcome = run(args);
