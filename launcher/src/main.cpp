@@ -235,10 +235,13 @@ int runAgent(const LaunchConfig& config) {
   const std::string host = hostName();
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
   const fs::path run_dir = launcher::runLogDir(config);
-  const fs::path timeline_dir = launcher::timelineDir(run_dir);
-  const fs::path worker_events_dir = timeline_dir / launcher::timeline::kWorkerEventsDir;
-  launcher::TimelineWriter timeline(timeline_dir / launcher::timeline::kFileName,
-                                    {host, config.rdzv_id, worker_events_dir});
+  // The timeline lives with the logs: --log-dir /dev/null (no run
+  // directory) asks for no files at all, so none.
+  const fs::path worker_events_dir =
+      run_dir.empty() ? fs::path() : run_dir / launcher::timeline::kWorkerEventsDir;
+  launcher::TimelineWriter timeline(
+      run_dir.empty() ? fs::path() : run_dir / launcher::timeline::kFileName,
+      {host, config.rdzv_id, worker_events_dir});
   if (timeline.writing()) {
     environment.reportTimelineEventsTo(worker_events_dir);
   }

@@ -34,6 +34,9 @@ double asMicroseconds(std::chrono::nanoseconds value) {
 
 TimelineWriter::TimelineWriter(fs::path path, AgentInfo agent)
     : path_(std::move(path)), agent_(std::move(agent)), pid_(static_cast<int>(::getpid())) {
+  if (path_.empty()) {
+    return;  // --log-dir /dev/null: no files at all
+  }
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     log().warn("no timeline: cannot create {}: {}", path_.string(), std::strerror(errno));

@@ -65,14 +65,6 @@ fs::path runLogDir(const LaunchConfig& config) {
   return makeUniqueDir(base / (config.rdzv_id + "_XXXXXX"), "the run's log directory");
 }
 
-fs::path timelineDir(const fs::path& run_dir) {
-  if (!run_dir.empty()) {
-    return run_dir;
-  }
-  return makeUniqueDir(fs::temp_directory_path() / "ddprun_timeline_XXXXXX",
-                       "a temporary directory for the timeline");
-}
-
 std::string describeLogs(const fs::path& run_dir) {
   return run_dir.empty() ? "no log files (--log-dir /dev/null)" : "logs in " + run_dir.string();
 }

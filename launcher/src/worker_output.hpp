@@ -39,12 +39,6 @@ class RunLogs {
   std::shared_ptr<int> prepared_attempt_;
 };
 
-// Where the agent's timeline.json goes: the run directory, or with
-// --log-dir /dev/null (no log files) a fresh ddprun_timeline_XXXXXX under
-// $TMPDIR, since the timeline is always written. Throws ddprun::Error naming
-// the directory when it cannot be made.
-std::filesystem::path timelineDir(const std::filesystem::path& run_dir);
-
 // "logs in <dir>", or that there are none: for the agent's first info line.
 std::string describeLogs(const std::filesystem::path& run_dir);
 

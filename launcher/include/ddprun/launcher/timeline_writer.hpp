@@ -37,7 +37,7 @@ class TimelineWriter final : public AgentEvents {
   };
 
   // Creates `path` (replacing a file there) and writes the process and track
-  // names and the "agent start" event.
+  // names and the "agent start" event. An empty `path`: writes nothing.
   TimelineWriter(std::filesystem::path path, AgentInfo agent);
   // Closes the array if close() did not.
   ~TimelineWriter() override;
