@@ -34,7 +34,7 @@ class C10dRendezvous final : public Rendezvous {
   std::optional<WorkerGroup> nextGroup() override;
   void cancelWait() override { membership_->cancelWait(); }
   void watchGroup(std::function<void(int newer_attempt)> over) override;
-  void requestRestart() override { membership_->requestRestart(); }
+  void requestRestart(const WorkerFailure& cause) override;
   bool failureStands(int attempt) override;
   // After a success: the exit barrier, then the run is closed. After a
   // failure: the run is aborted, so every other agent stops too. After a
