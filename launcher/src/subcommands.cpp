@@ -3,6 +3,8 @@
 #include <array>
 #include <string_view>
 
+#include "status_command.hpp"
+
 namespace ddprun::launcher {
 namespace {
 
@@ -12,7 +14,9 @@ struct Subcommand {
 };
 
 // Each subcommand is one entry here and a file of its own.
-constexpr std::array<Subcommand, 0> kSubcommands{};
+constexpr std::array<Subcommand, 1> kSubcommands{{
+    {"status", &runStatusCommand},
+}};
 
 }  // namespace
 
