@@ -220,15 +220,16 @@ void Agent::Impl::onExit(std::size_t index) {
   // a scheduler): a worker that ends then has not failed, whatever its status
   // (a Python one often exits 1 from its KeyboardInterrupt).
   const bool failed = !status.success() && !stopped_by_us && result.signal == 0;
+  const WorkerFailure failure = failureOf(worker, status);
   if (failed) {
-    recordFailure(worker, status);
+    result.failures.push_back(failure);
   }
   events().workerExited(worker.local_rank, worker.rank, worker.process.pid(), status, failed,
                         Clock::now());
   if (phase == Phase::Running && !status.success()) {
     restart_after_stop = restarts_used < config.max_restarts;
     if (restart_after_stop) {
-      rendezvous.requestRestart();  // every node moves to the next group
+      rendezvous.requestRestart(failure);  // every node moves to the next group
     }
     stopGroup(SIGTERM, AgentEvents::StopReason::kFailure);
     return;
@@ -243,10 +244,16 @@ void Agent::Impl::onExit(std::size_t index) {
   }
 }
 
-void Agent::Impl::recordFailure(const Worker& worker, const ExitStatus& status) {
-  result.failures.push_back({group.attempt, worker.rank, worker.local_rank, worker.process.pid(),
-                             status, worker.error_file, std::chrono::system_clock::now(),
-                             Clock::now(), worker.verdict});
+WorkerFailure Agent::Impl::failureOf(const Worker& worker, const ExitStatus& status) const {
+  return {group.attempt,
+          worker.rank,
+          worker.local_rank,
+          worker.process.pid(),
+          status,
+          worker.error_file,
+          std::chrono::system_clock::now(),
+          Clock::now(),
+          worker.verdict};
 }
 
 // A watchdog's verdict stands only against a worker of the running group.

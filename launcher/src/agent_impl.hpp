@@ -59,7 +59,7 @@ struct Agent::Impl {
   void onGroupOver(int newer_attempt);
   void spawnWorker(int local_rank);
   void onExit(std::size_t index);
-  void recordFailure(const Worker& worker, const ExitStatus& status);
+  WorkerFailure failureOf(const Worker& worker, const ExitStatus& status) const;
   bool runs(std::size_t index) const;
   bool condemn(std::size_t index, const WorkerVerdict& verdict);
   // Stops the running group with `signal`, telling the observers why.

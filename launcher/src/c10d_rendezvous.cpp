@@ -48,6 +48,7 @@ ElasticOptions membershipOptions(const LaunchConfig& config, const NodeInfo& nod
   options.keep_alive_max_attempt = conf.keepAliveMaxAttempt();
   options.local_addr = config.local_addr.value_or("");
   options.store_port = store_port;
+  options.max_restarts = config.max_restarts;
   if (conf.token_file) {
     const rdzv::Token token = rdzv::readTokenFile("--rdzv-conf token_file", *conf.token_file);
     if (token.warning) {
@@ -56,6 +57,22 @@ ElasticOptions membershipOptions(const LaunchConfig& config, const NodeInfo& nod
     options.token = token.secret;
   }
   return options;
+}
+
+// A worker's failure as the rendezvous keeps it for `ddprun status`.
+proto::rendezvous::WorkerFailureReport failureReport(const WorkerFailure& failure) {
+  proto::rendezvous::WorkerFailureReport report;
+  report.round = failure.attempt;
+  report.rank = failure.rank;
+  report.local_rank = failure.local_rank;
+  report.pid = failure.pid;
+  if (failure.status.kind == ExitStatus::Kind::Signaled) {
+    report.signal = failure.status.code;
+  } else {
+    report.exit_code = failure.status.code;
+  }
+  report.reason = failure.verdict.empty() ? failure.status.describe() : failure.verdict.reason;
+  return report;
 }
 
 }  // namespace
@@ -161,6 +178,10 @@ void C10dRendezvous::watchGroup(std::function<void(int newer_attempt)> over) {
   });
 }
 
+void C10dRendezvous::requestRestart(const WorkerFailure& cause) {
+  membership_->requestRestart(failureReport(cause));
+}
+
 // A round another agent hosted ends with that agent: its workers die with
 // it and reset this node's, often before this agent has noticed the loss.
 bool C10dRendezvous::failureStands(int attempt) {
@@ -182,7 +203,10 @@ int C10dRendezvous::finishJob(const RunResult& result) {
       // job fails everywhere. An error of this agent's own rendezvous (it
       // never ran a group) only takes this agent out.
       if (result.started) {
-        membership_->close(/*failed=*/true);
+        membership_->close(/*failed=*/true,
+                           result.failures.empty()
+                               ? std::nullopt
+                               : std::optional(failureReport(result.failures.front())));
       }
       return result.exit_code;
     }

@@ -102,6 +102,8 @@ protocol::JoinRequest ElasticMembership::joinRequest(const rdzv::StoreClient& le
   std::lock_guard lock(mutex_);
   request.session = session_;
   request.last_round = returned_;
+  request.max_restarts = options_.max_restarts;
+  request.restarts_used = restarts_used_;
   if (rejoin && running_) {
     request.rejoin = protocol::Rejoin{running_->round, running_->group_rank,
                                       running_->group_world_size, done_sent_};
@@ -153,9 +155,9 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
     }
     try {
       while (!requests_.empty()) {
-        const Verb verb = requests_.front();
+        const auto [verb, value] = requests_.front();
         lock.unlock();
-        lease.set(protocol::verbKey(options_.run_id, verb), options_.agent_id);
+        lease.set(protocol::verbKey(options_.run_id, verb), value);
         lock.lock();
         requests_.pop_front();
         ++requests_sent_;
@@ -374,11 +376,21 @@ std::unique_ptr<rdzv::StoreClient> ElasticMembership::recover() {
   return nullptr;
 }
 
-void ElasticMembership::enqueue(Verb verb) {
+void ElasticMembership::enqueue(Verb verb, std::string value) {
   std::lock_guard lock(mutex_);
-  requests_.push_back(verb);
+  requests_.emplace_back(verb, std::move(value));
   ++requests_queued_;
   changed_.notify_all();
+}
+
+// An older rendezvous refuses a value that is not the agent's id (and
+// closes the lease): a report goes only where the round said it is taken.
+std::string ElasticMembership::reportValue(
+    const std::optional<protocol::WorkerFailureReport>& failure) {
+  if (!running_ || !running_->reports) {
+    return options_.agent_id;
+  }
+  return protocol::encodeAgentReport({options_.agent_id, restarts_used_, failure});
 }
 
 // Waits until every request queued so far has gone out; false after
@@ -391,12 +403,26 @@ bool ElasticMembership::drained(std::chrono::milliseconds timeout) {
   }) && requests_sent_ >= target;
 }
 
-void ElasticMembership::requestRestart() { enqueue(Verb::kRestart); }
+void ElasticMembership::requestRestart(const protocol::WorkerFailureReport& failure) {
+  std::string value;
+  {
+    std::lock_guard lock(mutex_);
+    ++restarts_used_;
+    value = reportValue(failure);
+  }
+  enqueue(Verb::kRestart, std::move(value));
+}
 
-void ElasticMembership::storeReady() { enqueue(Verb::kStoreReady); }
+void ElasticMembership::storeReady() { enqueue(Verb::kStoreReady, options_.agent_id); }
 
-void ElasticMembership::close(bool failed) {
-  enqueue(failed ? Verb::kAbort : Verb::kClose);
+void ElasticMembership::close(bool failed,
+                              const std::optional<protocol::WorkerFailureReport>& cause) {
+  std::string value = options_.agent_id;
+  if (failed) {
+    std::lock_guard lock(mutex_);
+    value = reportValue(cause);
+  }
+  enqueue(failed ? Verb::kAbort : Verb::kClose, std::move(value));
   if (!drained(keepAliveBound())) {
     log().warn("could not tell the rendezvous at {} that the job {}", endpoint(),
                failed ? "failed here" : "is over");

@@ -27,8 +27,9 @@ using protocol::EventType;
 constexpr std::chrono::hours kEventWait{24 * 365};
 
 ElasticRound roundFrom(const protocol::Event& event) {
-  return {event.round,      event.group_rank, event.group_world_size, event.base_rank,
-          event.world_size, event.store_host, event.store_port,       event.rendezvous_host};
+  return {event.round,      event.group_rank,      event.group_world_size,
+          event.base_rank,  event.world_size,      event.store_host,
+          event.store_port, event.rendezvous_host, event.reports};
 }
 
 std::string nodes(const ElasticOptions& options) {
@@ -326,7 +327,7 @@ ElasticMembership::Finish ElasticMembership::finish(std::chrono::milliseconds ti
     std::lock_guard lock(mutex_);
     done_sent_ = true;  // a rejoin after an outage says so too
   }
-  enqueue(protocol::Verb::kDone);
+  enqueue(protocol::Verb::kDone, options_.agent_id);
   WaitNotice notice(
       [this] {
         return "the other nodes of rendezvous '" + options_.run_id +

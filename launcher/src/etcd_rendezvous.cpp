@@ -316,7 +316,8 @@ void EtcdRendezvous::onViewChange() {
   }
 }
 
-void EtcdRendezvous::requestRestart() {
+void EtcdRendezvous::requestRestart(const WorkerFailure& cause) {
+  (void)cause;  // etcd's records keep no failures (ddprun status reads c10d only)
   const std::int64_t round = returned_;
   std::lock_guard lock(requests_mutex_);
   requests_.emplace_back([this, round] {

@@ -3,6 +3,7 @@
 #include <array>
 #include <string_view>
 
+#include "status_command.hpp"
 #include "timeline_command.hpp"
 
 namespace ddprun::launcher {
@@ -14,7 +15,8 @@ struct Subcommand {
 };
 
 // Each subcommand is one entry here and a file of its own.
-constexpr std::array<Subcommand, 1> kSubcommands{{
+constexpr std::array<Subcommand, 2> kSubcommands{{
+    {"status", &runStatusCommand},
     {"timeline", &runTimelineCommand},
 }};
 

@@ -69,6 +69,16 @@ constexpr const char* kRejoin = "rejoin";
 constexpr const char* kWorkersDone = "workers_done";
 constexpr const char* kAuth = "auth";
 constexpr const char* kRendezvousHost = "rendezvous_host";
+constexpr const char* kMaxRestarts = "max_restarts";
+constexpr const char* kRestartsUsed = "restarts_used";
+constexpr const char* kReports = "reports";
+constexpr const char* kFailure = "failure";
+constexpr const char* kRank = "rank";
+constexpr const char* kLocalRank = "local_rank";
+constexpr const char* kPid = "pid";
+constexpr const char* kExitCode = "exit_code";
+constexpr const char* kSignal = "signal";
+constexpr const char* kReason = "reason";
 }  // namespace field
 
 std::string toHex(const unsigned char* bytes, std::size_t size) {
@@ -226,6 +236,10 @@ std::string encodeJoin(const JoinRequest& join) {
   if (!join.auth.empty()) {
     request[field::kAuth] = join.auth;
   }
+  if (join.max_restarts) {
+    request[field::kMaxRestarts] = *join.max_restarts;
+  }
+  request[field::kRestartsUsed] = join.restarts_used;
   if (join.rejoin) {
     request[field::kRejoin] = {{field::kRound, join.rejoin->round},
                                {field::kGroupRank, join.rejoin->group_rank},
@@ -260,6 +274,12 @@ std::optional<JoinRequest> decodeJoin(std::string_view text, std::string& why) {
     join.session = request.at(field::kSession).get<std::int64_t>();
     join.last_round = request.at(field::kLastRound).get<std::int64_t>();
     join.auth = request.value(field::kAuth, std::string());
+    if (request.contains(field::kMaxRestarts)) {
+      join.max_restarts = intField(request, field::kMaxRestarts);
+    }
+    if (request.contains(field::kRestartsUsed)) {
+      join.restarts_used = intField(request, field::kRestartsUsed);
+    }
     if (request.contains(field::kRejoin)) {
       const json& rejoin = request.at(field::kRejoin);
       join.rejoin = Rejoin{
@@ -270,14 +290,15 @@ std::optional<JoinRequest> decodeJoin(std::string_view text, std::string& why) {
     why = std::string("a bad rendezvous join: ") + error.what();
     return std::nullopt;
   }
-  if (join.agent.empty() || join.agent.find('/') != std::string::npos || join.min_nodes < 1 ||
-      join.max_nodes < join.min_nodes || join.local_world_size < 1 || join.session < 0 ||
-      join.last_round < -1 ||
+  if (join.agent.empty() || join.agent.find('/') != std::string::npos ||
+      join.agent.front() == '{' || join.min_nodes < 1 || join.restarts_used < 0 ||
+      join.max_restarts.value_or(0) < 0 || join.max_nodes < join.min_nodes ||
+      join.local_world_size < 1 || join.session < 0 || join.last_round < -1 ||
       (join.rejoin && (join.rejoin->round < 0 || join.rejoin->group_rank < 0 ||
                        join.rejoin->group_rank >= join.rejoin->group_world_size))) {
     why =
-        "a bad rendezvous join (empty agent id or one with '/', bad node counts, session or "
-        "rejoin)";
+        "a bad rendezvous join (empty agent id, one with '/' or starting with '{', bad node "
+        "counts, restart counts, session or rejoin)";
     return std::nullopt;
   }
   // A keep-alive of 0 would drop the agent the moment it joined; one past
@@ -292,6 +313,63 @@ std::optional<JoinRequest> decodeJoin(std::string_view text, std::string& why) {
     return std::nullopt;
   }
   return join;
+}
+
+std::string encodeAgentReport(const AgentReport& report) {
+  json out = {{field::kAgent, report.agent}};
+  if (report.restarts_used) {
+    out[field::kRestartsUsed] = *report.restarts_used;
+  }
+  if (report.failure) {
+    const WorkerFailureReport& failure = *report.failure;
+    json failed = {{field::kRound, failure.round},
+                   {field::kRank, failure.rank},
+                   {field::kLocalRank, failure.local_rank},
+                   {field::kPid, failure.pid},
+                   {field::kReason, failure.reason}};
+    if (failure.exit_code) {
+      failed[field::kExitCode] = *failure.exit_code;
+    }
+    if (failure.signal) {
+      failed[field::kSignal] = *failure.signal;
+    }
+    out[field::kFailure] = std::move(failed);
+  }
+  return out.dump();
+}
+
+std::optional<AgentReport> decodeVerbValue(std::string_view value, std::string& why) {
+  if (!value.starts_with('{')) {
+    return AgentReport{std::string(value), std::nullopt, std::nullopt};
+  }
+  const json in = json::parse(value, nullptr, /*allow_exceptions=*/false);
+  AgentReport report;
+  try {
+    report.agent = in.at(field::kAgent).get<std::string>();
+    if (in.contains(field::kRestartsUsed)) {
+      report.restarts_used = intField(in, field::kRestartsUsed);
+    }
+    if (in.contains(field::kFailure)) {
+      const json& failed = in.at(field::kFailure);
+      WorkerFailureReport failure;
+      failure.round = failed.at(field::kRound).get<std::int64_t>();
+      failure.rank = intField(failed, field::kRank);
+      failure.local_rank = intField(failed, field::kLocalRank);
+      failure.pid = failed.at(field::kPid).get<std::int64_t>();
+      failure.reason = failed.at(field::kReason).get<std::string>();
+      if (failed.contains(field::kExitCode)) {
+        failure.exit_code = intField(failed, field::kExitCode);
+      }
+      if (failed.contains(field::kSignal)) {
+        failure.signal = intField(failed, field::kSignal);
+      }
+      report.failure = std::move(failure);
+    }
+  } catch (const std::exception& error) {  // json's, and intField's out_of_range
+    why = std::string("a bad rendezvous report: ") + error.what();
+    return std::nullopt;
+  }
+  return report;
 }
 
 std::string_view eventTypeName(EventType type) {
@@ -317,6 +395,9 @@ std::string encodeEvent(const Event& event) {
     out[field::kStoreHost] = event.store_host;
     out[field::kStorePort] = event.store_port;
     out[field::kRendezvousHost] = event.rendezvous_host;
+    if (event.reports) {
+      out[field::kReports] = true;
+    }
   }
   if (event.failed_on) {
     out[field::kFailedOn] = *event.failed_on;
@@ -354,6 +435,7 @@ Event decodeEvent(std::string_view text) {
       event.store_host = in.at(field::kStoreHost).get<std::string>();
       event.store_port = in.at(field::kStorePort).get<std::uint16_t>();
       event.rendezvous_host = in.at(field::kRendezvousHost).get<std::string>();
+      event.reports = in.value(field::kReports, false);
     }
     if (in.contains(field::kFailedOn)) {
       event.failed_on = in.at(field::kFailedOn).get<std::string>();

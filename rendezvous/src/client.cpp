@@ -101,9 +101,10 @@ std::vector<std::string_view> views(const std::vector<std::string>& strings) {
 
 }  // namespace
 
-StoreClient::StoreClient(const std::string& host, std::uint16_t port, Duration timeout)
+StoreClient::StoreClient(const std::string& host, std::uint16_t port, Duration timeout,
+                         Connect connect)
     : timeout_(timeout), peer_(host + ":" + std::to_string(port)) {
-  connectWithRetry(host, port, timeout);
+  connectWithRetry(host, port, timeout, connect);
 }
 
 StoreClient::~StoreClient() {
@@ -112,7 +113,8 @@ StoreClient::~StoreClient() {
   }
 }
 
-void StoreClient::connectWithRetry(const std::string& host, std::uint16_t port, Duration timeout) {
+void StoreClient::connectWithRetry(const std::string& host, std::uint16_t port, Duration timeout,
+                                   Connect connect) {
   const auto give_up = Clock::now() + timeout;
   auto backoff = std::chrono::milliseconds(10);
   std::string error;
@@ -120,6 +122,9 @@ void StoreClient::connectWithRetry(const std::string& host, std::uint16_t port, 
     fd_ = tryConnect(host, port, give_up, error);
     if (fd_ >= 0) {
       break;
+    }
+    if (connect == Connect::kOnce) {
+      throw NetworkError("cannot connect to " + peer_ + ": " + error);
     }
     if (Clock::now() + backoff >= give_up) {
       throw TimeoutError("cannot connect to the store at " + peer_ + " within " +

@@ -288,6 +288,27 @@ void ElasticRendezvous::orderFirstRound() {
 
 bool ElasticRendezvous::knows(const std::string& id) const { return findIn(*this, id) != nullptr; }
 
+std::optional<ElasticRendezvous::Clock::time_point> ElasticRendezvous::lastSeen(
+    const std::string& id) const {
+  const Agent* agent = findIn(*this, id);
+  return agent != nullptr ? std::optional<Clock::time_point>(agent->last_seen) : std::nullopt;
+}
+
+std::vector<std::string> ElasticRendezvous::rejoined() const {
+  std::vector<std::pair<int, std::string>> back;
+  if (restore_) {
+    for (const auto& [group_rank, agent] : restore_->back) {
+      back.emplace_back(group_rank, agent.info.id);
+    }
+  }
+  std::sort(back.begin(), back.end());
+  std::vector<std::string> ids;
+  for (auto& entry : back) {
+    ids.push_back(std::move(entry.second));
+  }
+  return ids;
+}
+
 ElasticRendezvous::Agent* ElasticRendezvous::find(const std::string& id) {
   return findIn(*this, id);
 }

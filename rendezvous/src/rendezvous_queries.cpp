@@ -1,6 +1,8 @@
 // The read-only questions the rendezvous answers (GETs of
 // "ddprun/query/<question>"): computed under the store lock from what the
 // service holds, never stored, so asking changes nothing an agent sees.
+// The answers' shapes are proto/include/ddprun/proto/rendezvous_status.hpp.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "ddprun/rendezvous/rendezvous_service.hpp"
@@ -9,9 +11,14 @@ namespace ddprun::rdzv {
 namespace {
 
 namespace protocol = proto::rendezvous;
+using protocol::JobState;
+using protocol::MemberState;
 
-std::string errorAnswer(std::string why) {
-  return nlohmann::json{{"error", std::move(why)}}.dump();
+std::string errorAnswer(std::string why) { return protocol::encodeQueryError({std::move(why)}); }
+
+std::int64_t millisecondsSince(std::chrono::steady_clock::time_point then,
+                               std::chrono::steady_clock::time_point now) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(now - then).count();
 }
 
 }  // namespace
@@ -24,7 +31,130 @@ std::string RendezvousService::answer(std::string_view key, Clock::time_point no
          std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()}}
         .dump();
   }
+  if (question == protocol::kQueryJobs) {
+    return jobsAnswer(now);
+  }
+  if (const auto run_id = protocol::statusRunOf(question)) {
+    return statusAnswer(*run_id, now);
+  }
   return errorAnswer("no such question: '" + std::string(question) + "'");
+}
+
+std::string RendezvousService::jobsAnswer(Clock::time_point now) const {
+  std::vector<protocol::JobSummary> jobs;
+  for (const auto& [run_id, run] : runs_) {
+    const protocol::JobStatus status = statusOf(run_id, run, now);
+    jobs.push_back({run_id, status.state, status.round, static_cast<int>(status.members.size()),
+                    static_cast<int>(status.spares.size()), status.world_size,
+                    status.since_round_ms});
+  }
+  return protocol::encodeJobList(jobs);
+}
+
+std::string RendezvousService::statusAnswer(std::string_view run_id, Clock::time_point now) const {
+  const auto run = runs_.find(run_id);
+  if (run == runs_.end()) {
+    return errorAnswer("no rendezvous '" + std::string(run_id) + "' here");
+  }
+  return protocol::encodeJobStatus(statusOf(run->first, run->second, now));
+}
+
+protocol::JobStatus RendezvousService::statusOf(const std::string& run_id, const Run& run,
+                                                Clock::time_point now) const {
+  const ElasticRendezvous& rdzv = run.rdzv;
+  const JobRecord& record = run.record;
+  protocol::JobStatus status;
+  status.run_id = run_id;
+  status.round = rdzv.restoring().value_or(rdzv.round());
+  status.min_nodes = run.settings.min_nodes;
+  status.max_nodes = run.settings.max_nodes;
+  status.rendezvous_host = host_agent_;
+  if (rdzv.closed()) {
+    status.state = run.aborted_by.empty() ? JobState::kClosed : JobState::kFailed;
+  } else if (rdzv.restoring()) {
+    status.state = JobState::kRestoring;
+  } else if (rdzv.complete()) {
+    status.state = JobState::kRunning;
+  } else {
+    status.state = record.roundDecidedAt() ? JobState::kSuspended : JobState::kForming;
+  }
+  if (const auto decided = record.roundDecidedAt()) {
+    status.since_round_ms = millisecondsSince(*decided, now);
+  }
+  describeMembers(run, now, status);
+  status.restarts_used = record.restarts();
+  if (const auto& failure = record.lastFailure()) {
+    status.last_failure = protocol::FailureStatus{
+        failure->agent, protocol::agentHost(failure->agent), failure->report, failure->ended_job,
+        millisecondsSince(failure->when, now)};
+  }
+  for (const JobRecord::Loss& loss : record.losses()) {
+    status.losses.push_back({loss.agent, protocol::agentHost(loss.agent), loss.round,
+                             loss.was_member, loss.reason, millisecondsSince(loss.when, now)});
+  }
+  if (!run.aborted_by.empty()) {
+    status.failed_on = run.aborted_by;
+  }
+  return status;
+}
+
+// Members in group-rank order (their ranks once the round is complete) and
+// spares; the restarts left are the fewest any member has.
+void RendezvousService::describeMembers(const Run& run, Clock::time_point now,
+                                        protocol::JobStatus& status) const {
+  const ElasticRendezvous& rdzv = run.rdzv;
+  const auto describe = [&](const std::string& agent, MemberState state) {
+    protocol::MemberStatus member;
+    member.agent = agent;
+    member.host = protocol::agentHost(agent);
+    member.state = state;
+    member.connected = run.leases.contains(agent);
+    if (const auto seen = rdzv.lastSeen(agent)) {
+      member.heard_ms = millisecondsSince(*seen, now);
+    }
+    if (const JobRecord::Profile* profile = run.record.profile(agent)) {
+      member.local_world_size = profile->local_world_size;
+      member.max_restarts = profile->max_restarts;
+      member.restarts_used = profile->restarts_used;
+    }
+    return member;
+  };
+  const auto stateOf = [&](const std::string& agent) {
+    if (rdzv.restoring()) {
+      return MemberState::kRestoring;
+    }
+    if (run.done_round == rdzv.round() && run.done.contains(agent)) {
+      return MemberState::kDone;
+    }
+    if (rdzv.closed()) {
+      return MemberState::kEnded;
+    }
+    if (!rdzv.complete()) {
+      return MemberState::kWaiting;
+    }
+    const bool held = run.held_round == rdzv.round() &&
+                      std::any_of(run.held.begin(), run.held.end(),
+                                  [&](const auto& entry) { return entry.first == agent; });
+    return held ? MemberState::kStarting : MemberState::kRunning;
+  };
+  int next_rank = 0;
+  for (const std::string& agent : rdzv.restoring() ? rdzv.rejoined() : rdzv.members()) {
+    protocol::MemberStatus member = describe(agent, stateOf(agent));
+    if (rdzv.complete()) {
+      member.node_rank = static_cast<int>(status.members.size());
+      member.base_rank = next_rank;
+      next_rank += member.local_world_size;
+    }
+    if (member.max_restarts) {
+      const int left = std::max(0, *member.max_restarts - member.restarts_used);
+      status.restarts_left = std::min(status.restarts_left.value_or(left), left);
+    }
+    status.members.push_back(std::move(member));
+  }
+  status.world_size = next_rank;
+  for (const std::string& agent : rdzv.spares()) {
+    status.spares.push_back(describe(agent, MemberState::kSpare));
+  }
 }
 
 }  // namespace ddprun::rdzv

@@ -63,11 +63,16 @@ std::optional<std::string> RendezvousService::onSet(ClientId client, std::string
   if (dropped_leases_.contains(client)) {
     return std::nullopt;  // its agent reads "dropped" in its events
   }
-  if (auto refusal = authorize(client, run_id, parts->verb_text, value)) {
+  std::string why;
+  const auto report = protocol::decodeVerbValue(value, why);
+  if (!report) {
+    return why;
+  }
+  const std::string& agent = report->agent;
+  if (auto refusal = authorize(client, run_id, parts->verb_text, agent)) {
     return refusal;
   }
   Run& run = runs_.find(run_id)->second;
-  const std::string agent(value);
   switch (*parts->verb) {
     case protocol::Verb::kJoin:
     case protocol::Verb::kChallenge:
@@ -79,23 +84,26 @@ std::optional<std::string> RendezvousService::onSet(ClientId client, std::string
       run.rdzv.heartbeat(agent, now);
       break;
     case protocol::Verb::kRestart:
-      publish(run_id, run, run.rdzv.restart(agent, now), keys);
+      run.record.reported(*report, /*ended_job=*/false, now);
+      publish(run_id, run, run.rdzv.restart(agent, now), now, keys);
       break;
     case protocol::Verb::kLeave:
       bindings_.erase(client);
       run.leases.erase(agent);
-      publish(run_id, run, run.rdzv.lose(agent, now), keys);
+      noteLoss(run, agent, protocol::LossReason::kLeft, now);
+      publish(run_id, run, run.rdzv.lose(agent, now), now, keys);
       tell(run_id, run, agent, simpleEvent(EventType::kLeft), keys);  // its reader can stop
       break;
     case protocol::Verb::kClose:
-      publish(run_id, run, run.rdzv.close(), keys);
+      publish(run_id, run, run.rdzv.close(), now, keys);
       break;
     case protocol::Verb::kDone:
       finishMember(run_id, run, agent, keys);
       break;
     case protocol::Verb::kAbort:
       run.aborted_by = agent;  // the closed events say the job failed, and where
-      publish(run_id, run, run.rdzv.close(), keys);
+      run.record.reported(*report, /*ended_job=*/true, now);
+      publish(run_id, run, run.rdzv.close(), now, keys);
       break;
   }
   return std::nullopt;
@@ -164,13 +172,17 @@ std::optional<std::string> RendezvousService::join(ClientId client, const std::s
   bindings_[client] = {run_id, agent.id};
   run.leases[agent.id] = client;
   run.stores[agent.id] = {request->store_host, request->store_port};
+  run.record.joined(*request);
   if (request->rejoin && request->rejoin->workers_done) {
     recordDone(run, agent.id, request->rejoin->round);
   }
   if (status == JoinStatus::kSpare) {
     tell(run_id, run, agent.id, simpleEvent(EventType::kSpare), keys);
   }
-  publish(run_id, run, events, keys);
+  publish(run_id, run, events, now, keys);
+  if (run.rdzv.complete() && !run.record.roundDecidedAt()) {
+    run.record.roundDecided(now);  // restored as it was, with no new round
+  }
   pushExitBarrier(run_id, run, keys);
   return std::nullopt;
 }
@@ -289,7 +301,8 @@ bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
   bindings_.erase(binding);
   if (auto run = runs_.find(lost.run_id); run != runs_.end()) {
     run->second.leases.erase(lost.agent);
-    publish(lost.run_id, run->second, run->second.rdzv.lose(lost.agent, now), keys);
+    noteLoss(run->second, lost.agent, protocol::LossReason::kConnectionClosed, now);
+    publish(lost.run_id, run->second, run->second.rdzv.lose(lost.agent, now), now, keys);
     pushExitBarrier(lost.run_id, run->second, keys);
   }
   return true;
@@ -299,12 +312,17 @@ bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
 // was dropped, or its agent and workers would run on alone.
 void RendezvousService::tick(Clock::time_point now, KeySpace& keys) {
   for (auto& [run_id, run] : runs_) {
-    std::vector<std::string> before = run.rdzv.members();
+    const std::vector<std::string> members = run.rdzv.members();
+    std::vector<std::string> before = members;
     const std::vector<std::string> spares = run.rdzv.spares();
     before.insert(before.end(), spares.begin(), spares.end());
-    publish(run_id, run, run.rdzv.tick(now), keys);
+    const int64_t round = run.rdzv.round();
+    publish(run_id, run, run.rdzv.tick(now), now, keys);
     for (const std::string& agent : before) {
       if (!run.rdzv.knows(agent)) {
+        run.record.lost(agent, round,
+                        std::find(members.begin(), members.end(), agent) != members.end(),
+                        protocol::LossReason::kNoHeartbeat, now);
         tell(run_id, run, agent, simpleEvent(EventType::kDropped), keys);
         if (const auto lease = run.leases.find(agent); lease != run.leases.end()) {
           bindings_.erase(lease->second);  // it speaks for nobody any more
@@ -334,11 +352,23 @@ std::optional<RendezvousService::Clock::time_point> RendezvousService::nextDeadl
   return earliest;
 }
 
+// A loss `ddprun status` will show: an agent the running job still counted
+// on (after the job closed, agents leave as they should).
+void RendezvousService::noteLoss(Run& run, const std::string& agent, protocol::LossReason reason,
+                                 Clock::time_point now) {
+  if (run.rdzv.closed() || !run.rdzv.knows(agent)) {
+    return;
+  }
+  const auto members = run.rdzv.members();
+  run.record.lost(agent, run.rdzv.round(),
+                  std::find(members.begin(), members.end(), agent) != members.end(), reason, now);
+}
+
 void RendezvousService::publish(const std::string& run_id, Run& run, const Events& events,
-                                KeySpace& keys) {
+                                Clock::time_point now, KeySpace& keys) {
   for (const RendezvousEvent& event : events) {
     if (const auto* round = std::get_if<RoundCompleted>(&event)) {
-      publishRound(run_id, run, *round, keys);
+      publishRound(run_id, run, *round, now, keys);
     } else if (const auto* suspended = std::get_if<RoundSuspended>(&event)) {
       for (const std::string& agent : suspended->waiting) {
         tell(run_id, run, agent, simpleEvent(EventType::kSuspended, suspended->round), keys);
@@ -360,8 +390,11 @@ void RendezvousService::publish(const std::string& run_id, Run& run, const Event
 // this round (store_ready), so no new worker sees the last round's keys. A
 // newer round replaces what is still held.
 void RendezvousService::publishRound(const std::string& run_id, Run& run,
-                                     const RoundCompleted& round, KeySpace& keys) {
+                                     const RoundCompleted& round, Clock::time_point now,
+                                     KeySpace& keys) {
+  run.record.roundDecided(now);
   Event event = simpleEvent(EventType::kRound, round.round);
+  event.reports = true;  // restart and abort may carry their failure
   event.group_world_size = static_cast<int>(round.nodes.size());
   event.world_size = round.world_size;
   event.rendezvous_host = host_agent_;

@@ -125,6 +125,14 @@ TEST(AgentTest, ACountedRestartAsksTheRendezvousForTheNextGroup) {
   EXPECT_EQ(rendezvous.calls(), 2);
   EXPECT_EQ(rendezvous.restartRequests(), 1);
   EXPECT_EQ(readEnvFile(dir.path() / "1.env")["TORCHELASTIC_RESTART_COUNT"], "1");
+  // The request names the failure that started it (`ddprun status` shows it).
+  const auto causes = rendezvous.restartCauses();
+  ASSERT_EQ(causes.size(), 1u);
+  EXPECT_EQ(causes[0].attempt, 0);
+  EXPECT_EQ(causes[0].rank, 1);
+  EXPECT_EQ(causes[0].local_rank, 1);
+  EXPECT_EQ(causes[0].status.describe(), "exited with code 1");
+  EXPECT_GT(causes[0].pid, 0);
 }
 
 TEST(AgentTest, RestartsAreBoundedByMaxRestarts) {

@@ -60,9 +60,10 @@ class FakeRendezvous : public Rendezvous {
     over_ = std::move(over);
   }
 
-  void requestRestart() override {
+  void requestRestart(const WorkerFailure& cause) override {
     std::lock_guard lock(mutex_);
     ++restart_requests_;
+    restart_causes_.push_back(cause);
   }
 
   bool failureStands(int attempt) override {
@@ -112,6 +113,11 @@ class FakeRendezvous : public Rendezvous {
     std::lock_guard lock(mutex_);
     return restart_requests_;
   }
+  // The failure each restart request named, in order.
+  std::vector<WorkerFailure> restartCauses() {
+    std::lock_guard lock(mutex_);
+    return restart_causes_;
+  }
   bool cancelled() {
     std::lock_guard lock(mutex_);
     return cancelled_;
@@ -133,6 +139,7 @@ class FakeRendezvous : public Rendezvous {
   std::deque<Step> script_;
   int calls_ = 0;
   int restart_requests_ = 0;
+  std::vector<WorkerFailure> restart_causes_;
   bool cancelled_ = false;
   bool failure_stands_ = true;
   std::vector<int> failure_checks_;

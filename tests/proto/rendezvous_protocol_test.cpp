@@ -53,6 +53,44 @@ TEST(RendezvousJoin, RoundTripsWithAndWithoutANodeRank) {
   join.last_round = 6;
   join.rejoin = Rejoin{6, 1, 3, true};
   EXPECT_EQ(decodeJoin(encodeJoin(join), why), join) << why;
+  join.max_restarts = 3;
+  join.restarts_used = 2;
+  EXPECT_EQ(decodeJoin(encodeJoin(join), why), join) << why;
+}
+
+// An older agent's join has no restart counts; an older rendezvous reads
+// only the fields it knows, so the new ones change nothing for it.
+TEST(RendezvousJoin, RestartCountsAreOptional) {
+  std::string why;
+  const auto old_join = decodeJoin(R"({"agent":"a:1","local_world_size":1,"min_nodes":1,
+      "max_nodes":1,"last_call_timeout_ms":0,"keep_alive_timeout_ms":1,"store_host":"h",
+      "store_port":1,"session":0,"last_round":-1})",
+                                   why);
+  ASSERT_TRUE(old_join) << why;
+  EXPECT_FALSE(old_join->max_restarts);
+  EXPECT_EQ(old_join->restarts_used, 0);
+  JoinRequest join = *old_join;
+  join.restarts_used = -1;
+  EXPECT_FALSE(decodeJoin(encodeJoin(join), why));
+  join.restarts_used = 0;
+  join.agent = "{node";
+  EXPECT_FALSE(decodeJoin(encodeJoin(join), why)) << "an id a report could be mistaken for";
+}
+
+TEST(RendezvousReports, RoundTripAndPlainValuesAreTheAgentAlone) {
+  std::string why;
+  AgentReport report{"node1:77", 2,
+                     WorkerFailureReport{3, 5, 1, 4242, 3, std::nullopt, "exited with code 3"}};
+  EXPECT_EQ(decodeVerbValue(encodeAgentReport(report), why), report) << why;
+  report.failure->exit_code.reset();
+  report.failure->signal = 9;
+  EXPECT_EQ(decodeVerbValue(encodeAgentReport(report), why), report) << why;
+  const AgentReport bare{"node1:77", std::nullopt, std::nullopt};
+  EXPECT_EQ(decodeVerbValue(encodeAgentReport(bare), why), bare) << why;
+  EXPECT_EQ(decodeVerbValue("node1:77", why), bare) << "an older agent's value";
+  EXPECT_FALSE(decodeVerbValue("{not json", why));
+  EXPECT_NE(why.find("a bad rendezvous report"), std::string::npos) << why;
+  EXPECT_FALSE(decodeVerbValue(R"({"agent":"a:1","failure":{"round":0}})", why));
 }
 
 TEST(RendezvousJoin, MalformedJoinsAreNamed) {
@@ -111,6 +149,8 @@ TEST(RendezvousEvents, EveryTypeRoundTrips) {
   round.store_host = "::1";
   round.store_port = 29999;
   round.rendezvous_host = "node0:123";
+  EXPECT_EQ(decodeEvent(encodeEvent(round)), round);
+  round.reports = true;
   EXPECT_EQ(decodeEvent(encodeEvent(round)), round);
   Event closed;
   closed.type = EventType::kClosed;

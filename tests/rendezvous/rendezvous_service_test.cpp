@@ -13,6 +13,7 @@
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/rendezvous/client.hpp"
 #include "ddprun/rendezvous/server.hpp"
+#include "test_agent.hpp"
 
 namespace ddprun::rdzv {
 namespace {
@@ -22,88 +23,8 @@ using namespace std::chrono_literals;
 namespace protocol = proto::rendezvous;
 using protocol::Event;
 using protocol::EventType;
-
-struct JoinSpec {
-  int min_nodes = 1;
-  int max_nodes = 1;
-  int local_world_size = 2;
-  int64_t last_call_ms = 30'000;
-  int64_t keep_alive_ms = 60'000;
-};
-
-// One agent: its own connection (its lease) and its event cursor. Agent "x"
-// announces the workers' store "store-x:<its join count>".
-class TestAgent {
- public:
-  TestAgent(std::uint16_t port, std::string run, std::string id)
-      : port_(port),
-        run_(std::move(run)),
-        id_(std::move(id)),
-        client_(std::make_unique<StoreClient>("127.0.0.1", port, 10s)) {}
-
-  void join(const JoinSpec& spec, std::uint16_t store_port = 1) {
-    join(spec, store_port, 0, std::nullopt, -1);
-  }
-
-  // A join as the given session; `rejoin`: coming back to a round.
-  void join(const JoinSpec& spec, std::uint16_t store_port, int64_t session,
-            std::optional<protocol::Rejoin> rejoin, int64_t last_round) {
-    session_ = session;
-    next_ = 0;
-    protocol::JoinRequest request;
-    request.session = session;
-    request.rejoin = rejoin;
-    request.last_round = last_round;
-    request.agent = id_;
-    request.local_world_size = spec.local_world_size;
-    request.min_nodes = spec.min_nodes;
-    request.max_nodes = spec.max_nodes;
-    request.last_call_timeout = std::chrono::milliseconds(spec.last_call_ms);
-    request.keep_alive_timeout = std::chrono::milliseconds(spec.keep_alive_ms);
-    request.store_host = "store-" + id_;
-    request.store_port = store_port;
-    client_->set(protocol::verbKey(run_, protocol::Verb::kJoin), protocol::encodeJoin(request));
-    // A SET has no reply; the ping's echo means the daemon has handled it,
-    // so agents joining one after another join in that order.
-    client_->ping();
-  }
-
-  void send(protocol::Verb verb) { client_->set(protocol::verbKey(run_, verb), id_); }
-
-  // Blocks until the daemon pushes the next event (a GET waits for the key).
-  // As node 0 of a round it says its store is ready, as a real agent does.
-  Event nextEvent() {
-    StoreClient reader("127.0.0.1", port_, 10s);
-    const Event event =
-        protocol::decodeEvent(reader.get(protocol::eventKey(run_, id_, session_, next_++)));
-    if (event.type == EventType::kRound && event.group_rank == 0) {
-      send(protocol::Verb::kStoreReady);
-    }
-    return event;
-  }
-
-  // Whether an event arrives within `timeout` (without consuming it).
-  bool eventWithin(std::chrono::milliseconds timeout) {
-    StoreClient reader("127.0.0.1", port_, 10s);
-    try {
-      reader.wait({protocol::eventKey(run_, id_, session_, next_)}, timeout);
-      return true;
-    } catch (const TimeoutError&) {
-      return false;
-    }
-  }
-
-  void disconnect() { client_.reset(); }
-  const std::string& id() const { return id_; }
-
- private:
-  std::uint16_t port_;
-  std::string run_;
-  std::string id_;
-  std::unique_ptr<StoreClient> client_;
-  int64_t session_ = 0;
-  int64_t next_ = 0;
-};
+using testing::JoinSpec;
+using testing::TestAgent;
 
 class RendezvousServiceTest : public ::testing::TestWithParam<int> {
  protected:

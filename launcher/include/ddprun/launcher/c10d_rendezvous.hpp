@@ -38,7 +38,7 @@ class C10dRendezvous final : public Rendezvous {
   void watchClock(std::function<void(const ClockOffset&)> measured) override {
     membership_->watchClock(std::move(measured));
   }
-  void requestRestart() override { membership_->requestRestart(); }
+  void requestRestart(const WorkerFailure& cause) override;
   bool failureStands(int attempt) override;
   // After a success: the exit barrier, then the run is closed. After a
   // failure: the run is aborted, so every other agent stops too. After a

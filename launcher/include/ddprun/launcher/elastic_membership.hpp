@@ -76,6 +76,8 @@ struct ElasticOptions {
   std::function<void()> try_host;
   // The job's rendezvous token: every join proves it (challenge and HMAC).
   std::string token;
+  // --max-restarts, told to the rendezvous with every join (ddprun status).
+  int max_restarts = 0;
 };
 
 // One round, as this node takes part in it.
@@ -88,6 +90,7 @@ struct ElasticRound {
   std::string store_host;  // node 0's workers' store
   std::uint16_t store_port = 0;
   std::string rendezvous_host;  // the agent that serves the rendezvous ("": a ddprund)
+  bool reports = false;         // it takes restart and abort values as reports
 };
 
 class ElasticMembership {
@@ -128,8 +131,9 @@ class ElasticMembership {
   // Makes a join() or nextRound() blocked in another thread return. Any thread.
   void cancelWait();
 
-  // This node's workers failed: the whole job moves to a new round. Queued.
-  void requestRestart();
+  // This node's workers failed (`failure` first): the whole job moves to a
+  // new round, a restart this agent counts. Queued.
+  void requestRestart(const proto::rendezvous::WorkerFailureReport& failure);
   // This node's workers failed for good: whether the round nextRound()
   // returned last still stands. The lease thread sends a heartbeat and waits
   // for its answer, so a rendezvous whose host died is lost by then (its
@@ -150,9 +154,11 @@ class ElasticMembership {
   enum class Finish { kAllDone, kRoundMoved, kDropped, kClosed, kLost, kTimedOut };
   Finish finish(std::chrono::milliseconds timeout);
   // The job is over: every agent is told. `failed`: restarts are spent
-  // here, and every other agent stops its workers too. Waits (briefly) until
-  // the request has gone out.
-  void close(bool failed);
+  // here (`cause`: the root cause, when a worker failed), and every other
+  // agent stops its workers too. Waits (briefly) until the request has gone
+  // out.
+  void close(bool failed,
+             const std::optional<proto::rendezvous::WorkerFailureReport>& cause = std::nullopt);
 
   // `measured` hears of each measurement of this agent's clock against the
   // daemon's (ClockWatch: on the lease thread, or at once for the last one).
@@ -176,7 +182,10 @@ class ElasticMembership {
   proto::rendezvous::JoinRequest joinRequest(const rdzv::StoreClient& lease, bool rejoin);
   void sendJoin(rdzv::StoreClient& lease, proto::rendezvous::JoinRequest request);
   std::chrono::milliseconds keepAliveBound() const;
-  void enqueue(proto::rendezvous::Verb verb);
+  void enqueue(proto::rendezvous::Verb verb, std::string value);
+  // A restart's or an abort's value: a report with the failure where the
+  // rendezvous takes one, else the agent's id alone. mutex_ held.
+  std::string reportValue(const std::optional<proto::rendezvous::WorkerFailureReport>& failure);
   bool drained(std::chrono::milliseconds timeout);
   void markLost(const std::string& why);
 
@@ -203,10 +212,11 @@ class ElasticMembership {
   std::int64_t session_ = 0;                      // this agent's join count; events are per session
   std::optional<std::string> lost_;               // why the rendezvous is gone, while it is
   rdzv::StoreClient* events_ = nullptr;           // the reader's connection, to interrupt it
-  std::deque<proto::rendezvous::Verb> requests_;  // to send, in order
+  std::deque<std::pair<proto::rendezvous::Verb, std::string>> requests_;  // to send, in order
   std::size_t requests_sent_ = 0;
   std::size_t requests_queued_ = 0;
   bool done_sent_ = false;  // this node's workers succeeded (rejoins say so)
+  int restarts_used_ = 0;   // restarts this agent asked for (its counted restarts)
   // The rounds.
   std::optional<ElasticRound> latest_;   // the newest round pushed
   std::int64_t returned_ = -1;           // the round nextRound() returned last

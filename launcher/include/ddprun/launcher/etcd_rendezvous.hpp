@@ -58,7 +58,7 @@ class EtcdRendezvous final : public Rendezvous {
   std::optional<WorkerGroup> nextGroup() override;
   void cancelWait() override;
   void watchGroup(std::function<void(int newer_attempt)> over) override;
-  void requestRestart() override;
+  void requestRestart(const WorkerFailure& cause) override;
   bool failureStands(int attempt) override;
   // Revokes this agent's lease, so the others re-form now, not after the TTL.
   void abandon() override;

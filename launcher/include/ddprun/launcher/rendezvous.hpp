@@ -89,8 +89,10 @@ class Rendezvous {
   // never call it.
   virtual void watchClock(std::function<void(const ClockOffset&)> measured) { (void)measured; }
 
-  // This node's workers failed and it will restart them: tell the others.
-  virtual void requestRestart() {}
+  // This node's workers failed and it will restart them (a counted
+  // restart): tell the others. `cause` is the failure that starts it, for
+  // backends that keep it where the job's status can be read.
+  virtual void requestRestart(const WorkerFailure& cause) { (void)cause; }
 
   // This node's workers failed in `attempt` and no restart is left. Workers
   // often fail first when a peer node dies (their connections reset), before

@@ -130,9 +130,46 @@ struct JoinRequest {
   std::int64_t last_round = -1;
   std::optional<Rejoin> rejoin;
   std::string auth;  // joinProof() for the challenge's nonce; empty without a token
+  // --max-restarts, and the restarts this agent has counted so far: what
+  // `ddprun status` shows. Optional on the wire (older agents send neither,
+  // older rendezvous ignore both).
+  std::optional<int> max_restarts;
+  int restarts_used = 0;
 
   bool operator==(const JoinRequest&) const = default;
 };
+
+// Why a worker failed, as its agent saw it: the failure that made the agent
+// ask for a restart, or the root cause of the one that ended the job.
+struct WorkerFailureReport {
+  std::int64_t round = 0;  // the round (TORCHELASTIC_RESTART_COUNT) it failed in
+  int rank = 0;
+  int local_rank = 0;
+  std::int64_t pid = 0;
+  std::optional<int> exit_code;  // it exited with this code,
+  std::optional<int> signal;     // or a signal killed it
+  std::string reason;            // one line: "exited with code 3", a watchdog's verdict
+
+  bool operator==(const WorkerFailureReport&) const = default;
+};
+
+// The value of a restart or abort sent to a rendezvous that takes reports
+// (Event::reports): the agent, the restarts it has counted (this one
+// included), and the failure behind it. Every other verb's value, and
+// what older agents send, is the agent's id alone.
+struct AgentReport {
+  std::string agent;
+  std::optional<int> restarts_used;
+  std::optional<WorkerFailureReport> failure;
+
+  bool operator==(const AgentReport&) const = default;
+};
+
+std::string encodeAgentReport(const AgentReport& report);
+// A verb's value: a JSON object is a report, anything else the agent's id
+// alone (agent ids never start with '{'). nullopt with `why` set: an object
+// that is not a well-formed report.
+std::optional<AgentReport> decodeVerbValue(std::string_view value, std::string& why);
 
 // The longest timeout a join may carry: 1e9 s, the most ddprun's --rdzv-conf
 // allows. The daemon adds it to its steady clock, in nanoseconds; a longer
@@ -141,9 +178,9 @@ inline constexpr std::chrono::milliseconds kMaxJoinTimeout{1'000'000'000'000};
 
 std::string encodeJoin(const JoinRequest& join);
 // nullopt with `why` set when the text is not a well-formed join (bad JSON,
-// a missing or mistyped field, an empty id or one with '/', bad node counts,
-// a keep-alive timeout not in 1 ms..kMaxJoinTimeout, a last call timeout not
-// in 0..kMaxJoinTimeout).
+// a missing or mistyped field, an empty id, one with '/' or starting with
+// '{', bad node counts, negative restart counts, a keep-alive timeout not in
+// 1 ms..kMaxJoinTimeout, a last call timeout not in 0..kMaxJoinTimeout).
 std::optional<JoinRequest> decodeJoin(std::string_view text, std::string& why);
 
 // What the rendezvous tells one agent, in order.
@@ -176,6 +213,10 @@ struct Event {
   std::string rendezvous_host;
   std::optional<std::string> failed_on;  // kClosed after an abort
   std::string message;                   // kError
+  // kRound: this rendezvous takes restart and abort values as AgentReports.
+  // An agent sends its id alone to one that does not say so (an older
+  // rendezvous would refuse anything else).
+  bool reports = false;
 
   bool operator==(const Event&) const = default;
 };

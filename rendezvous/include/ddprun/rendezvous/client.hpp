@@ -24,10 +24,14 @@ namespace ddprun::rdzv {
 class StoreClient {
  public:
   using Duration = std::chrono::milliseconds;
+  // kRetry: a refused connection is tried again, with backoff, until the
+  // timeout (the server may not be up yet). kOnce: one attempt, for a tool
+  // that asks a running server and should say at once that none is there.
+  enum class Connect { kRetry, kOnce };
 
-  // Connects, retrying refused connections with backoff until `timeout`
-  // (the server may not be up yet), then validates and pings.
-  StoreClient(const std::string& host, std::uint16_t port, Duration timeout);
+  // Connects (within `timeout`), then validates and pings.
+  StoreClient(const std::string& host, std::uint16_t port, Duration timeout,
+              Connect connect = Connect::kRetry);
   ~StoreClient();
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
@@ -68,7 +72,8 @@ class StoreClient {
   std::string localAddress() const;
 
  private:
-  void connectWithRetry(const std::string& host, std::uint16_t port, Duration timeout);
+  void connectWithRetry(const std::string& host, std::uint16_t port, Duration timeout,
+                        Connect connect);
   void send(const proto::Request& request);
   void sendAll(std::string_view bytes);
   void expectPingEcho(std::uint32_t nonce, std::chrono::steady_clock::time_point deadline);

@@ -135,6 +135,10 @@ class ElasticRendezvous {
   std::vector<std::string> members() const;
   std::vector<std::string> spares() const;
   bool knows(const std::string& id) const;
+  // When a member or spare was last heard from; nullopt if it is neither.
+  std::optional<Clock::time_point> lastSeen(const std::string& id) const;
+  // The members back in the round being restored, in group-rank order.
+  std::vector<std::string> rejoined() const;
 
  private:
   struct Agent {

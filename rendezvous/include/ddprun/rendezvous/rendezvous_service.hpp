@@ -22,7 +22,9 @@
 #include <unordered_map>
 
 #include "ddprun/proto/rendezvous_protocol.hpp"
+#include "ddprun/proto/rendezvous_status.hpp"
 #include "ddprun/rendezvous/elastic_rendezvous.hpp"
+#include "ddprun/rendezvous/job_record.hpp"
 #include "ddprun/rendezvous/key_space.hpp"
 
 namespace ddprun::rdzv {
@@ -89,6 +91,7 @@ class RendezvousService {
     int64_t held_round = -1;
     std::string held_for;  // node 0 of held_round
     std::vector<std::pair<std::string, proto::rendezvous::Event>> held;
+    JobRecord record;  // what `ddprun status` is told beyond the rounds
   };
   struct Binding {
     std::string run_id;
@@ -117,12 +120,22 @@ class RendezvousService {
   void recordDone(Run& run, const std::string& agent, int64_t round);
   void finishMember(const std::string& run_id, Run& run, const std::string& agent, KeySpace& keys);
   void pushExitBarrier(const std::string& run_id, Run& run, KeySpace& keys);
-  void publish(const std::string& run_id, Run& run, const Events& events, KeySpace& keys);
+  void noteLoss(Run& run, const std::string& agent, proto::rendezvous::LossReason reason,
+                Clock::time_point now);
+  void publish(const std::string& run_id, Run& run, const Events& events, Clock::time_point now,
+               KeySpace& keys);
   void publishRound(const std::string& run_id, Run& run, const RoundCompleted& round,
-                    KeySpace& keys);
+                    Clock::time_point now, KeySpace& keys);
   void tell(const std::string& run_id, Run& run, const std::string& agent,
             const proto::rendezvous::Event& event, KeySpace& keys);
   void releaseRound(const std::string& run_id, Run& run, const std::string& agent, KeySpace& keys);
+  // The answers to status questions (rendezvous_queries.cpp).
+  std::string jobsAnswer(Clock::time_point now) const;
+  std::string statusAnswer(std::string_view run_id, Clock::time_point now) const;
+  proto::rendezvous::JobStatus statusOf(const std::string& run_id, const Run& run,
+                                        Clock::time_point now) const;
+  void describeMembers(const Run& run, Clock::time_point now,
+                       proto::rendezvous::JobStatus& status) const;
 
   std::string host_agent_;
   std::string token_;

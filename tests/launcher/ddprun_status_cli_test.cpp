@@ -1,0 +1,126 @@
+// `ddprun status` run as a program, without a job: its flags (exit 2 with
+// one line and the usage), a rendezvous that is not there or never answers
+// (exit 1, one line naming the endpoint, within --timeout), and a ddprund
+// that holds no job.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ddprun/test_support/command.hpp"
+#include "ddprun/test_support/daemon_process.hpp"
+#include "ddprun/test_support/files.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+test_support::CommandResult status(std::vector<std::string> args) {
+  std::vector<std::string> argv = {DDPRUN_BINARY, "status"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  test_support::CommandOptions options;
+  options.env = {{"PATH", "/usr/bin:/bin"}};
+  return test_support::runCommand(argv, options);
+}
+
+std::string loopback(std::uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
+
+std::size_t lines(const std::string& text) {
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// A bad flag is one line naming it, then the usage; nothing is asked.
+TEST(DdprunStatusCliTest, BadFlagsAreOneLineAndTheUsageWithExitStatus2) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{},
+        {"--rdzv-endpoint", "h:1", "--bogus"},
+        {"--rdzv-endpoint", "h:1", "--timeout", "soon"},
+        {"--rdzv-endpoint", "h:99999"},
+        {"--rdzv-endpoint", "h:1", "--rdzv-id", "a/b"},
+        {"--rdzv-endpoint", "h:1", "--rdzv-backend", "etcd-v3"},
+        {"--rdzv-endpoint", "h:1", "--rdzv-backend", "static"}}) {
+    const auto result = status(args);
+    EXPECT_EQ(result.code, 2) << result.errors;
+    EXPECT_EQ(result.output, "");
+    EXPECT_EQ(lines(result.errors), 2u) << result.errors;
+    EXPECT_EQ(result.errors.rfind("ddprun status: ", 0), 0u) << result.errors;
+    EXPECT_NE(result.errors.find("\nusage: ddprun status --rdzv-endpoint"), std::string::npos)
+        << result.errors;
+  }
+  EXPECT_NE(status({"--rdzv-endpoint", "h:1", "--rdzv-backend", "etcd-v3"})
+                .errors.find("reads c10d rendezvous"),
+            std::string::npos);
+}
+
+TEST(DdprunStatusCliTest, HelpDescribesTheFlagsAndExitStatuses) {
+  const auto result = status({"--help"});
+  EXPECT_EQ(result.code, 0) << result.errors;
+  EXPECT_NE(result.output.find("--rdzv-endpoint"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("--json"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("Exit status"), std::string::npos) << result.output;
+}
+
+// Nothing listens: said at once (no retrying until the timeout), in one
+// line naming the endpoint and why.
+TEST(DdprunStatusCliTest, AnEndpointWhereNothingListensIsOneLineAndExitStatus1) {
+  const std::uint16_t port = test_support::freeLoopbackPort();
+  const auto start = Clock::now();
+  const auto result = status({"--rdzv-endpoint", loopback(port), "--timeout", "30"});
+  EXPECT_LT(Clock::now() - start, 10s) << "a refused connection is not retried";
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.output, "");
+  EXPECT_EQ(lines(result.errors), 1u) << result.errors;
+  EXPECT_NE(result.errors.find(loopback(port)), std::string::npos) << result.errors;
+  EXPECT_NE(result.errors.find("refused"), std::string::npos) << result.errors;
+}
+
+// Something accepts the connection and never answers: given up at the
+// timeout, in one line.
+TEST(DdprunStatusCliTest, AnEndpointThatNeverAnswersIsGivenUpAtTheTimeout) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);  // the kernel completes connections; nobody reads them
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string endpoint = loopback(ntohs(address.sin_port));
+  const auto start = Clock::now();
+  const auto result = status({"--rdzv-endpoint", endpoint, "--timeout", "1"});
+  const auto took = Clock::now() - start;
+  ::close(listener);
+  EXPECT_GE(took, 900ms);
+  EXPECT_LT(took, 10s);
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(lines(result.errors), 1u) << result.errors;
+  EXPECT_NE(result.errors.find(endpoint), std::string::npos) << result.errors;
+}
+
+TEST(DdprunStatusCliTest, ADaemonWithoutJobsSaysSoAndAnUnknownRunIsExitStatus1) {
+  test_support::DaemonProcess daemon;
+  const std::string endpoint = loopback(daemon.port());
+  auto result = status({"--rdzv-endpoint", endpoint});
+  EXPECT_EQ(result.code, 0) << result.errors;
+  EXPECT_EQ(result.output, "no c10d rendezvous runs at " + endpoint + "\n");
+  result = status({"--rdzv-endpoint", endpoint, "--json"});
+  EXPECT_EQ(result.code, 0) << result.errors;
+  EXPECT_EQ(nlohmann::json::parse(result.output), nlohmann::json::parse(R"({"jobs": []})"));
+  result = status({"--rdzv-endpoint", endpoint, "--rdzv-id", "job7"});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.output, "");
+  EXPECT_EQ(result.errors,
+            "ddprun status: no rendezvous 'job7' at " + endpoint + " (it holds none)\n");
+}
+
+}  // namespace
+}  // namespace ddprun::launcher

@@ -1,0 +1,113 @@
+// TestAgent: one scripted elastic agent of the rendezvous suites, speaking
+// the protocol over a real StoreClient: its own connection (its lease) and
+// its event cursor. Agent "x" announces the workers' store
+// "store-x:<port given>". Used by one test thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/rendezvous_protocol.hpp"
+#include "ddprun/rendezvous/client.hpp"
+
+namespace ddprun::rdzv::testing {
+
+struct JoinSpec {
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int local_world_size = 2;
+  int64_t last_call_ms = 30'000;
+  int64_t keep_alive_ms = 60'000;
+  std::optional<int> max_restarts = std::nullopt;  // unset: as an older agent, which sends none
+  int restarts_used = 0;
+};
+
+class TestAgent {
+ public:
+  TestAgent(std::uint16_t port, std::string run, std::string id)
+      : port_(port),
+        run_(std::move(run)),
+        id_(std::move(id)),
+        client_(std::make_unique<StoreClient>("127.0.0.1", port, std::chrono::seconds(10))) {}
+
+  void join(const JoinSpec& spec, std::uint16_t store_port = 1) {
+    join(spec, store_port, 0, std::nullopt, -1);
+  }
+
+  // A join as the given session; `rejoin`: coming back to a round.
+  void join(const JoinSpec& spec, std::uint16_t store_port, int64_t session,
+            std::optional<proto::rendezvous::Rejoin> rejoin, int64_t last_round) {
+    session_ = session;
+    next_ = 0;
+    proto::rendezvous::JoinRequest request;
+    request.session = session;
+    request.rejoin = rejoin;
+    request.last_round = last_round;
+    request.agent = id_;
+    request.local_world_size = spec.local_world_size;
+    request.min_nodes = spec.min_nodes;
+    request.max_nodes = spec.max_nodes;
+    request.last_call_timeout = std::chrono::milliseconds(spec.last_call_ms);
+    request.keep_alive_timeout = std::chrono::milliseconds(spec.keep_alive_ms);
+    request.store_host = "store-" + id_;
+    request.store_port = store_port;
+    request.max_restarts = spec.max_restarts;
+    request.restarts_used = spec.restarts_used;
+    client_->set(proto::rendezvous::verbKey(run_, proto::rendezvous::Verb::kJoin),
+                 proto::rendezvous::encodeJoin(request));
+    // A SET has no reply; the ping's echo means the daemon has handled it,
+    // so agents joining one after another join in that order.
+    client_->ping();
+  }
+
+  // The verb with the agent's id as its value, as every agent sends most
+  // verbs (and older agents every verb).
+  void send(proto::rendezvous::Verb verb) { send(verb, id_); }
+  // The verb with `value` (a report).
+  void send(proto::rendezvous::Verb verb, const std::string& value) {
+    client_->set(proto::rendezvous::verbKey(run_, verb), value);
+  }
+  // Returns once the daemon has handled everything sent so far (the PING's
+  // echo comes after it).
+  void sync() { client_->ping(); }
+
+  // Blocks until the daemon pushes the next event (a GET waits for the key).
+  // As node 0 of a round it says its store is ready, as a real agent does.
+  proto::rendezvous::Event nextEvent() {
+    StoreClient reader("127.0.0.1", port_, std::chrono::seconds(10));
+    const proto::rendezvous::Event event = proto::rendezvous::decodeEvent(
+        reader.get(proto::rendezvous::eventKey(run_, id_, session_, next_++)));
+    if (event.type == proto::rendezvous::EventType::kRound && event.group_rank == 0) {
+      send(proto::rendezvous::Verb::kStoreReady);
+    }
+    return event;
+  }
+
+  // Whether an event arrives within `timeout` (without consuming it).
+  bool eventWithin(std::chrono::milliseconds timeout) {
+    StoreClient reader("127.0.0.1", port_, std::chrono::seconds(10));
+    try {
+      reader.wait({proto::rendezvous::eventKey(run_, id_, session_, next_)}, timeout);
+      return true;
+    } catch (const TimeoutError&) {
+      return false;
+    }
+  }
+
+  void disconnect() { client_.reset(); }
+  const std::string& id() const { return id_; }
+
+ private:
+  std::uint16_t port_;
+  std::string run_;
+  std::string id_;
+  std::unique_ptr<StoreClient> client_;
+  int64_t session_ = 0;
+  int64_t next_ = 0;
+};
+
+}  // namespace ddprun::rdzv::testing
