@@ -288,6 +288,7 @@ bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
   const Binding lost = binding->second;
   bindings_.erase(binding);
   if (auto run = runs_.find(lost.run_id); run != runs_.end()) {
+    counters_.lost_disconnected += run->second.rdzv.closed() ? 0 : 1;
     run->second.leases.erase(lost.agent);
     publish(lost.run_id, run->second, run->second.rdzv.lose(lost.agent, now), keys);
     pushExitBarrier(lost.run_id, run->second, keys);
@@ -305,6 +306,7 @@ void RendezvousService::tick(Clock::time_point now, KeySpace& keys) {
     publish(run_id, run, run.rdzv.tick(now), keys);
     for (const std::string& agent : before) {
       if (!run.rdzv.knows(agent)) {
+        ++counters_.lost_silent;
         tell(run_id, run, agent, simpleEvent(EventType::kDropped), keys);
         if (const auto lease = run.leases.find(agent); lease != run.leases.end()) {
           bindings_.erase(lease->second);  // it speaks for nobody any more
@@ -338,6 +340,8 @@ void RendezvousService::publish(const std::string& run_id, Run& run, const Event
                                 KeySpace& keys) {
   for (const RendezvousEvent& event : events) {
     if (const auto* round = std::get_if<RoundCompleted>(&event)) {
+      ++counters_.rounds_decided;
+      counters_.formation_seconds.observe(std::chrono::duration<double>(round->formation).count());
       publishRound(run_id, run, *round, keys);
     } else if (const auto* suspended = std::get_if<RoundSuspended>(&event)) {
       for (const std::string& agent : suspended->waiting) {
