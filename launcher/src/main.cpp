@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent_observers.hpp"
 #include "ddprun/launcher/agent.hpp"
 #include "ddprun/launcher/cli.hpp"
 #include "ddprun/launcher/device_count.hpp"
@@ -210,6 +211,7 @@ int runAgent(const LaunchConfig& config) {
   log().info("process clean-up: child subreaper, guardian pid {}, {}", getppid(), cgroup_note);
   const std::string host = hostName();
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
+  launcher::AgentObservers observers(config, nproc, host);  // after the fork: it has a thread
   const fs::path run_dir = launcher::runLogDir(config);
   const std::string binding_line = cpu_binding.description;
   launcher::AgentConfig agent_config = agentConfig(config, nproc, *rendezvous, run_dir, host,
@@ -217,6 +219,7 @@ int runAgent(const LaunchConfig& config) {
                                                    std::move(environment));
   agent_config.cgroup = cgroup.get();
   agent_config.guardian_pidfd = guardian_pidfd;
+  agent_config.events = observers.events();
   for (const std::string& notice : agent_config.environment.notices()) {
     log().warn("{}", notice);
   }
