@@ -4,13 +4,15 @@
 
 namespace ddprun::launcher {
 
-AgentObservers::AgentObservers(const LaunchConfig& config, int nproc, const std::string& host) {
+AgentObservers::AgentObservers(const LaunchConfig& config, int nproc, const std::string& host,
+                               const Rendezvous& rendezvous) {
   if (config.metrics_port) {
     metrics_ = std::make_unique<AgentMetrics>(
         nproc, config.max_restarts,
         metrics::Labels{
             {"host", host}, {"run_id", config.rdzv_id}, {"rdzv_backend", config.rdzv_backend}});
     registry_.add([metrics = metrics_.get()](metrics::Exposition& out) { metrics->collect(out); });
+    registry_.add([&rendezvous](metrics::Exposition& out) { rendezvous.collectMetrics(out); });
     endpoint_ = std::make_unique<rdzv::MetricsEndpoint>(
         rdzv::MetricsEndpointOptions{config.metrics_host.value_or(""),
                                      static_cast<std::uint16_t>(*config.metrics_port)},

@@ -23,8 +23,11 @@ namespace ddprun::launcher {
 
 class AgentObservers {
  public:
-  // Throws NetworkError when the metrics cannot listen on their port.
-  AgentObservers(const LaunchConfig& config, int nproc, const std::string& host);
+  // Throws NetworkError when the metrics cannot listen on their port. The
+  // metrics include those of the rendezvous `rendezvous` hosts, if any; it
+  // outlives this object.
+  AgentObservers(const LaunchConfig& config, int nproc, const std::string& host,
+                 const Rendezvous& rendezvous);
   ~AgentObservers();
   AgentObservers(const AgentObservers&) = delete;
   AgentObservers& operator=(const AgentObservers&) = delete;

@@ -211,7 +211,8 @@ int runAgent(const LaunchConfig& config) {
   log().info("process clean-up: child subreaper, guardian pid {}, {}", getppid(), cgroup_note);
   const std::string host = hostName();
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
-  launcher::AgentObservers observers(config, nproc, host);  // after the fork: it has a thread
+  // After the fork (it has a thread), and before the rendezvous goes.
+  launcher::AgentObservers observers(config, nproc, host, *rendezvous);
   const fs::path run_dir = launcher::runLogDir(config);
   const std::string binding_line = cpu_binding.description;
   launcher::AgentConfig agent_config = agentConfig(config, nproc, *rendezvous, run_dir, host,

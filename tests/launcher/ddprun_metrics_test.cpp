@@ -2,17 +2,22 @@
 // ddprund and two ddprun agents with --metrics-port 0, on loopback, one of
 // whose workers fail once so the group restarts. Prometheus is asked,
 // through its HTTP API, about the job: the restart, the agents alive, the
-// attempt every node is on.
+// attempt every node is on. And an agent hosting the rendezvous shows its
+// embedded daemon's metrics on its own endpoint.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
+#include <optional>
 #include <regex>
 
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/test_support/daemon_process.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"
+#include "ddprun/test_support/http_get.hpp"
 #include "ddprun/test_support/prometheus.hpp"
+#include "ddprun/test_support/text.hpp"
 #include "elastic_fixture.hpp"
 
 namespace ddprun::launcher {
@@ -120,6 +125,32 @@ TEST_F(DdprunMetricsTest, PrometheusScrapesARunningJobAndItsRestart) {
   EXPECT_TRUE(answers(prometheus, "ddprund_rounds_decided_total >= 2", 1, positive, last))
       << describe(last);
 
+  std::ofstream(release) << "go\n";
+  EXPECT_TRUE(a.wait().success()) << log("a");
+  EXPECT_TRUE(b.wait().success()) << log("b");
+}
+
+// With no ddprund, the agent at the endpoint hosts the rendezvous: its own
+// endpoint shows that daemon's families too; the other agent's does not.
+TEST_F(DdprunMetricsTest, TheAgentHostingTheRendezvousShowsItsDaemonsMetrics) {
+  const std::uint16_t endpoint = test_support::freeLoopbackPort();
+  const std::string release = (dir_.path() / "release").string();
+  const std::vector<std::string> launcher = {"--metrics-port", "0"};
+  Subprocess a = agent("a", "2", endpoint, {"--after", release}, launcher);
+  Subprocess b = agent("b", "2", endpoint, {"--after", release}, launcher);
+  std::map<std::string, std::optional<double>> alive;
+  for (const std::string name : {"a", "b"}) {
+    const std::uint16_t port = metricsPort(name);
+    ASSERT_TRUE(eventually([&] { return ready(name); }, 30s)) << log(name);
+    const std::string text = test_support::httpGet(port, "/metrics").body;
+    alive[name] = test_support::seriesValue(text, "ddprund_agents_alive{run_id=\"job7\"}");
+    EXPECT_EQ(test_support::seriesValue(text, "ddprun_attempt"), 0) << text;
+  }
+  const bool a_hosts = test_support::contains(log("a"), "hosting the rendezvous");
+  const std::string host = a_hosts ? "a" : "b";
+  const std::string other = a_hosts ? "b" : "a";
+  EXPECT_EQ(alive[host], 2) << log(host);
+  EXPECT_EQ(alive[other], std::nullopt) << log(other);
   std::ofstream(release) << "go\n";
   EXPECT_TRUE(a.wait().success()) << log("a");
   EXPECT_TRUE(b.wait().success()) << log("b");
