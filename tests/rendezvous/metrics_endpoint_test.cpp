@@ -92,18 +92,29 @@ TEST_P(MetricsEndpointTest, EveryWayAConnectionEndsIsCountedUnderItsReason) {
   // Between requests: a clean close.
   {
     WireClient polite(port(), Dialect::Legacy113);
+    polite.set("/big", std::string(1 << 20, 'v'));
     ASSERT_TRUE(polite.roundTrip());
   }
   EXPECT_TRUE(becomes("ddprund_connections_closed_total{reason=\"peer_closed\"}", 1));
+
+  // 64 MiB of replies asked for and none read: past 16 MiB queued the
+  // server stops reading it, and closes it after --request-timeout.
+  RawConnection hoarder(port());
+  std::string requests;
+  for (int i = 0; i < 64; ++i) {
+    requests += wire_test::encode(Dialect::Legacy113, Command::Get, {"/big"});
+  }
+  ASSERT_TRUE(hoarder.sendAll(requests));
+  EXPECT_TRUE(becomes("ddprund_connections_closed_total{reason=\"not_reading\"}", 1));
 
   // Still connected when the server stops.
   WireClient left(port(), Dialect::Modern);
   ASSERT_TRUE(left.roundTrip());
   RawConnection silent(port());
-  EXPECT_TRUE(becomes("ddprund_connections_opened_total", 6));
+  EXPECT_TRUE(becomes("ddprund_connections_opened_total", 7));
   server_->stop();
   EXPECT_EQ(value("ddprund_connections_closed_total{reason=\"shutdown\"}"), 2);
-  EXPECT_EQ(value("ddprund_connections_closed_total{reason=\"not_reading\"}"), 0);
+  EXPECT_EQ(value("ddprund_connections_closed_total{reason=\"peer_closed\"}"), 1);
   for (const char* dialect : {"undecided", "1.13/2.0", "2.1", "2.2+"}) {
     EXPECT_EQ(value(std::string("ddprund_connections{dialect=\"") + dialect + "\"}"), 0) << dialect;
   }
