@@ -1,6 +1,7 @@
 #include "ddprun/test_support/prometheus.hpp"
 
-#include <signal.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
+#include <system_error>
 
 #include "ddprun/launcher/executable_path.hpp"
 #include "ddprun/launcher/subprocess.hpp"
@@ -64,11 +66,19 @@ struct PrometheusServer::Impl {
                     "--storage.tsdb.path=" + (dir / "data").string(),
                     "--web.listen-address=127.0.0.1:" + std::to_string(port), "--log.level=warn"};
     options.env = {{"PATH", pathVariable()}};
-    const std::string log = (dir / "prometheus.log").string();
-    std::FILE* file = std::fopen(log.c_str(), "w");
-    options.stdout_fd = options.stderr_fd = fileno(file);
-    process.emplace(options);
-    std::fclose(file);
+    const int log =
+        ::open((dir / "prometheus.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (log < 0) {
+      throw std::system_error(errno, std::generic_category(), "prometheus.log");
+    }
+    options.stdout_fd = options.stderr_fd = log;
+    try {
+      process.emplace(options);
+    } catch (...) {
+      ::close(log);
+      throw;
+    }
+    ::close(log);
     bool exited = false;
     const bool ready = eventually(
         [&] {
@@ -101,10 +111,10 @@ struct PrometheusServer::Impl {
 
 PrometheusServer::PrometheusServer(std::vector<ScrapeJob> jobs) : impl_(std::make_unique<Impl>()) {
   const std::string prometheus = binary();
-  if (prometheus.empty()) {
-    throw std::runtime_error(
-        "no prometheus binary (from $DDPRUN_PROMETHEUS or PATH): deploy/install-deps.sh installs "
-        "the prometheus package");
+  if (prometheus.empty() || !launcher::isExecutableFile(prometheus)) {
+    throw std::runtime_error("no prometheus binary ('" + prometheus +
+                             "' from $DDPRUN_PROMETHEUS or PATH): deploy/install-deps.sh installs "
+                             "the prometheus package");
   }
   std::ofstream(impl_->dir / "prometheus.yml") << configuration(jobs);
   for (int attempt = 1; attempt <= kStartAttempts; ++attempt) {
