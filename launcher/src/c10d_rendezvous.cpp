@@ -120,6 +120,7 @@ void C10dRendezvous::hostRendezvousIfHere() {
     auto daemon = std::make_unique<rdzv::Server>(options);
     daemon->start();
     daemon_ = std::move(daemon);
+    hosted_ = daemon_.get();
     log().info("hosting the rendezvous at {}", endpoint_);
   } catch (const ConfigError&) {
     if (!membership_) {
@@ -129,6 +130,15 @@ void C10dRendezvous::hostRendezvousIfHere() {
     if (is_host_ == true && !membership_) {
       throw;  // is_host=1 at start: this agent must host it
     }
+  }
+}
+
+// The daemon may start hosting later, on the lease thread: read through
+// hosted_, never daemon_, from the metrics' thread. Once set, it stays until
+// this object goes, after the metrics endpoint has stopped.
+void C10dRendezvous::collectMetrics(metrics::Exposition& out) const {
+  if (const rdzv::Server* daemon = hosted_.load()) {
+    daemon->collectMetrics(out);
   }
 }
 

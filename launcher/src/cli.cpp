@@ -16,6 +16,7 @@
 
 #include "abbreviations.hpp"
 #include "ddprun/launcher/option_values.hpp"
+#include "ddprun/net/asio.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "derived_rules.hpp"
 #include "help_formatter.hpp"
@@ -177,6 +178,34 @@ void readWorkerOptions(const Reader& in, LaunchConfig& config) {
   config.dry_run = in.flag("dry_run");
 }
 
+// The metrics' own port and address (no PET_ fallback: torchrun has no such
+// option). The rendezvous endpoint's port is a store's, never the metrics'.
+void readMetricsOptions(const Reader& in, LaunchConfig& config) {
+  config.metrics_port = in.parsed("metrics_port", [](std::string_view what, std::string_view text) {
+    return parseInt(what, text, 0, 65535);
+  });
+  if (const auto host = in.get("metrics_host")) {
+    net::error_code error;
+    net::asio::ip::make_address(host->text, error);
+    if (error) {
+      failValue(host->what, host->text, "not an IP address");
+    }
+    if (!config.metrics_port) {
+      throw ConfigError(host->what + " needs --metrics-port");
+    }
+    config.metrics_host = host->text;
+  }
+}
+
+// After the derived rules, which settle the endpoint's port.
+void checkMetricsPort(const LaunchConfig& config) {
+  if (config.metrics_port && *config.metrics_port != 0 && config.rdzv_address &&
+      config.rdzv_address->port == *config.metrics_port) {
+    throw ConfigError("--metrics-port " + std::to_string(*config.metrics_port) +
+                      ": the rendezvous endpoint's port; the metrics need a port of their own");
+  }
+}
+
 void readLogOptions(const Reader& in, LaunchConfig& config) {
   config.log_dir = in.nonEmpty("log_dir");
   config.redirects = in.parsed("redirects", parseStdSpec).value_or(StdSpec{});
@@ -268,9 +297,11 @@ LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& 
   readLaunchShape(reader, config);
   readWorkerOptions(reader, config);
   readLogOptions(reader, config);
+  readMetricsOptions(reader, config);
   config.sources = suppliedSources(reader);
   takeScript(app.remaining(), config);
   applyDerivedRules(config, env, make_run_id);
+  checkMetricsPort(config);
   return config;
 }
 
@@ -295,10 +326,10 @@ std::string helpText() {
   CLI::App app(
       "ddprun, a drop-in for torchrun (torch.distributed.run): starts and supervises the workers "
       "of\na distributed PyTorch job on this node. Every option but --logs-specs, --numa-binding,"
-      "\n--print-completion and --dry-run also reads PET_<OPTION> from the environment\n"
-      "(PET_NPROC_PER_NODE); the command line wins. A long option may be abbreviated to any\n"
-      "unambiguous prefix. Under srun, with no rendezvous option given, the launch is derived "
-      "from\nthe Slurm step (--no-slurm: never).");
+      "\n--print-completion, --dry-run and --metrics-* also reads PET_<OPTION> from the\n"
+      "environment (PET_NPROC_PER_NODE); the command line wins. A long option may be\n"
+      "abbreviated to any unambiguous prefix. Under srun, with no rendezvous option given, the\n"
+      "launch is derived from the Slurm step (--no-slurm: never).");
   RawCommandLine raw(app);
   app.formatter(argparseStyleFormatter(usage()));
   return app.help();

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent_observers.hpp"
 #include "ddprun/launcher/agent.hpp"
 #include "ddprun/launcher/agent_events.hpp"
 #include "ddprun/launcher/cli.hpp"
@@ -234,6 +235,8 @@ int runAgent(const LaunchConfig& config) {
   log().info("process clean-up: child subreaper, guardian pid {}, {}", getppid(), cgroup_note);
   const std::string host = hostName();
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
+  // After the fork (it has a thread), and before the rendezvous goes.
+  launcher::AgentObservers observers(config, nproc, host, *rendezvous);
   const fs::path run_dir = launcher::runLogDir(config);
   // The timeline lives with the logs: --log-dir /dev/null (no run
   // directory) asks for no files at all, so none.
@@ -246,15 +249,16 @@ int runAgent(const LaunchConfig& config) {
     environment.reportTimelineEventsTo(worker_events_dir);
   }
   const ClockToTimeline clock_to_timeline(*rendezvous, timeline);
-  launcher::AgentEventsFanOut events;
-  events.add(&timeline);
+  if (timeline.writing()) {
+    observers.add(&timeline);
+  }
   const std::string binding_line = cpu_binding.description;
   launcher::AgentConfig agent_config = agentConfig(config, nproc, *rendezvous, run_dir, host,
                                                    python, std::move(cpu_binding),
                                                    std::move(environment));
   agent_config.cgroup = cgroup.get();
   agent_config.guardian_pidfd = guardian_pidfd;
-  agent_config.events = &events;
+  agent_config.events = observers.events();
   for (const std::string& notice : agent_config.environment.notices()) {
     log().warn("{}", notice);
   }

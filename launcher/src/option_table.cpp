@@ -86,6 +86,11 @@ constexpr OptionSpec kOptions[] = {
      "Under srun, take nothing from Slurm's variables (no derived rendezvous)", G::kDdprun},
     {"--dry-run,--dry_run", "dry_run", true, false, "",
      "Print the launch plan as one JSON object and exit, starting nothing", G::kDdprun},
+    {"--metrics-port,--metrics_port", "metrics_port", false, false, "PORT",
+     "Serve this agent's Prometheus metrics (/metrics, /healthz) on PORT; 0: a free one",
+     G::kDdprun},
+    {"--metrics-host,--metrics_host", "metrics_host", false, false, "ADDR",
+     "Address the metrics listen on (default: every address)", G::kDdprun},
 };
 
 std::vector<std::string> splitOn(const std::string& text, char separator) {

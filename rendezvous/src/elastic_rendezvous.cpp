@@ -92,6 +92,9 @@ void ElasticRendezvous::finishRestore(Clock::time_point now, Events& events) {
 }
 
 void ElasticRendezvous::addMember(Agent agent, Clock::time_point now, Events& events) {
+  if (!complete_ && !forming_since_) {
+    forming_since_ = now;
+  }
   members_.push_back(std::move(agent));
   const int count = static_cast<int>(members_.size());
   if (complete_) {
@@ -100,7 +103,7 @@ void ElasticRendezvous::addMember(Agent agent, Clock::time_point now, Events& ev
   }
   if (count >= settings_.max_nodes || (ever_completed_ && count >= settings_.min_nodes)) {
     // Full, or a suspended job got back to min_nodes: nobody else is awaited.
-    completeRound(events);
+    completeRound(now, events);
     return;
   }
   if (count >= settings_.min_nodes && !last_call_deadline_) {
@@ -132,6 +135,9 @@ Events ElasticRendezvous::lose(const std::string& id, Clock::time_point now) {
     reform(now, events);
   } else if (static_cast<int>(members_.size()) < settings_.min_nodes) {
     last_call_deadline_.reset();
+    if (members_.empty()) {
+      forming_since_.reset();  // nobody is left waiting: the next arrival starts afresh
+    }
   }
   return events;
 }
@@ -181,7 +187,7 @@ Events ElasticRendezvous::tick(Clock::time_point now) {
   }
   if (!complete_ && last_call_deadline_ && now >= *last_call_deadline_ &&
       static_cast<int>(members_.size()) >= settings_.min_nodes) {
-    completeRound(events);
+    completeRound(now, events);
   }
   if (restore_ && now >= restore_->deadline) {
     finishRestore(now, events);
@@ -232,7 +238,7 @@ std::vector<std::string> ElasticRendezvous::spares() const {
   return ids;
 }
 
-void ElasticRendezvous::completeRound(Events& events) {
+void ElasticRendezvous::completeRound(Clock::time_point now, Events& events) {
   if (!ever_completed_) {
     orderFirstRound();
   }
@@ -240,7 +246,8 @@ void ElasticRendezvous::completeRound(Events& events) {
   ever_completed_ = true;
   last_call_deadline_.reset();
   round_ = std::max(round_, next_round_floor_);
-  RoundCompleted done{round_, 0, {}};
+  RoundCompleted done{round_, 0, {}, forming_since_ ? now - *forming_since_ : Clock::duration{}};
+  forming_since_.reset();
   for (const Agent& agent : members_) {
     const int group_rank = static_cast<int>(done.nodes.size());
     done.nodes.push_back({agent.info.id, group_rank, done.world_size, agent.info.local_world_size});
@@ -256,13 +263,14 @@ void ElasticRendezvous::reform(Clock::time_point now, Events& events) {
   ++round_;
   complete_ = false;
   last_call_deadline_.reset();
+  forming_since_ = now;
   while (!spares_.empty() && static_cast<int>(members_.size()) < settings_.max_nodes) {
     members_.push_back(std::move(spares_.front()));
     members_.back().last_seen = now;
     spares_.erase(spares_.begin());
   }
   if (static_cast<int>(members_.size()) >= settings_.min_nodes) {
-    completeRound(events);
+    completeRound(now, events);
     return;
   }
   events.emplace_back(RoundSuspended{round_, members()});

@@ -363,6 +363,20 @@ void KeySpace::list(Reply& reply) const {
   }
 }
 
+KeySpace::Footprint KeySpace::footprint() const {
+  Footprint held{values_.size() + queues_.size(), 0, pending_.size()};
+  for (const auto& [key, value] : values_) {
+    held.bytes += key.size() + value.size();
+  }
+  for (const auto& [key, items] : queues_) {
+    held.bytes += key.size();
+    for (const std::string& item : items) {
+      held.bytes += item.size();
+    }
+  }
+  return held;
+}
+
 void KeySpace::clearData() {
   values_.clear();
   queues_.clear();

@@ -10,9 +10,13 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 
+#include "ddprun/metrics/registry.hpp"
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/rendezvous/metrics_endpoint.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "ddprun/rendezvous/token_file.hpp"
 #include "log.hpp"
@@ -24,6 +28,9 @@ using ddprun::rdzv::ServerOptions;
 struct DaemonFlags {
   ServerOptions server;
   std::string port_file;
+  std::optional<std::uint16_t> metrics_port;  // none: no metrics endpoint
+  std::optional<std::string> metrics_host;    // none: --host's address
+  std::string metrics_port_file;
   std::string token_file;
   std::string legacy_dialect = "1.13";
   double request_timeout_s = 30;
@@ -78,6 +85,26 @@ void defineFlags(CLI::App& app, DaemonFlags& flags) {
   app.add_option("--log-level", flags.log_level)
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
+  app.add_option("--metrics-port", flags.metrics_port,
+                 "Serve Prometheus metrics (/metrics) and /healthz over HTTP on this port, never "
+                 "the store's; 0 picks a free one (default: no metrics)");
+  app.add_option("--metrics-host", flags.metrics_host,
+                 "Address the metrics listen on (default: --host's, all when --host is not given)");
+  app.add_option("--metrics-port-file", flags.metrics_port_file,
+                 "Write the metrics port to this file once listening");
+}
+
+// The store's port would be taken by the store: the metrics never share it.
+void checkMetricsFlags(const DaemonFlags& flags) {
+  if (!flags.metrics_port && (flags.metrics_host || !flags.metrics_port_file.empty())) {
+    throw ddprun::ConfigError(
+        std::string(flags.metrics_host ? "--metrics-host" : "--metrics-port-file") +
+        " needs --metrics-port");
+  }
+  if (flags.metrics_port && *flags.metrics_port != 0 && *flags.metrics_port == flags.server.port) {
+    throw ddprun::ConfigError("--metrics-port " + std::to_string(*flags.metrics_port) +
+                              ": the store's port (--port); the metrics need a port of their own");
+  }
 }
 
 // Written to a temporary name and renamed, so readers never see a partial file.
@@ -141,7 +168,17 @@ int main(int argc, char** argv) {
       }
       flags.server.token = token.secret;
     }
+    checkMetricsFlags(flags);
     ddprun::rdzv::Server server(flags.server);
+    ddprun::metrics::Registry registry;
+    registry.add([&server](ddprun::metrics::Exposition& out) { server.collectMetrics(out); });
+    std::unique_ptr<ddprun::rdzv::MetricsEndpoint> metrics;
+    if (flags.metrics_port) {
+      metrics = std::make_unique<ddprun::rdzv::MetricsEndpoint>(
+          ddprun::rdzv::MetricsEndpointOptions{flags.metrics_host.value_or(flags.server.host),
+                                               *flags.metrics_port},
+          registry);
+    }
     server.start();
     std::printf("ddprund listening on %s\n", server.listenAddress().c_str());
     std::fflush(stdout);
@@ -149,8 +186,18 @@ int main(int argc, char** argv) {
       writePortFile(flags.port_file, server.port());
     }
     log.info("listening on {} ({} thread(s))", server.listenAddress(), flags.server.threads);
+    if (metrics) {
+      metrics->start();
+      if (!flags.metrics_port_file.empty()) {
+        writePortFile(flags.metrics_port_file, metrics->port());
+      }
+      log.info("serving metrics on http://{}/metrics", metrics->listenAddress());
+    }
     const int signal_number = waitForStopSignal(signals);
     log.info("received {}; stopping", strsignal(signal_number));
+    if (metrics) {
+      metrics->stop();
+    }
     server.stop();
     return 0;
   } catch (const ddprun::ConfigError& error) {

@@ -300,6 +300,7 @@ bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
   const Binding lost = binding->second;
   bindings_.erase(binding);
   if (auto run = runs_.find(lost.run_id); run != runs_.end()) {
+    counters_.lost_disconnected += run->second.rdzv.closed() ? 0 : 1;
     run->second.leases.erase(lost.agent);
     noteLoss(run->second, lost.agent, protocol::LossReason::kConnectionClosed, now);
     publish(lost.run_id, run->second, run->second.rdzv.lose(lost.agent, now), now, keys);
@@ -323,6 +324,7 @@ void RendezvousService::tick(Clock::time_point now, KeySpace& keys) {
         run.record.lost(agent, round,
                         std::find(members.begin(), members.end(), agent) != members.end(),
                         protocol::LossReason::kNoHeartbeat, now);
+        ++counters_.lost_silent;
         tell(run_id, run, agent, simpleEvent(EventType::kDropped), keys);
         if (const auto lease = run.leases.find(agent); lease != run.leases.end()) {
           bindings_.erase(lease->second);  // it speaks for nobody any more
@@ -368,6 +370,8 @@ void RendezvousService::publish(const std::string& run_id, Run& run, const Event
                                 Clock::time_point now, KeySpace& keys) {
   for (const RendezvousEvent& event : events) {
     if (const auto* round = std::get_if<RoundCompleted>(&event)) {
+      ++counters_.rounds_decided;
+      counters_.formation_seconds.observe(std::chrono::duration<double>(round->formation).count());
       publishRound(run_id, run, *round, now, keys);
     } else if (const auto* suspended = std::get_if<RoundSuspended>(&event)) {
       for (const std::string& agent : suspended->waiting) {

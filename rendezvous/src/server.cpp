@@ -13,6 +13,7 @@
 #include "ddprun/net/asio.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/store_state.hpp"
+#include "listen_socket.hpp"
 #include "log.hpp"
 #include "rendezvous_timer.hpp"
 #include "session.hpp"
@@ -41,12 +42,6 @@ void runOn(net::asio::io_context& context, Work work) {
     done.set_value();
   });
   done.get_future().wait();
-}
-
-std::string formatEndpoint(const net::tcp::endpoint& endpoint) {
-  const auto address = endpoint.address();
-  const std::string host = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
-  return host + ":" + std::to_string(endpoint.port());
 }
 
 }  // namespace
@@ -78,7 +73,6 @@ struct Server::Impl {
   }
 
   void listen();
-  bool tryListen(const net::tcp::endpoint& endpoint, bool dual_stack, std::string& errors);
   std::size_t leastLoadedThread() const;
   void startAccept();
   void onAccept(const net::error_code& error, net::tcp::socket socket);
@@ -102,49 +96,8 @@ struct Server::Impl {
   bool stopped = false;
 };
 
-bool Server::Impl::tryListen(const net::tcp::endpoint& endpoint, bool dual_stack,
-                             std::string& errors) {
-  net::error_code error;
-  acceptor->open(endpoint.protocol(), error);
-  if (!error && dual_stack) {
-    acceptor->set_option(net::asio::ip::v6_only(false), error);
-  }
-  if (!error) {
-    acceptor->set_option(net::tcp::acceptor::reuse_address(true), error);
-  }
-  if (!error) {
-    acceptor->bind(endpoint, error);
-  }
-  if (!error) {
-    acceptor->listen(listenBacklog(), error);
-  }
-  if (error) {
-    errors += (errors.empty() ? "" : "; ") + formatEndpoint(endpoint) + ": " + error.message();
-    net::error_code ignored;
-    acceptor->close(ignored);
-    return false;
-  }
-  return true;
-}
-
 void Server::Impl::listen() {
-  std::string errors;
-  if (options.host.empty()) {
-    if (tryListen({net::asio::ip::address_v6::any(), options.port}, true, errors) ||
-        tryListen({net::asio::ip::address_v4::any(), options.port}, false, errors)) {
-      return;
-    }
-  } else {
-    net::error_code error;
-    const auto address = net::asio::ip::make_address(options.host, error);
-    if (error) {
-      throw ConfigError("--host '" + options.host + "' is not an IP address");
-    }
-    if (tryListen({address, options.port}, false, errors)) {
-      return;
-    }
-  }
-  throw NetworkError("cannot listen (" + errors + ")");
+  listenOn(*acceptor, options.host, options.port, listenBacklog(), "--host");
 }
 
 // Round-robin would put every 1.13 client's busy main connection on one
@@ -267,6 +220,17 @@ void Server::clearKeySpace(std::string_view name) {
 std::size_t Server::agentsConnected(std::string_view run_id) const {
   std::lock_guard lock(impl_->store_mutex);
   return impl_->rendezvous.agentsConnected(run_id);
+}
+
+void Server::collectMetrics(metrics::Exposition& out) const {
+  std::vector<const ThreadMetrics*> threads;
+  for (const ThreadLoad& load : impl_->loads) {
+    threads.push_back(&load.metrics);
+  }
+  collectSessionMetrics(threads, out);
+  std::lock_guard lock(impl_->store_mutex);
+  collectStoreMetrics(impl_->state, out);
+  impl_->rendezvous.collectMetrics(out);
 }
 
 ServerStats Server::stats() const {

@@ -57,11 +57,14 @@ Session::Session(net::tcp::socket socket, ClientId id, std::string peer,
       peer_(std::move(peer)),
       context_(context),
       load_(load),
+      metrics_(load.metrics),
       key_space_(context.state.keySpace("")),
       decoder_(context.limits, context.legacy_dialect),
       in_(kInitialReadBuffer, '\0') {}
 
 void Session::start() {
+  metrics_.opened.add();
+  metrics_.open_by_dialect[static_cast<std::size_t>(counted_dialect_)].add();
   {
     std::lock_guard lock(context_.store_mutex);
     context_.registry.add(shared_from_this());
@@ -84,18 +87,21 @@ void Session::onRead(const net::error_code& error, std::size_t bytes) {
   if (error) {
     const bool mid_request = in_begin_ != in_end_;
     if (error == net::asio::error::operation_aborted || closing_) {
-      close("", false);
+      close(CloseReason::kShutdown, "", false);
     } else if (mid_request) {
-      close("disconnected in the middle of a request (" + std::to_string(in_end_ - in_begin_) +
+      close(CloseReason::kPeerLost,
+            "disconnected in the middle of a request (" + std::to_string(in_end_ - in_begin_) +
                 " of at least " + std::to_string(needed_) + " bytes): " + error.message(),
             true);
     } else {
       const bool clean =
           error == net::asio::error::eof || error == net::asio::error::connection_reset;
-      close(clean ? "closed the connection" : "failed: " + error.message(), !clean);
+      close(clean ? CloseReason::kPeerClosed : CloseReason::kPeerLost,
+            clean ? "closed the connection" : "failed: " + error.message(), !clean);
     }
     return;
   }
+  read_at_ = std::chrono::steady_clock::now();
   in_end_ += bytes;
   processInput();
 }
@@ -107,6 +113,7 @@ void Session::processInput() {
     return;
   }
   completed_ += completed;
+  countDialect();
   if (completed > 0 && !counted_active_) {
     counted_active_ = true;
     ++load_.active;
@@ -149,6 +156,7 @@ std::optional<std::string> Session::executeBuffered(std::size_t& completed) {
     if (result.status == proto::DecodeStatus::Bad) {
       return "sent " + result.error;
     }
+    metrics_.requests[static_cast<std::size_t>(request_.command)].add();
     scratch_.clear();
     if (auto failure = executeRequest()) {
       return "sent " + std::string(proto::commandName(request_.command)) + ": " + *failure;
@@ -158,8 +166,21 @@ std::optional<std::string> Session::executeBuffered(std::size_t& completed) {
     if (!scratch_.empty()) {
       appendOutput(scratch_);
     }
+    metrics_.request_seconds.observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - read_at_).count());
   }
   return std::nullopt;
+}
+
+// The decoder decides the dialect from the first request's bytes; the
+// connection moves from "undecided" to it once.
+void Session::countDialect() {
+  const proto::Dialect dialect = decoder_.dialect();
+  if (dialect != counted_dialect_) {
+    metrics_.open_by_dialect[static_cast<std::size_t>(counted_dialect_)].subtract();
+    metrics_.open_by_dialect[static_cast<std::size_t>(dialect)].add();
+    counted_dialect_ = dialect;
+  }
 }
 
 // A SET of a reserved rendezvous key goes to the rendezvous service, not the
@@ -243,8 +264,9 @@ void Session::startWrite() {
     if (out_.empty() || closed_) {
       writing_ = false;
       if (closing_ && !closed_) {
-        net::asio::post(socket_.get_executor(),
-                        [self = shared_from_this()] { self->close("", false); });
+        net::asio::post(socket_.get_executor(), [self = shared_from_this()] {
+          self->close(CloseReason::kBadRequest, "", false);
+        });
       }
       return;
     }
@@ -258,8 +280,9 @@ void Session::startWrite() {
 
 void Session::onWrite(const net::error_code& error) {
   if (error) {
-    close(error == net::asio::error::operation_aborted ? "" : "stopped reading: " + error.message(),
-          false);
+    const bool aborted = error == net::asio::error::operation_aborted;
+    close(aborted ? CloseReason::kShutdown : CloseReason::kPeerLost,
+          aborted ? "" : "stopped reading: " + error.message(), false);
     return;
   }
   startWrite();
@@ -276,6 +299,7 @@ void Session::closeAfterFlush(const std::string& reason) {
   rdzvLog().warn("store client {} ({}) {}; closing it", peer_,
                  proto::dialectName(decoder_.dialect()), reason);
   closing_ = true;
+  close_reason_ = CloseReason::kBadRequest;
   {
     std::lock_guard lock(context_.store_mutex);
     key_space_.forgetClient(id_);
@@ -286,7 +310,7 @@ void Session::closeAfterFlush(const std::string& reason) {
   {
     std::lock_guard lock(out_mutex_);
     if (!writing_) {
-      close("", false);
+      close(CloseReason::kBadRequest, "", false);
       return;
     }
   }
@@ -313,7 +337,7 @@ void Session::onRequestTimer(const net::error_code& error, std::uint64_t complet
   }
   timer_armed_ = false;
   if (closing_) {
-    close("", false);  // it never read the replies sent before the close
+    close(CloseReason::kBadRequest, "", false);  // it never read the replies sent before the close
     return;
   }
   if (in_begin_ == in_end_) {
@@ -321,12 +345,14 @@ void Session::onRequestTimer(const net::error_code& error, std::uint64_t complet
   }
   if (completed_ == completed_at_arm && read_paused_) {
     close(
+        CloseReason::kNotReading,
         "has not read its replies for " + std::to_string(context_.request_timeout.count()) + " ms",
         true);
     return;
   }
   if (completed_ == completed_at_arm) {
-    close("left a request incomplete for " + std::to_string(context_.request_timeout.count()) +
+    close(CloseReason::kRequestTimeout,
+          "left a request incomplete for " + std::to_string(context_.request_timeout.count()) +
               " ms (" + std::to_string(in_end_ - in_begin_) + " of at least " +
               std::to_string(needed_) + " bytes)",
           true);
@@ -336,14 +362,17 @@ void Session::onRequestTimer(const net::error_code& error, std::uint64_t complet
 }
 
 void Session::shutdown() {
-  net::asio::post(socket_.get_executor(), [self = shared_from_this()] { self->close("", false); });
+  net::asio::post(socket_.get_executor(),
+                  [self = shared_from_this()] { self->close(CloseReason::kShutdown, "", false); });
 }
 
-void Session::close(std::string_view reason, bool warn) {
+void Session::close(CloseReason why, std::string_view reason, bool warn) {
   if (closed_) {
     return;
   }
   closed_ = true;
+  metrics_.closed[static_cast<std::size_t>(close_reason_.value_or(why))].add();
+  metrics_.open_by_dialect[static_cast<std::size_t>(counted_dialect_)].subtract();
   --load_.connections;
   if (counted_active_) {
     --load_.active;

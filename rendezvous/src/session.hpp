@@ -23,6 +23,7 @@
 #include "ddprun/proto/tcpstore_codec.hpp"
 #include "ddprun/rendezvous/key_space.hpp"
 #include "ddprun/rendezvous/rendezvous_service.hpp"
+#include "store_metrics.hpp"
 
 namespace ddprun::rdzv {
 
@@ -41,10 +42,12 @@ struct SessionContext {
   std::chrono::milliseconds request_timeout;
 };
 
-// Per-thread connection counts, which the server balances new connections by.
+// Per-thread connection counts, which the server balances new connections by,
+// and what the thread's sessions count for the metrics.
 struct ThreadLoad {
   std::atomic<int> connections{0};
   std::atomic<int> active{0};  // connections that have sent at least one request
+  ThreadMetrics metrics;       // written by this thread's sessions only
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -77,14 +80,20 @@ class Session : public std::enable_shared_from_this<Session> {
   void armRequestTimer();
   void onRequestTimer(const net::error_code& error, std::uint64_t completed_at_arm);
   void closeAfterFlush(const std::string& reason);
-  void close(std::string_view reason, bool warn);
+  // `why` counts for the metrics, unless a bad request already decided it.
+  void close(CloseReason why, std::string_view reason, bool warn);
+  void countDialect();
 
   net::tcp::socket socket_;
   const ClientId id_;
   const std::string peer_;
   const SessionContext& context_;
   ThreadLoad& load_;
+  ThreadMetrics& metrics_;  // load_'s
   bool counted_active_ = false;
+  proto::Dialect counted_dialect_ = proto::Dialect::Undecided;  // in metrics_.open_by_dialect
+  std::optional<CloseReason> close_reason_;                     // set by a bad request
+  std::chrono::steady_clock::time_point read_at_;               // the last read's completion
   KeySpace& key_space_;
   proto::RequestDecoder decoder_;
   proto::Request request_;

@@ -19,4 +19,15 @@ bool StoreState::dropKeySpace(std::string_view name) {
   return true;
 }
 
+KeySpace::Footprint StoreState::footprint() const {
+  KeySpace::Footprint total;
+  for (const auto& [name, space] : spaces_) {
+    const KeySpace::Footprint held = space->footprint();
+    total.keys += held.keys;
+    total.bytes += held.bytes;
+    total.waiting_clients += held.waiting_clients;
+  }
+  return total;
+}
+
 }  // namespace ddprun::rdzv

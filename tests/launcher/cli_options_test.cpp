@@ -90,6 +90,8 @@ std::vector<ValueCase> valueCases() {
        [](auto& c) { return std::to_string(c.shutdown_timeout_s.value_or(-1)); }, "7"},
       {"--worker-hang-timeout", "--worker_hang_timeout", "PET_WORKER_HANG_TIMEOUT", "2.5",
        [](auto& c) { return std::to_string(c.worker_hang_timeout_s.value_or(-1)); }, "2.500000"},
+      {"--metrics-port", "--metrics_port", "", "9464",
+       [](auto& c) { return std::to_string(c.metrics_port.value_or(-1)); }, "9464"},
   };
 }
 
@@ -138,6 +140,31 @@ TEST(CliOptions, NonEnvBackedOptionsIgnorePet) {
   EXPECT_FALSE(config.logs_specs);
   EXPECT_FALSE(config.numa_binding);
   EXPECT_FALSE(config.dry_run);  // an exported PET_DRY_RUN would silently skip every launch
+}
+
+// --metrics-port and --metrics-host: ddprun's own, with no PET_ fallback
+// (torchrun has no such option); the endpoint's port is never the metrics'.
+TEST(CliOptions, MetricsPortAndHost) {
+  EXPECT_FALSE(parse({"train.py"}).metrics_port);
+  EXPECT_EQ(parse({"--metrics-port", "0", "train.py"}).metrics_port, 0);
+  const auto config = parse({"--metrics-port", "9464", "--metrics_host", "::1", "train.py"});
+  EXPECT_EQ(config.metrics_host, "::1");
+  EXPECT_FALSE(parse({"train.py"}, {{"PET_METRICS_PORT", "9464"}, {"PET_METRICS_HOST", "::1"}})
+                   .metrics_port);
+  EXPECT_EQ(parseError({"--metrics-port", "70000", "train.py"}),
+            "--metrics-port '70000': must be between 0 and 65535");
+  EXPECT_EQ(parseError({"--metrics-port", "1", "--metrics-host", "node0", "train.py"}),
+            "--metrics-host 'node0': not an IP address");
+  EXPECT_EQ(parseError({"--metrics-host", "127.0.0.1", "train.py"}),
+            "--metrics-host needs --metrics-port");
+  EXPECT_EQ(parseError({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "node0:29400",
+                        "--metrics-port", "29400", "train.py"}),
+            "--metrics-port 29400: the rendezvous endpoint's port; the metrics need a port of "
+            "their own");
+  EXPECT_EQ(parseError(
+                {"--nnodes", "2", "--master-port", "29501", "--metrics-port", "29501", "train.py"}),
+            "--metrics-port 29501: the rendezvous endpoint's port; the metrics need a port of "
+            "their own");
 }
 
 TEST(CliOptions, DryRunIsAFlag) {

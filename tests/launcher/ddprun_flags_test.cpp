@@ -1,12 +1,14 @@
 // The ddprun executable's flags as a torchrun user types them: abbreviated,
 // --help, --print-completion, --virtual-local-rank seen from real workers,
-// and the flag it refuses (--logs-specs) with its reason.
+// and the flag it refuses (--logs-specs) with its reason; --metrics-port's
+// mistakes, each one line.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <map>
 #include <sstream>
 
+#include "ddprun/test_support/daemon_process.hpp"
 #include "ddprun_binary_fixture.hpp"
 
 namespace ddprun::launcher {
@@ -142,6 +144,31 @@ TEST_F(DdprunBinaryTest, VirtualLocalRankWithTooFewDevicesStartsNothing) {
             "ddprun: --virtual-local-rank: local rank 2 has no device of its own: "
             "CUDA_VISIBLE_DEVICES='4,6' lists 2 for 3 workers\n");
   EXPECT_EQ(outcome.stdout_text, "") << "no worker ran";
+}
+
+// The metrics cannot listen: one line before any worker starts, exit 1.
+TEST_F(DdprunBinaryTest, AMetricsPortAlreadyTakenIsOneLineAndNoWorkerStarts) {
+  test_support::DaemonProcess taken({"--host", "127.0.0.1"});
+  const std::string port = std::to_string(taken.port());
+  const Outcome outcome =
+      runFor({"--standalone", "--metrics-port", port, "--metrics-host", "127.0.0.1", "--no-python",
+              DDPRUN_FAKE_WORKER, "--env-to", dir_.path().string()},
+             std::chrono::seconds(60));
+  EXPECT_EQ(outcome.status.shellCode(), 1) << outcome.stderr_text;
+  EXPECT_TRUE(outcome.stderr_text.ends_with("ddprun: metrics: cannot listen (127.0.0.1:" + port +
+                                            ": Address already in use)\n"))
+      << outcome.stderr_text;
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "0.env")) << "no worker ran";
+}
+
+TEST_F(DdprunBinaryTest, AMetricsHostThatIsNoAddressIsABadFlag) {
+  const Outcome outcome = run({"--standalone", "--metrics-port", "0", "--metrics-host", "nowhere",
+                               "--no-python", DDPRUN_FAKE_WORKER});
+  EXPECT_EQ(outcome.status.shellCode(), 2) << outcome.stderr_text;
+  EXPECT_TRUE(
+      outcome.stderr_text.starts_with("ddprun: --metrics-host 'nowhere': not an IP "
+                                      "address\nusage: ddprun"))
+      << outcome.stderr_text;
 }
 
 }  // namespace

@@ -80,6 +80,35 @@ TEST(ElasticRendezvousTest, AtMinNodesTheRoundCompletesAfterTheLastCall) {
   EXPECT_EQ(idsOf(round), (std::vector<std::string>{"a", "b"}));
 }
 
+// How long each round took to form, for the metrics: the first from its
+// first member's arrival, a re-form from the loss that began it.
+TEST(ElasticRendezvousTest, ARoundSaysHowLongItTookToForm) {
+  ElasticRendezvous rdzv(settings(2, 2));
+  Events events;
+  rdzv.join(agent("a"), kStart, events);
+  rdzv.join(agent("b"), kStart + 3s, events);
+  EXPECT_EQ(onlyCompleted(events).formation, 3s);
+  // Lost below the minimum: suspended until a replacement comes 7 s later.
+  EXPECT_FALSE(std::holds_alternative<RoundCompleted>(rdzv.lose("b", kStart + 10s).at(0)));
+  events.clear();
+  rdzv.join(agent("c"), kStart + 17s, events);
+  EXPECT_EQ(onlyCompleted(events).formation, 7s);
+  // A restart re-forms at once.
+  EXPECT_EQ(onlyCompleted(rdzv.restart("a", kStart + 20s)).formation, 0s);
+}
+
+// Everyone who waited for the first round left: the next arrival starts its
+// formation afresh.
+TEST(ElasticRendezvousTest, AFormingRoundEveryoneLeftStartsAfreshWithTheNextArrival) {
+  ElasticRendezvous rdzv(settings(2, 2));
+  Events events;
+  rdzv.join(agent("a"), kStart, events);
+  rdzv.lose("a", kStart + 50s);
+  rdzv.join(agent("b"), kStart + 100s, events);
+  rdzv.join(agent("c"), kStart + 101s, events);
+  EXPECT_EQ(onlyCompleted(events).formation, 1s);
+}
+
 TEST(ElasticRendezvousTest, RanksAreContiguousBlocksPerNode) {
   ElasticRendezvous rdzv(settings(3, 3));
   const RoundCompleted round =

@@ -11,6 +11,7 @@
 // thread may start hosting the rendezvous here when the old host was lost.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "ddprun/launcher/elastic_membership.hpp"
@@ -44,6 +45,7 @@ class C10dRendezvous final : public Rendezvous {
   // failure: the run is aborted, so every other agent stops too. After a
   // signal: the run is left open for a replacement, as torchrun does.
   int finishJob(const RunResult& result) override;
+  void collectMetrics(metrics::Exposition& out) const override;
 
  private:
   void hostRendezvousIfHere();
@@ -59,6 +61,7 @@ class C10dRendezvous final : public Rendezvous {
   std::string run_id_;
   std::chrono::milliseconds keep_alive_bound_{15'000};
   std::unique_ptr<rdzv::Server> daemon_;        // the embedded ddprund, if this agent hosts
+  std::atomic<rdzv::Server*> hosted_{nullptr};  // daemon_, for the metrics' thread
   std::unique_ptr<rdzv::Server> worker_store_;  // serves the workers when this node is node 0
   std::unique_ptr<ElasticMembership> membership_;
   bool joined_ = false;

@@ -141,6 +141,11 @@ struct LaunchConfig {
   std::optional<std::string> timer_file;
   // --worker-hang-timeout in seconds (a ddprun extra); nullopt = off.
   std::optional<double> worker_hang_timeout_s;
+  // --metrics-port (a ddprun extra, no PET_ fallback): serve the agent's
+  // Prometheus metrics there; 0 = a free port; nullopt = no metrics.
+  std::optional<int> metrics_port;
+  // --metrics-host: the address they listen on; nullopt = every address.
+  std::optional<std::string> metrics_host;
   // --virtual-local-rank: LOCAL_RANK=0 and one GPU per worker.
   bool virtual_local_rank = false;
   // --event-log-handler: null, console or dynamic_rendezvous. Default null.

@@ -24,6 +24,10 @@
 #include "ddprun/launcher/launch_config.hpp"
 #include "ddprun/launcher/run_result.hpp"
 
+namespace ddprun::metrics {
+class Exposition;
+}
+
 namespace ddprun::launcher {
 
 // One attempt's worker group on this node, as the rendezvous decided it.
@@ -119,6 +123,11 @@ class Rendezvous {
   // exit status, which is never 0 unless result.exit_code is 0 and the job
   // did not fail elsewhere.
   virtual int finishJob(const RunResult& result) = 0;
+
+  // The families of the rendezvous daemon this agent hosts (c10d's embedded
+  // ddprund), for the agent's metrics endpoint; nothing when it hosts none.
+  // Any thread (the endpoint's), while the backend lives.
+  virtual void collectMetrics(metrics::Exposition& out) const { (void)out; }
 };
 
 // What the factory needs besides the flags.

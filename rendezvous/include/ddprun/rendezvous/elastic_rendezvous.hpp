@@ -71,6 +71,9 @@ struct RoundCompleted {
   int64_t round = 0;                  // also every worker's TORCHELASTIC_RESTART_COUNT
   int world_size = 0;                 // all workers of all nodes
   std::vector<NodeAssignment> nodes;  // in group-rank order
+  // From the round's first member (or the re-form that began it) to its
+  // completion: how long it took to form, for the metrics.
+  std::chrono::steady_clock::duration formation{};
 };
 
 // The running round lost members and is below min_nodes: these agents stop
@@ -148,7 +151,7 @@ class ElasticRendezvous {
 
   void addMember(Agent agent, Clock::time_point now, Events& events);
   void finishRestore(Clock::time_point now, Events& events);
-  void completeRound(Events& events);
+  void completeRound(Clock::time_point now, Events& events);
   void reform(Clock::time_point now, Events& events);
   void removeEverywhere(const std::string& id, bool& was_member);
   void orderFirstRound();
@@ -174,6 +177,7 @@ class ElasticRendezvous {
   std::vector<Agent> members_;  // rank order once the round is complete
   std::vector<Agent> spares_;   // arrival order
   std::optional<Clock::time_point> last_call_deadline_;
+  std::optional<Clock::time_point> forming_since_;  // the incomplete round's start
   int64_t next_round_floor_ = 0;  // no round numbers below this (agents' last_round + 1)
 
   // A round being restored from rejoins (nothing else is decided meanwhile).

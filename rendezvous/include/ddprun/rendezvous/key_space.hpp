@@ -72,6 +72,15 @@ class KeySpace {
   std::size_t numKeys() const { return values_.size(); }
   std::size_t waitingClients() const { return pending_.size(); }
 
+  // What the space holds, for the metrics; counted when asked (O(keys)), so
+  // the request path keeps no running totals.
+  struct Footprint {
+    std::size_t keys = 0;   // keys holding a value, and queues
+    std::size_t bytes = 0;  // their names, values and queued items
+    std::size_t waiting_clients = 0;
+  };
+  Footprint footprint() const;
+
  private:
   struct PendingWait {
     std::size_t missing = 0;

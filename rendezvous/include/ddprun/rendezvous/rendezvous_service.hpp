@@ -21,6 +21,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "ddprun/metrics/exposition.hpp"
+#include "ddprun/metrics/histogram.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/proto/rendezvous_status.hpp"
 #include "ddprun/rendezvous/elastic_rendezvous.hpp"
@@ -62,6 +64,11 @@ class RendezvousService {
   // (ElasticRendezvous::excuseStall).
   void excuseStall(Clock::duration stalled, Clock::time_point now);
   std::optional<Clock::time_point> nextDeadline() const;
+  // The rendezvous's families for a scrape: jobs, rounds decided and how
+  // long they took to form, agents alive, spares, agents lost. Reads only;
+  // rendezvous_metrics.cpp.
+  void collectMetrics(metrics::Exposition& out) const;
+
   // Agents of `run_id` whose joining connection is still open.
   std::size_t agentsConnected(std::string_view run_id) const {
     const auto run = runs_.find(run_id);
@@ -137,8 +144,18 @@ class RendezvousService {
   void describeMembers(const Run& run, Clock::time_point now,
                        proto::rendezvous::JobStatus& status) const;
 
+  // What the metrics count across every run; kept since the service started.
+  struct Counters {
+    Counters();
+    std::uint64_t rounds_decided = 0;
+    metrics::Histogram formation_seconds;  // written under the store lock only
+    std::uint64_t lost_disconnected = 0;   // an open run's agent whose connection closed
+    std::uint64_t lost_silent = 0;         // dropped for no heartbeat in time
+  };
+
   std::string host_agent_;
   std::string token_;
+  Counters counters_;
   std::unordered_map<ClientId, Challenge> challenges_;
   std::map<std::string, Run, std::less<>> runs_;
   std::unordered_map<ClientId, Binding> bindings_;

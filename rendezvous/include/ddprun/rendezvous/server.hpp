@@ -17,6 +17,10 @@
 
 #include "ddprun/proto/tcpstore_wire.hpp"
 
+namespace ddprun::metrics {
+class Exposition;
+}
+
 namespace ddprun::rdzv {
 
 struct ServerOptions {
@@ -58,6 +62,11 @@ class Server {
   void stop();
 
   ServerStats stats() const;
+  // ddprund's families for a scrape (connections, requests, latency, keys,
+  // bytes, waiters, the rendezvous; README "Metrics"). Any thread, while the
+  // server runs: the sessions' counts without a lock, the rest under the
+  // store lock, taken once.
+  void collectMetrics(metrics::Exposition& out) const;
   // How many agents of elastic run `run_id` hold a connection to this server.
   std::size_t agentsConnected(std::string_view run_id) const;
 

@@ -25,6 +25,9 @@ class StoreState {
 
   std::size_t keySpaceCount() const { return spaces_.size(); }
 
+  // Every key space's footprint, summed.
+  KeySpace::Footprint footprint() const;
+
  private:
   ClientSink& sink_;
   StringMap<std::unique_ptr<KeySpace>> spaces_;

@@ -1,0 +1,62 @@
+#include "listen_socket.hpp"
+
+#include "ddprun/proto/errors.hpp"
+
+namespace ddprun::rdzv {
+namespace {
+
+bool tryListen(net::tcp::acceptor& acceptor, const net::tcp::endpoint& endpoint, bool dual_stack,
+               int backlog, std::string& errors) {
+  net::error_code error;
+  acceptor.open(endpoint.protocol(), error);
+  if (!error && dual_stack) {
+    acceptor.set_option(net::asio::ip::v6_only(false), error);
+  }
+  if (!error) {
+    acceptor.set_option(net::tcp::acceptor::reuse_address(true), error);
+  }
+  if (!error) {
+    acceptor.bind(endpoint, error);
+  }
+  if (!error) {
+    acceptor.listen(backlog, error);
+  }
+  if (error) {
+    errors += (errors.empty() ? "" : "; ") + formatEndpoint(endpoint) + ": " + error.message();
+    net::error_code ignored;
+    acceptor.close(ignored);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string formatEndpoint(const net::tcp::endpoint& endpoint) {
+  const auto address = endpoint.address();
+  const std::string host = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  return host + ":" + std::to_string(endpoint.port());
+}
+
+void listenOn(net::tcp::acceptor& acceptor, const std::string& host, std::uint16_t port,
+              int backlog, std::string_view host_flag) {
+  std::string errors;
+  if (host.empty()) {
+    if (tryListen(acceptor, {net::asio::ip::address_v6::any(), port}, true, backlog, errors) ||
+        tryListen(acceptor, {net::asio::ip::address_v4::any(), port}, false, backlog, errors)) {
+      return;
+    }
+  } else {
+    net::error_code error;
+    const auto address = net::asio::ip::make_address(host, error);
+    if (error) {
+      throw ConfigError(std::string(host_flag) + " '" + host + "' is not an IP address");
+    }
+    if (tryListen(acceptor, {address, port}, false, backlog, errors)) {
+      return;
+    }
+  }
+  throw NetworkError("cannot listen (" + errors + ")");
+}
+
+}  // namespace ddprun::rdzv

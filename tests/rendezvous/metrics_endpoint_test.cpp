@@ -1,0 +1,206 @@
+// A store server in-process (1 and 2 I/O threads) behind its metrics
+// endpoint: each way a client's connection ends is counted under its own
+// reason, a 2.1 client under its dialect; and the endpoint's own limits: a
+// method other than GET, a header too large, an idle client, a flood of
+// connections, stopping with clients connected.
+#include "ddprun/rendezvous/metrics_endpoint.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <optional>
+#include <vector>
+
+#include "ddprun/metrics/registry.hpp"
+#include "ddprun/rendezvous/server.hpp"
+#include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/http_get.hpp"
+#include "ddprun/test_support/prometheus.hpp"
+#include "wire_client.hpp"
+
+namespace ddprun::rdzv {
+namespace {
+
+using namespace std::chrono_literals;
+using proto::Command;
+using proto::Dialect;
+using test_support::eventually;
+using test_support::httpGet;
+using test_support::RawConnection;
+using wire_test::WireClient;
+
+class MetricsEndpointTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { start(Dialect::Legacy113); }
+
+  void start(Dialect legacy) {
+    endpoint_.reset();
+    server_.reset();
+    ServerOptions options;
+    options.host = "127.0.0.1";
+    options.port = 0;
+    options.threads = GetParam();
+    options.legacy_dialect = legacy;
+    options.request_timeout = 300ms;
+    server_.emplace(options);
+    registry_ = metrics::Registry();
+    registry_.add([this](metrics::Exposition& out) { server_->collectMetrics(out); });
+    endpoint_.emplace(MetricsEndpointOptions{"127.0.0.1", 0}, registry_);
+    server_->start();
+    endpoint_->start();
+  }
+
+  // Straight from the server, without HTTP: also once it has stopped.
+  double value(const std::string& series) {
+    metrics::Exposition out;
+    server_->collectMetrics(out);
+    const auto found = test_support::seriesValue(out.text(), series);
+    EXPECT_TRUE(found.has_value()) << series << " missing from:\n" << out.text();
+    return found.value_or(-1);
+  }
+
+  bool becomes(const std::string& series, double expected) {
+    return eventually([&] { return value(series) == expected; }, 5s);
+  }
+
+  std::uint16_t port() const { return server_->port(); }
+
+  metrics::Registry registry_;
+  std::optional<Server> server_;
+  std::optional<MetricsEndpoint> endpoint_;
+};
+
+TEST_P(MetricsEndpointTest, EveryWayAConnectionEndsIsCountedUnderItsReason) {
+  // A command byte 1.13 does not have: a bad request.
+  RawConnection bad(port());
+  bad.sendAll(std::string(1, '\x7f'));
+  ASSERT_TRUE(bad.waitForClose(5s));
+  EXPECT_TRUE(becomes("ddprund_connections_closed_total{reason=\"bad_request\"}", 1));
+
+  // Half an ADD, then nothing for longer than --request-timeout.
+  RawConnection slow(port());
+  slow.sendAll(std::string("\x03\x05\x00", 3));
+  ASSERT_TRUE(slow.waitForClose(5s));
+  EXPECT_TRUE(becomes("ddprund_connections_closed_total{reason=\"request_timeout\"}", 1));
+
+  // Half an ADD, then the client goes away.
+  RawConnection vanishing(port());
+  vanishing.sendAll(std::string("\x03\x05\x00", 3));
+  vanishing.close();
+  EXPECT_TRUE(becomes("ddprund_connections_closed_total{reason=\"peer_lost\"}", 1));
+
+  // Between requests: a clean close.
+  {
+    WireClient polite(port(), Dialect::Legacy113);
+    polite.set("/big", std::string(1 << 20, 'v'));
+    ASSERT_TRUE(polite.roundTrip());
+  }
+  EXPECT_TRUE(becomes("ddprund_connections_closed_total{reason=\"peer_closed\"}", 1));
+
+  // 64 MiB of replies asked for and none read: past 16 MiB queued the
+  // server stops reading it, and closes it after --request-timeout.
+  RawConnection hoarder(port());
+  std::string requests;
+  for (int i = 0; i < 64; ++i) {
+    requests += wire_test::encode(Dialect::Legacy113, Command::Get, {"/big"});
+  }
+  ASSERT_TRUE(hoarder.sendAll(requests));
+  EXPECT_TRUE(becomes("ddprund_connections_closed_total{reason=\"not_reading\"}", 1));
+
+  // Still connected when the server stops.
+  WireClient left(port(), Dialect::Modern);
+  ASSERT_TRUE(left.roundTrip());
+  RawConnection silent(port());
+  EXPECT_TRUE(becomes("ddprund_connections_opened_total", 7));
+  server_->stop();
+  EXPECT_EQ(value("ddprund_connections_closed_total{reason=\"shutdown\"}"), 2);
+  EXPECT_EQ(value("ddprund_connections_closed_total{reason=\"peer_closed\"}"), 1);
+  for (const char* dialect : {"undecided", "1.13/2.0", "2.1", "2.2+"}) {
+    EXPECT_EQ(value(std::string("ddprund_connections{dialect=\"") + dialect + "\"}"), 0) << dialect;
+  }
+}
+
+TEST_P(MetricsEndpointTest, A21ClientIsCountedUnderItsOwnDialect) {
+  start(Dialect::Legacy21);
+  WireClient client(port(), Dialect::Legacy21);
+  ASSERT_EQ(client.add("/n", 4), 4);
+  EXPECT_EQ(value("ddprund_connections{dialect=\"2.1\"}"), 1);
+  EXPECT_EQ(value("ddprund_connections{dialect=\"1.13/2.0\"}"), 0);
+  EXPECT_EQ(value("ddprund_requests_total{command=\"add\"}"), 1);
+}
+
+// Requests spread over every thread still add up: the counts are per thread.
+TEST_P(MetricsEndpointTest, CountsFromEveryThreadAddUp) {
+  std::vector<std::unique_ptr<WireClient>> clients;
+  for (int i = 0; i < 6; ++i) {
+    clients.push_back(std::make_unique<WireClient>(port(), Dialect::Legacy113));
+    for (int n = 0; n < 10; ++n) {
+      ASSERT_TRUE(clients.back()->add("/n", 1).has_value());
+    }
+  }
+  EXPECT_EQ(value("ddprund_requests_total{command=\"add\"}"), 60);
+  EXPECT_EQ(value("ddprund_request_duration_seconds_count"), 60);
+  EXPECT_EQ(value("ddprund_connections{dialect=\"1.13/2.0\"}"), 6);
+}
+
+TEST_P(MetricsEndpointTest, OnlyGetIsAnswered) {
+  RawConnection post(endpoint_->port());
+  post.sendAll("POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+  const auto head = post.recvExact(31, 5s);
+  ASSERT_TRUE(head.has_value()) << post.buffered();
+  EXPECT_EQ(*head, "HTTP/1.1 405 Method Not Allowed");
+}
+
+TEST_P(MetricsEndpointTest, AHeaderTooLargeIsRefusedAndTheEndpointGoesOn) {
+  RawConnection huge(endpoint_->port());
+  huge.sendAll("GET /metrics HTTP/1.1\r\nX-Padding: " + std::string(20000, 'a') + "\r\n\r\n");
+  ASSERT_TRUE(huge.waitForClose(5s));
+  EXPECT_TRUE(huge.buffered().starts_with("HTTP/1.1 400")) << huge.buffered().substr(0, 100);
+  EXPECT_EQ(httpGet(endpoint_->port(), "/metrics").status, 200u);
+}
+
+// One thread serves every client, asynchronously: a client that sends
+// nothing holds nobody up.
+TEST_P(MetricsEndpointTest, AnIdleClientDoesNotHoldUpAScrape) {
+  RawConnection idle(endpoint_->port());
+  RawConnection half(endpoint_->port());
+  half.sendAll("GET /metrics HTTP/1.1\r\n");
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(httpGet(endpoint_->port(), "/metrics", 2s).status, 200u);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
+}
+
+// Past 64 connections at once, new ones are closed unanswered; once they
+// go, the endpoint serves again.
+TEST_P(MetricsEndpointTest, AFloodOfConnectionsIsBoundedAndPasses) {
+  std::vector<RawConnection> flood;
+  for (int i = 0; i < 64; ++i) {
+    flood.emplace_back(endpoint_->port());
+  }
+  RawConnection extra(endpoint_->port());
+  EXPECT_TRUE(extra.waitForClose(5s));
+  EXPECT_EQ(extra.buffered(), "");
+  flood.clear();
+  EXPECT_TRUE(eventually(
+      [&] {
+        try {
+          return httpGet(endpoint_->port(), "/healthz", 1s).status == 200;
+        } catch (const std::runtime_error&) {
+          return false;
+        }
+      },
+      5s));
+}
+
+TEST_P(MetricsEndpointTest, StoppingWithClientsConnectedReturns) {
+  RawConnection idle(endpoint_->port());
+  ASSERT_EQ(httpGet(endpoint_->port(), "/healthz").status, 200u);
+  endpoint_->stop();
+  EXPECT_TRUE(idle.waitForClose(5s));
+  EXPECT_THROW(httpGet(endpoint_->port(), "/healthz", 1s), std::runtime_error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, MetricsEndpointTest, ::testing::Values(1, 2));
+
+}  // namespace
+}  // namespace ddprun::rdzv

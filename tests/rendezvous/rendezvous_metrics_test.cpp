@@ -1,0 +1,114 @@
+// The rendezvous's metrics, socket-free, with a hand-driven clock: rounds
+// decided and how long they took to form, agents alive and spare per open
+// job, agents lost by why, jobs open and closed.
+#include <gtest/gtest.h>
+
+#include "ddprun/metrics/exposition.hpp"
+#include "ddprun/proto/rendezvous_protocol.hpp"
+#include "ddprun/rendezvous/rendezvous_service.hpp"
+#include "ddprun/test_support/prometheus.hpp"
+
+namespace ddprun::rdzv {
+namespace {
+
+using namespace std::chrono_literals;
+namespace protocol = proto::rendezvous;
+using Clock = RendezvousService::Clock;
+using test_support::seriesValue;
+
+class NoClients : public ClientSink {
+ public:
+  void deliver(ClientId, std::string_view) override {}
+};
+
+class RendezvousMetricsTest : public ::testing::Test {
+ protected:
+  // Agent `id` joins run `run` (--nnodes 2:2) on connection `client`.
+  void join(ClientId client, const std::string& id, Clock::time_point now,
+            const std::string& run = "job7") {
+    protocol::JoinRequest request;
+    request.agent = id;
+    request.min_nodes = 2;
+    request.max_nodes = 2;
+    request.last_call_timeout = 30s;
+    request.keep_alive_timeout = 15s;
+    request.store_host = "store-" + id;
+    request.store_port = 1;
+    ASSERT_FALSE(service_.onSet(client, protocol::verbKey(run, protocol::Verb::kJoin),
+                                protocol::encodeJoin(request), now, keys_));
+  }
+
+  std::string scrape() const {
+    metrics::Exposition out;
+    service_.collectMetrics(out);
+    return out.text();
+  }
+
+  double value(const std::string& series) const {
+    const auto found = seriesValue(scrape(), series);
+    EXPECT_TRUE(found.has_value()) << series << " missing from:\n" << scrape();
+    return found.value_or(-1);
+  }
+
+  const Clock::time_point start_{};
+  NoClients sink_;
+  KeySpace keys_{sink_};
+  RendezvousService service_;
+};
+
+TEST_F(RendezvousMetricsTest, NothingYetIsZeroJobsAndZeroRounds) {
+  EXPECT_EQ(value("ddprund_jobs{state=\"open\"}"), 0);
+  EXPECT_EQ(value("ddprund_rounds_decided_total"), 0);
+  EXPECT_EQ(value("ddprund_round_formation_seconds_count"), 0);
+  EXPECT_FALSE(seriesValue(scrape(), "ddprund_agents_alive{run_id=\"job7\"}"));
+}
+
+TEST_F(RendezvousMetricsTest, RoundsAgentsSparesAndLossesAreCountedAsTheyHappen) {
+  join(1, "a", start_);
+  EXPECT_EQ(value("ddprund_agents_alive{run_id=\"job7\"}"), 1);
+  EXPECT_EQ(value("ddprund_rounds_decided_total"), 0);
+  join(2, "b", start_ + 3s);  // the round forms in 3 s
+  join(3, "c", start_ + 4s);  // beyond --nnodes' maximum: a spare
+  EXPECT_EQ(value("ddprund_jobs{state=\"open\"}"), 1);
+  EXPECT_EQ(value("ddprund_agents_alive{run_id=\"job7\"}"), 3);
+  EXPECT_EQ(value("ddprund_spare_agents{run_id=\"job7\"}"), 1);
+  EXPECT_EQ(value("ddprund_round{run_id=\"job7\"}"), 0);
+  EXPECT_EQ(value("ddprund_rounds_decided_total"), 1);
+  EXPECT_EQ(value("ddprund_round_formation_seconds_bucket{le=\"2.5\"}"), 0);
+  EXPECT_EQ(value("ddprund_round_formation_seconds_bucket{le=\"5\"}"), 1);
+  EXPECT_EQ(value("ddprund_round_formation_seconds_sum"), 3);
+
+  // a's connection closes: the spare takes its place in a round decided at once.
+  service_.onDisconnect(1, start_ + 5s, keys_);
+  EXPECT_EQ(value("ddprund_agents_lost_total{reason=\"disconnected\"}"), 1);
+  EXPECT_EQ(value("ddprund_agents_alive{run_id=\"job7\"}"), 2);
+  EXPECT_EQ(value("ddprund_spare_agents{run_id=\"job7\"}"), 0);
+  EXPECT_EQ(value("ddprund_round{run_id=\"job7\"}"), 1);
+  EXPECT_EQ(value("ddprund_rounds_decided_total"), 2);
+  EXPECT_EQ(value("ddprund_round_formation_seconds_bucket{le=\"0.001\"}"), 1);
+
+  // c stays silent past the keep-alive bound while b beats: c is dropped.
+  service_.onSet(2, protocol::verbKey("job7", protocol::Verb::kHeartbeat), "b", start_ + 15s,
+                 keys_);
+  service_.tick(start_ + 21s, keys_);
+  EXPECT_EQ(value("ddprund_agents_lost_total{reason=\"silent\"}"), 1);
+  EXPECT_EQ(value("ddprund_agents_alive{run_id=\"job7\"}"), 1);
+}
+
+TEST_F(RendezvousMetricsTest, AClosedJobLeavesThePerJobGaugesAndCountsAsClosed) {
+  join(1, "a", start_);
+  join(2, "b", start_);
+  join(3, "x", start_, "job8");
+  ASSERT_FALSE(service_.onSet(1, protocol::verbKey("job7", protocol::Verb::kClose), "a",
+                              start_ + 1s, keys_));
+  EXPECT_EQ(value("ddprund_jobs{state=\"open\"}"), 1);
+  EXPECT_EQ(value("ddprund_jobs{state=\"closed\"}"), 1);
+  EXPECT_FALSE(seriesValue(scrape(), "ddprund_agents_alive{run_id=\"job7\"}"));
+  EXPECT_EQ(value("ddprund_agents_alive{run_id=\"job8\"}"), 1);
+  // The agents of a job that is over going away is no loss.
+  service_.onDisconnect(1, start_ + 2s, keys_);
+  EXPECT_EQ(value("ddprund_agents_lost_total{reason=\"disconnected\"}"), 0);
+}
+
+}  // namespace
+}  // namespace ddprun::rdzv
