@@ -120,6 +120,7 @@ int runTimelineCommand(const std::vector<std::string>& args) {
     for (const std::string& input : inputs) {
       for (const fs::path& file : timelineFiles(input)) {
         nodes.push_back(readNode(file));
+        timeline::addUnfoldedWorkerEvents(nodes.back());
       }
     }
     const timeline::MergedTrace merged = timeline::mergeTraces(nodes);

@@ -1,10 +1,15 @@
 #include "ddprun/launcher/timeline_merge.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <iomanip>
+#include <map>
 #include <optional>
 #include <sstream>
+
+#include "ddprun/launcher/worker_environment.hpp"
+#include "timeline_worker_events.hpp"
 
 namespace ddprun::launcher::timeline {
 namespace {
@@ -125,6 +130,59 @@ json metadata(const char* name, int pid, json args) {
 
 }  // namespace
 
+namespace {
+
+// A worker slice still open at the end of a trace cut short.
+struct OpenWorker {
+  int local_rank = 0;
+  int rank = 0;
+  int round = 0;
+};
+
+std::vector<OpenWorker> openWorkers(const TraceFile& trace) {
+  std::map<int, std::optional<OpenWorker>> by_track;
+  for (const json& event : trace.events) {
+    const int tid = event["tid"].get<int>();
+    if (tid < workerTrack(0) || (tid - workerTrack(0)) % 2 != 0) {
+      continue;  // not a worker's own track
+    }
+    if (event["ph"] == "B") {
+      by_track[tid] = OpenWorker{static_cast<int>(numberArg(event, "local_rank").value_or(-1)),
+                                 static_cast<int>(numberArg(event, "rank").value_or(-1)),
+                                 static_cast<int>(numberArg(event, "round").value_or(-1))};
+    } else if (event["ph"] == "E") {
+      by_track[tid].reset();
+    }
+  }
+  std::vector<OpenWorker> open;
+  for (const auto& [tid, worker] : by_track) {
+    if (worker && worker->local_rank >= 0 && worker->round >= 0) {
+      open.push_back(*worker);
+    }
+  }
+  return open;
+}
+
+}  // namespace
+
+void addUnfoldedWorkerEvents(NodeTrace& node) {
+  if (node.trace.closed || node.trace.events.empty()) {
+    return;
+  }
+  const int pid = node.trace.events.front()["pid"].get<int>();
+  const std::filesystem::path dir =
+      std::filesystem::path(node.file).parent_path() / kWorkerEventsDir;
+  for (const OpenWorker& worker : openWorkers(node.trace)) {
+    WorkerEventsRead read =
+        readWorkerEvents(timelineEventsFile(dir, worker.round, worker.local_rank));
+    for (json& event : reportedTraceEvents(std::move(read.events), pid, worker.local_rank,
+                                           worker.rank, worker.round)) {
+      node.trace.events.push_back(std::move(event));
+      ++node.reported_late;
+    }
+  }
+}
+
 MergedTrace mergeTraces(const std::vector<NodeTrace>& nodes) {
   std::vector<NodeFacts> agents;
   for (const NodeTrace& node : nodes) {
@@ -175,7 +233,11 @@ MergedTrace mergeTraces(const std::vector<NodeTrace>& nodes) {
       merged.events.push_back(std::move(end));
       merged.notes.push_back(nodes[i].file +
                              ": cut short (no closing ']': the agent was killed or is still "
-                             "running); read up to its last whole event");
+                             "running); read up to its last whole event" +
+                             (nodes[i].reported_late > 0
+                                  ? ", with " + std::to_string(nodes[i].reported_late) +
+                                        " event(s) its running workers had reported"
+                                  : std::string()));
     }
   }
   return merged;

@@ -2,6 +2,8 @@
 
 #include <fstream>
 
+#include "ddprun/launcher/timeline_format.hpp"
+
 namespace ddprun::launcher {
 namespace {
 
@@ -49,6 +51,25 @@ WorkerEventsRead readWorkerEvents(const std::filesystem::path& file) {
     }
   }
   return read;
+}
+
+std::vector<nlohmann::ordered_json> reportedTraceEvents(std::vector<WorkerEvent> reported, int pid,
+                                                        int local_rank, int rank, int round) {
+  std::vector<nlohmann::ordered_json> events;
+  const int tid = timeline::reportedTrack(local_rank);
+  for (WorkerEvent& one : reported) {
+    auto trace = timeline::traceEvent(one.name, one.dur_us ? 'X' : 'i', one.ts_us, pid, tid);
+    if (one.dur_us) {
+      trace["dur"] = *one.dur_us;
+    } else {
+      trace["s"] = "t";
+    }
+    one.args.emplace("rank", rank);
+    one.args.emplace("round", round);
+    trace["args"] = std::move(one.args);
+    events.push_back(std::move(trace));
+  }
+  return events;
 }
 
 }  // namespace ddprun::launcher

@@ -33,4 +33,11 @@ WorkerEventsRead readWorkerEvents(const std::filesystem::path& file);
 // One line of such a file; nullopt when it is not an event.
 std::optional<WorkerEvent> parseWorkerEvent(const std::string& line);
 
+// `reported` as trace events of agent `pid` on local rank `local_rank`'s
+// reported track: an "X" with its duration, else a thread instant; args gain
+// the worker's rank and round. What the agent writes when a worker exits, and
+// what the merge adds for a worker whose agent was killed first.
+std::vector<nlohmann::ordered_json> reportedTraceEvents(std::vector<WorkerEvent> reported, int pid,
+                                                        int local_rank, int rank, int round);
+
 }  // namespace ddprun::launcher

@@ -266,19 +266,10 @@ void TimelineWriter::foldWorkerEvents(int local_rank, int rank, Clock::time_poin
   if (read.events.empty() && read.bad_lines == 0) {
     return;
   }
-  const int tid = timeline::reportedTrack(local_rank);
-  nameTrack(tid, "local rank " + std::to_string(local_rank) + ": reported", at);
-  for (WorkerEvent& reported : read.events) {
-    Event trace =
-        timeline::traceEvent(reported.name, reported.dur_us ? 'X' : 'i', reported.ts_us, pid_, tid);
-    if (reported.dur_us) {
-      trace["dur"] = *reported.dur_us;
-    } else {
-      trace["s"] = "t";
-    }
-    reported.args.emplace("rank", rank);
-    reported.args.emplace("round", round_);
-    trace["args"] = std::move(reported.args);
+  nameTrack(timeline::reportedTrack(local_rank),
+            "local rank " + std::to_string(local_rank) + ": reported", at);
+  for (const Event& trace :
+       reportedTraceEvents(std::move(read.events), pid_, local_rank, rank, round_)) {
     write(trace);
   }
   if (read.bad_lines > 0 && !warned_bad_worker_event_) {

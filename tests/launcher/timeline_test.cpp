@@ -263,6 +263,48 @@ TEST_F(TimelineMergeTest, ACutFileEndsWithAnEventSayingSo) {
       << joined(merged.notes);
 }
 
+// A killed agent never folded in what its running workers reported: the
+// merge reads it from worker_events/ next to the file, for the workers whose
+// slice is still open (not for one that exited: the agent folded its file).
+TEST_F(TimelineMergeTest, ACutFileGetsWhatItsRunningWorkersReportedAfterItsLastEvent) {
+  test_support::TempDir dir("ddprun-timeline-merge-test");
+  const fs::path events_dir = dir / std::string(timeline::kWorkerEventsDir);
+  fs::create_directories(events_dir);
+  std::ofstream(timelineEventsFile(events_dir, 2, 0))
+      << R"({"name": "snapshot", "ts_monotonic_ns": 90000, "dur_ns": 4000, "epoch": 6})"
+      << "\n";
+  std::ofstream(timelineEventsFile(events_dir, 2, 1))
+      << R"({"name": "folded already", "ts_monotonic_ns": 50000})"
+      << "\n";
+  const std::vector<json> events = {start(0, 0), clock(1, 5),
+                                    event("rank 4", 'B', 20, timeline::workerTrack(0),
+                                          {{"rank", 4}, {"local_rank", 0}, {"round", 2}}),
+                                    event("rank 5", 'B', 21, timeline::workerTrack(1),
+                                          {{"rank", 5}, {"local_rank", 1}, {"round", 2}}),
+                                    event("rank 5", 'E', 30, timeline::workerTrack(1))};
+  timeline::NodeTrace killed = node((dir / "timeline.json").string(), events, false);
+  timeline::addUnfoldedWorkerEvents(killed);
+  EXPECT_EQ(killed.reported_late, 1);
+  const auto merged = timeline::mergeTraces({killed});
+  EXPECT_EQ(tsOf(merged, 1, "snapshot"), 95);
+  EXPECT_EQ(tsOf(merged, 1, "timeline ends: the agent was killed or is still running"), 95);
+  for (const json& event : merged.events) {
+    EXPECT_NE(event["name"], "folded already");
+    if (event["name"] == "snapshot") {
+      EXPECT_EQ(event["tid"], timeline::reportedTrack(0));
+      EXPECT_EQ(event["args"]["rank"], 4);
+      EXPECT_EQ(event["args"]["round"], 2);
+    }
+  }
+  EXPECT_NE(joined(merged.notes).find("1 event(s) its running workers had reported"),
+            std::string::npos)
+      << joined(merged.notes);
+
+  timeline::NodeTrace whole = node((dir / "timeline.json").string(), events, true);
+  timeline::addUnfoldedWorkerEvents(whole);
+  EXPECT_EQ(whole.reported_late, 0) << "a closed file's workers were all folded in by its agent";
+}
+
 TEST_F(TimelineMergeTest, AFileWithoutAnAgentStartIsRefusedNamingIt) {
   try {
     timeline::mergeTraces({node("x.json", {event("work", 'i', 1, 1)})});

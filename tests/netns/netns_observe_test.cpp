@@ -6,7 +6,8 @@
 //  - Prometheus has scraped the loss (ddprund) and the survivor's restart of
 //    its workers in a smaller world (its agent);
 //  - `ddprun timeline` merges both nodes' files into one trace: the killed
-//    node's cut short, the survivor's stop and next round after it.
+//    node's cut short, with the snapshots its workers reported up to the
+//    kill, then the survivor's stop and its next round.
 #include <signal.h>
 
 #include <nlohmann/json.hpp>
@@ -114,8 +115,9 @@ TEST_F(NetnsObserveTest, AKilledNodeIsSeenInStatusInPrometheusAndOnTheTimeline) 
   ASSERT_TRUE(test_support::eventually([&] { return value("count(up == 1)") == 3; }, 30s, 200ms))
       << "Prometheus does not scrape all three: " << prometheus->logTail();
 
-  // The node that did not host the workers' store goes.
-  const std::string victim = groupRank("a", 0) == 1 ? "a" : "b";
+  // Node 0 goes: it hosted the workers' store, and its rank 0 wrote the
+  // snapshots its timeline can only show through the merge.
+  const std::string victim = groupRank("a", 0) == 0 ? "a" : "b";
   const std::string survivor = victim == "a" ? "b" : "a";
   Subprocess& victim_agent = victim == "a" ? a : b;
   Subprocess& survivor_agent = survivor == "a" ? a : b;
@@ -182,6 +184,12 @@ TEST_F(NetnsObserveTest, AKilledNodeIsSeenInStatusInPrometheusAndOnTheTimeline) 
   const auto all = traceEvents(text);
   const auto cut = named(all, "timeline ends: the agent was killed or is still running", 1);
   ASSERT_EQ(cut.size(), 1u) << "the killed node's file is cut short: " << merge.output;
+  // What its rank 0 reported until the kill, though its agent never folded
+  // it in: at least the two snapshots seen before the kill, the last of
+  // them where the node's timeline ends.
+  const auto snapshots = named(all, "snapshot", 1);
+  ASSERT_GE(snapshots.size(), 2u) << merge.output;
+  EXPECT_LE(snapshots.back()["ts"].get<double>(), cut[0]["ts"].get<double>());
   const auto stops = named(all, "stop workers", 2);
   ASSERT_FALSE(stops.empty()) << text;
   EXPECT_EQ(stops.front()["args"]["reason"], "round over");

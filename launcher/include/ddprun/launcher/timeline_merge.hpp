@@ -25,6 +25,7 @@ namespace ddprun::launcher::timeline {
 struct NodeTrace {
   std::string file;  // for messages
   TraceFile trace;
+  int reported_late = 0;  // events added by addUnfoldedWorkerEvents()
 };
 
 struct MergedTrace {
@@ -33,6 +34,14 @@ struct MergedTrace {
   // cut short.
   std::vector<std::string> notes;
 };
+
+// A file cut short (its agent was killed) lacks what its still-running
+// workers reported: the agent folds a worker's events file in when the
+// worker exits. This adds them, from the worker_events/ directory next to
+// `node.file`, on each such worker's reported track, so the merge shows the
+// last the node did before it went. Reads those files; does nothing to a
+// closed trace.
+void addUnfoldedWorkerEvents(NodeTrace& node);
 
 // Throws TraceError("<file>: <why>") for a file that is no ddprun agent's
 // timeline (no "agent start" event), or one that can be placed on neither
