@@ -164,9 +164,9 @@ TEST_F(NetnsObserveTest, AKilledNodeIsSeenInStatusInPrometheusAndOnTheTimeline) 
       << series("up") << series("count by (__name__) ({job=\"ddprun\"})")
       << series("ddprun_rounds_joined_total") << series("ddprun_group_stops_total")
       << prometheus->logTail();
-  std::cout << "[ metrics  ] survivor's attempt " << value("ddprun_attempt" + at_survivor + "}")
-            << ", rounds joined " << value("ddprun_rounds_joined_total" + at_survivor + "}")
-            << std::endl;
+  std::cout << "[ metrics  ]\n"
+            << series("ddprund_agents_lost_total") << series("ddprun_rounds_joined_total")
+            << series("ddprun_group_stops_total{reason=\"round_over\"}") << std::flush;
 
   const auto done = survivor_agent.waitFor(240s);
   ASSERT_TRUE(done && done->success()) << describe(done) << logs({"a", "b"});
