@@ -1,6 +1,11 @@
 #include "timeline_worker_events.hpp"
 
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "ddprun/launcher/timeline_format.hpp"
 
@@ -8,6 +13,53 @@ namespace ddprun::launcher {
 namespace {
 
 constexpr std::size_t kMaxBytes = 1 << 20;
+
+// Closes the descriptor it is given.
+struct FdCloser {
+  int fd;
+  ~FdCloser() { ::close(fd); }
+};
+
+// The first kMaxBytes of `file`, read with open()/read() rather than an
+// ifstream: the worker controls what is at the path, and the agent's loop
+// thread must neither block on it (a FIFO: O_NONBLOCK, and only a regular
+// file is read) nor follow it elsewhere (a link to /dev/zero: O_NOFOLLOW)
+// nor read it without bound. Sets `why` and returns "" when it is skipped.
+std::string firstBytes(const std::filesystem::path& file, std::string& why) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP) {
+      why = "a symbolic link";
+    } else if (errno != ENOENT) {
+      why = std::strerror(errno);
+    }
+    return "";
+  }
+  const FdCloser closer{fd};
+  struct stat status {};
+  if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
+    why = "not a regular file";
+    return "";
+  }
+  std::string text(kMaxBytes, '\0');
+  std::size_t got = 0;
+  while (got < kMaxBytes) {
+    const ssize_t n = ::read(fd, text.data() + got, kMaxBytes - got);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      why = std::strerror(errno);
+      return "";
+    }
+    if (n == 0) {
+      break;
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  text.resize(got);
+  return text;
+}
 
 }  // namespace
 
@@ -37,10 +89,17 @@ std::optional<WorkerEvent> parseWorkerEvent(const std::string& line) {
 
 WorkerEventsRead readWorkerEvents(const std::filesystem::path& file) {
   WorkerEventsRead read;
-  std::ifstream in(file);
-  std::size_t bytes = 0;
-  for (std::string line; bytes < kMaxBytes && std::getline(in, line);) {
-    bytes += line.size() + 1;
+  const std::string text = firstBytes(file, read.unreadable);
+  const bool cut = text.size() == kMaxBytes;
+  std::size_t begin = 0;
+  while (begin < text.size()) {
+    const std::size_t end = text.find('\n', begin);
+    if (end == std::string::npos && cut) {
+      break;  // a last line the cap cut short
+    }
+    const std::string line =
+        text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    begin = end == std::string::npos ? text.size() : end + 1;
     if (line.find_first_not_of(" \t\r") == std::string::npos) {
       continue;
     }

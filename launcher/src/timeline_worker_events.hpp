@@ -3,7 +3,8 @@
 // object a line, {"name": "snapshot", "ts_monotonic_ns": <CLOCK_MONOTONIC>,
 // "dur_ns": <optional>, ...anything else, kept as the event's args}. At most
 // the first MiB is read: a worker that writes more is not the timeline's
-// business. Stateless; any thread.
+// business; only a regular file (no FIFO, no symbolic link) is read.
+// Stateless; any thread.
 #pragma once
 
 #include <cstdint>
@@ -25,9 +26,15 @@ struct WorkerEvent {
 struct WorkerEventsRead {
   std::vector<WorkerEvent> events;
   int bad_lines = 0;  // not a JSON object with a string "name" and an integer "ts_monotonic_ns"
+  // Why the file was skipped (not a regular file, a symbolic link, cannot
+  // be opened); "" when it was read or does not exist.
+  std::string unreadable;
 };
 
-// The events in `file`; none when it does not exist (the worker reported nothing).
+// The events in `file`'s first MiB (a last line the MiB cuts is dropped);
+// none when it does not exist (the worker reported nothing) or is not a
+// regular file (a FIFO, a link: read neither, never blocking). Called on the
+// agent's loop thread, so it never waits on what the worker left there.
 WorkerEventsRead readWorkerEvents(const std::filesystem::path& file);
 
 // One line of such a file; nullopt when it is not an event.

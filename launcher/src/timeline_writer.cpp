@@ -263,6 +263,10 @@ void TimelineWriter::foldWorkerEvents(int local_rank, int rank, Clock::time_poin
   }
   const fs::path file = timelineEventsFile(agent_.worker_events_dir, round_, local_rank);
   WorkerEventsRead read = readWorkerEvents(file);
+  if (!read.unreadable.empty() && !warned_bad_worker_event_) {
+    warned_bad_worker_event_ = true;
+    log().warn("timeline: {}: not read: {} (said once per run)", file.string(), read.unreadable);
+  }
   if (read.events.empty() && read.bad_lines == 0) {
     return;
   }

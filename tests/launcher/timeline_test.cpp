@@ -5,8 +5,15 @@
 // measured, a later measurement holding from its time on, and the hosts'
 // wall clocks only when the offsets cannot be used.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <functional>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -171,6 +178,100 @@ TEST(TimelineFormatTest, AWorkersEventLineNeedsANameAndAnIntegerTime) {
   EXPECT_FALSE(parseWorkerEvent(R"({"name":"x","ts_monotonic_ns":5.5})"));
   EXPECT_FALSE(parseWorkerEvent(R"({"name":"x","ts_monotonic_ns":5,"dur_ns":-1})"));
   EXPECT_FALSE(parseWorkerEvent("[1, 2]"));
+}
+
+// The worker controls what lies at its events path, and the agent reads it
+// on its loop thread: each read below runs in a child process with a
+// deadline and an address-space limit, so a read that blocks or grows
+// without bound fails the test instead of hanging or exhausting it.
+class WorkerEventsFileTest : public ::testing::Test {
+ protected:
+  // "" when `read` returned true in time within 256 MiB more than the test
+  // has now; else what went wrong.
+  static std::string inBoundedChild(const std::function<bool()>& read) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      rlimit limit{};
+      ::getrlimit(RLIMIT_AS, &limit);
+      limit.rlim_cur = mappedBytes() + (256u << 20);
+      ::setrlimit(RLIMIT_AS, &limit);
+      bool ok = false;
+      try {
+        ok = read();
+      } catch (...) {
+        ::_exit(3);
+      }
+      ::_exit(ok ? 0 : 1);
+    }
+    const auto deadline = Clock::now() + 10s;
+    int status = 0;
+    while (::waitpid(child, &status, WNOHANG) == 0) {
+      if (Clock::now() > deadline) {
+        ::kill(child, SIGKILL);
+        ::waitpid(child, &status, 0);
+        return "the read did not return within 10 s";
+      }
+      std::this_thread::sleep_for(5ms);  // polling the child, not waiting a fixed time
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      return "";
+    }
+    return WIFEXITED(status) ? "the read ended with " + std::to_string(WEXITSTATUS(status))
+                             : "the read was killed by signal " + std::to_string(WTERMSIG(status));
+  }
+
+  // The process' mapped bytes now (/proc/self/statm's first field).
+  static std::size_t mappedBytes() {
+    std::ifstream statm("/proc/self/statm");
+    std::size_t pages = 0;
+    statm >> pages;
+    return pages * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  }
+
+  test_support::TempDir dir_{"ddprun-worker-events-test"};
+  fs::path path_ = dir_ / "events.jsonl";
+};
+
+TEST_F(WorkerEventsFileTest, AFifoAtThePathIsSkippedWithoutBlocking) {
+  ASSERT_EQ(::mkfifo(path_.c_str(), 0600), 0);
+  EXPECT_EQ(inBoundedChild([&] {
+              const WorkerEventsRead read = readWorkerEvents(path_);
+              return read.events.empty() && read.bad_lines == 0 && !read.unreadable.empty();
+            }),
+            "");
+}
+
+TEST_F(WorkerEventsFileTest, ALinkToDevZeroIsSkippedInBoundedMemory) {
+  fs::create_symlink("/dev/zero", path_);
+  EXPECT_EQ(inBoundedChild([&] {
+              const WorkerEventsRead read = readWorkerEvents(path_);
+              return read.events.empty() && read.bad_lines == 0 && !read.unreadable.empty();
+            }),
+            "");
+}
+
+TEST_F(WorkerEventsFileTest, AFileOverAMebibyteIsCutThereDroppingTheLineItCuts) {
+  const std::string line = R"({"name":"step","ts_monotonic_ns":1000,"pad":"xxxxxxxxxxxxxxxxx"})";
+  const std::size_t line_bytes = line.size() + 1;
+  const std::size_t whole_lines = (1u << 20) / line_bytes;
+  ASSERT_NE((1u << 20) % line_bytes, 0u) << "the cap must cut a line for this test";
+  {
+    std::ofstream out(path_);
+    for (std::size_t i = 0; i < whole_lines + 100; ++i) {
+      out << line << "\n";
+    }
+  }
+  const WorkerEventsRead read = readWorkerEvents(path_);
+  EXPECT_EQ(read.events.size(), whole_lines);
+  EXPECT_EQ(read.bad_lines, 0);
+  EXPECT_TRUE(read.unreadable.empty()) << read.unreadable;
+
+  // One line longer than the cap: nothing of it.
+  std::ofstream(path_) << R"({"name":"big","ts_monotonic_ns":1,"pad":")" << std::string(2 << 20, 'x')
+                       << "\"}\n";
+  const WorkerEventsRead big = readWorkerEvents(path_);
+  EXPECT_TRUE(big.events.empty());
+  EXPECT_EQ(big.bad_lines, 0) << "the cut line is dropped, not counted as a bad one";
 }
 
 // A node's events as the writer lays them out, by hand.
