@@ -16,7 +16,8 @@ namespace {
 namespace fs = std::filesystem;
 using timeline::TraceError;
 
-constexpr const char* kUsage = "usage: ddprun timeline [-h] [-o FILE] DIR [DIR ...]\n";
+constexpr const char* kUsage =
+    "usage: ddprun timeline [-h] [-o FILE] [--mixed-runs] DIR [DIR ...]\n";
 
 constexpr const char* kHelp =
     "\nMerges the timeline.json files of a job's agents (one per node) into one trace on the\n"
@@ -27,7 +28,9 @@ constexpr const char* kHelp =
     "options:\n"
     "  -h, --help            show this help message and exit\n"
     "  -o FILE, --output FILE\n"
-    "                        write the merged trace to FILE (default: stdout)\n";
+    "                        write the merged trace to FILE (default: stdout)\n"
+    "  --mixed-runs          merge files of different runs (their run ids differ) anyway,\n"
+    "                        on the hosts' wall clocks; without it they are refused\n";
 
 // Bad input: what, and why.
 class InputError : public std::runtime_error {
@@ -95,9 +98,11 @@ int runTimelineCommand(const std::vector<std::string>& args) {
   CLI::App app("ddprun timeline");
   app.set_help_flag();  // its own -h, with argparse's layout
   bool help = false;
+  bool mixed_runs = false;
   std::string output;
   std::vector<std::string> inputs;
   app.add_flag("-h,--help", help);
+  app.add_flag("--mixed-runs", mixed_runs);
   app.add_option("-o,--output", output);
   app.add_option("inputs", inputs);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 reads them reversed
@@ -123,7 +128,8 @@ int runTimelineCommand(const std::vector<std::string>& args) {
         timeline::addUnfoldedWorkerEvents(nodes.back());
       }
     }
-    const timeline::MergedTrace merged = timeline::mergeTraces(nodes);
+    const timeline::MergedTrace merged = timeline::mergeTraces(
+        nodes, mixed_runs ? timeline::MixedRuns::kMergeOnWallClocks : timeline::MixedRuns::kRefuse);
     writeOutput(output, timeline::formatTrace(merged.events));
     for (const std::string& note : merged.notes) {
       std::fprintf(stderr, "ddprun timeline: %s\n", note.c_str());

@@ -26,6 +26,7 @@ struct ClockMark {
 // What the merger needs to know of one agent's file.
 struct NodeFacts {
   std::string host;
+  std::string run_id;
   std::optional<int> node_rank;
   double start_ts = 0;                  // of "agent start"
   std::optional<double> wall_clock_us;  // the wall clock at start_ts
@@ -59,12 +60,16 @@ NodeFacts readNodeFacts(const NodeTrace& node) {
   for (const json& event : node.trace.events) {
     const double ts = event["ts"].get<double>();
     agent.last_ts = std::max(agent.last_ts, ts);
-    if (named(event, kAgentStart) && !started) {
+    // Only the agent writes its own track: a worker's reported events (on
+    // their own tracks) named like these must not move the node's clock.
+    const bool agents_own = event["tid"] == kAgentTrack;
+    if (agents_own && named(event, kAgentStart) && !started) {
       started = true;
       agent.start_ts = ts;
       agent.host = stringArg(event, "host", "?");
       agent.wall_clock_us = numberArg(event, "wall_clock_unix_us");
-    } else if (named(event, kClockOffset)) {
+      agent.run_id = stringArg(event, "run_id", "(none)");
+    } else if (agents_own && named(event, kClockOffset)) {
       const auto offset = numberArg(event, "clock_offset_us");
       const auto uncertainty = numberArg(event, "clock_uncertainty_us");
       if (offset && uncertainty) {
@@ -96,9 +101,24 @@ double offsetAt(const NodeFacts& agent, double ts) {
   return offset;
 }
 
+// "<file> (run <id>), ..." when the files are of more than one run; "" when
+// of one.
+std::string mixedRuns(const std::vector<NodeTrace>& nodes, const std::vector<NodeFacts>& agents) {
+  bool mixed = false;
+  std::string list;
+  for (std::size_t i = 0; i < agents.size(); ++i) {
+    mixed = mixed || agents[i].run_id != agents.front().run_id;
+    list += (i == 0 ? "" : ", ") + nodes[i].file + " (run " + agents[i].run_id + ")";
+  }
+  return mixed ? list : "";
+}
+
 // Why the files cannot share the rendezvous' clock; "" when they can.
 std::string whyNotOneClock(const std::vector<NodeTrace>& nodes,
-                           const std::vector<NodeFacts>& agents) {
+                           const std::vector<NodeFacts>& agents, const std::string& mixed_runs) {
+  if (!mixed_runs.empty()) {
+    return "the files are of different runs: " + mixed_runs;
+  }
   for (std::size_t i = 0; i < agents.size(); ++i) {
     if (agents[i].clocks.empty()) {
       return nodes[i].file +
@@ -183,12 +203,17 @@ void addUnfoldedWorkerEvents(NodeTrace& node) {
   }
 }
 
-MergedTrace mergeTraces(const std::vector<NodeTrace>& nodes) {
+MergedTrace mergeTraces(const std::vector<NodeTrace>& nodes, MixedRuns mixed) {
   std::vector<NodeFacts> agents;
   for (const NodeTrace& node : nodes) {
     agents.push_back(readNodeFacts(node));
   }
-  const std::string why_not = whyNotOneClock(nodes, agents);
+  const std::string mixed_runs = mixedRuns(nodes, agents);
+  if (!mixed_runs.empty() && mixed == MixedRuns::kRefuse) {
+    throw MixedRunsError("the files are of different runs: " + mixed_runs +
+                         "; --mixed-runs merges them anyway, on the hosts' wall clocks");
+  }
+  const std::string why_not = whyNotOneClock(nodes, agents, mixed_runs);
   MergedTrace merged;
   if (why_not.empty()) {
     merged.notes.push_back("on the rendezvous' clock (" + agents.front().clocks.front().reference +

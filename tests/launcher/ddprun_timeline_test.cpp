@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -165,6 +166,29 @@ TEST_F(DdprunTimelineTest, BadInputIsOneLineNamingItAndBadFlagsAreExitTwo) {
   result = ddprun({"timeline", "--help"});
   EXPECT_EQ(result.code, 0);
   EXPECT_NE(result.output.find("usage: ddprun timeline"), std::string::npos);
+}
+
+// Two standalone runs in one --log-dir are two jobs (each its own run id):
+// merging them is refused unless asked for.
+TEST_F(DdprunTimelineTest, TwoRunsInOneLogDirAreRefusedUnlessMixedRunsIsGiven) {
+  const fs::path logs = dir_ / "logs";
+  for (int run = 0; run < 2; ++run) {
+    const auto result = ddprun(
+        {"--standalone", "--log-dir", logs.string(), "--no-python", DDPRUN_FAKE_WORKER});
+    ASSERT_EQ(result.code, 0) << result.errors;
+  }
+  auto merge = ddprun({"timeline", logs.string(), "-o", (dir_ / "merged.json").string()});
+  EXPECT_EQ(merge.code, 1) << merge.errors;
+  EXPECT_EQ(std::count(merge.errors.begin(), merge.errors.end(), '\n'), 1) << merge.errors;
+  EXPECT_NE(merge.errors.find("of different runs"), std::string::npos) << merge.errors;
+  EXPECT_NE(merge.errors.find("--mixed-runs"), std::string::npos) << merge.errors;
+  EXPECT_FALSE(fs::exists(dir_ / "merged.json"));
+
+  merge = ddprun(
+      {"timeline", "--mixed-runs", logs.string(), "-o", (dir_ / "merged.json").string()});
+  EXPECT_EQ(merge.code, 0) << merge.errors;
+  EXPECT_NE(merge.errors.find("wall clocks"), std::string::npos) << merge.errors;
+  EXPECT_EQ(named(events(readFile(dir_ / "merged.json")), "process_name").size(), 2u);
 }
 
 TEST_F(DdprunTimelineTest, TwoAgentsMergeOntoTheDaemonsClockWithOffsetsNearZero) {

@@ -406,6 +406,51 @@ TEST_F(TimelineMergeTest, ACutFileGetsWhatItsRunningWorkersReportedAfterItsLastE
   EXPECT_EQ(whole.reported_late, 0) << "a closed file's workers were all folded in by its agent";
 }
 
+// A worker reports its own events on its own track (reportedTrack): one it
+// names like the agent's clock or start must not move its node's events.
+TEST_F(TimelineMergeTest, AWorkersEventsNamedLikeTheAgentsDoNotMoveItsClock) {
+  const int reported = timeline::reportedTrack(0);
+  json forged_start = event(std::string(timeline::kAgentStart), 'i', 0, reported,
+                            {{"host", "forged"}, {"wall_clock_unix_us", 1}});
+  json forged_clock = event(std::string(timeline::kClockOffset), 'i', 5, reported,
+                            {{"clock_offset_us", 3.6e9},
+                             {"clock_uncertainty_us", 1.0},
+                             {"clock", "c10d at x:1"}});
+  const auto merged = timeline::mergeTraces({node(
+      "a", {forged_start, start(1, 0), clock(2, 5), forged_clock, event("work", 'i', 20, 1)})});
+  EXPECT_EQ(tsOf(merged, 1, "work"), 25);
+  EXPECT_EQ(merged.events.front()["args"]["name"], "h (never in a round)");
+}
+
+TEST_F(TimelineMergeTest, FilesOfDifferentRunsAreRefusedNamingEachUnlessAskedFor) {
+  auto of_run = [](const std::string& run_id, double wall) {
+    json made = start(0, wall);
+    made["args"]["run_id"] = run_id;
+    return made;
+  };
+  const std::vector<timeline::NodeTrace> nodes = {
+      node("a.json", {of_run("r1", 1000), clock(1, 50), event("work", 'i', 10, 1)}),
+      node("b.json", {of_run("r2", 2000), clock(1, 70), event("work", 'i', 10, 1)}),
+  };
+  try {
+    timeline::mergeTraces(nodes);
+    FAIL() << "merged";
+  } catch (const timeline::MixedRunsError& error) {
+    EXPECT_NE(std::string(error.what()).find("a.json (run r1), b.json (run r2)"),
+              std::string::npos)
+        << error.what();
+  }
+  const auto merged = timeline::mergeTraces(nodes, timeline::MixedRuns::kMergeOnWallClocks);
+  EXPECT_EQ(tsOf(merged, 1, "work"), 1010) << "on the wall clocks, not the offsets";
+  EXPECT_EQ(tsOf(merged, 2, "work"), 2010);
+  EXPECT_NE(joined(merged.notes).find("different runs"), std::string::npos)
+      << joined(merged.notes);
+  // One run's files merge as before.
+  EXPECT_NO_THROW(timeline::mergeTraces(
+      {node("a.json", {of_run("r1", 1000), clock(1, 50)}),
+       node("b.json", {of_run("r1", 2000), clock(1, 70)})}));
+}
+
 TEST_F(TimelineMergeTest, AFileWithoutAnAgentStartIsRefusedNamingIt) {
   try {
     timeline::mergeTraces({node("x.json", {event("work", 'i', 1, 1)})});

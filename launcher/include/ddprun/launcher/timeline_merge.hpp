@@ -6,10 +6,12 @@
 // clock (its "clock offset" events name the same clock), each event is
 // shifted by the offset its agent measured last before it (the first one for
 // the events before that), onto the rendezvous' monotonic clock; hosts' wall
-// clocks play no part. Otherwise (an etcd rendezvous measures none, an agent
-// ended before its measurement, the files are of different jobs), every
-// file is placed by the wall clock its agent read at start, and a note says
-// so and why.
+// clocks play no part. Only the agent's own track (kAgentTrack) is read for
+// "agent start" and "clock offset": a worker's reported events cannot move
+// it. Otherwise (an etcd rendezvous measures none, an agent ended before its
+// measurement, --mixed-runs for files of different runs), every file is
+// placed by the wall clock its agent read at start, and a note says so and
+// why.
 //
 // Stateless functions; any thread.
 #pragma once
@@ -43,10 +45,23 @@ struct MergedTrace {
 // closed trace.
 void addUnfoldedWorkerEvents(NodeTrace& node);
 
+// Files of different runs (the "run_id" of their "agent start" events
+// differ: two jobs, or two standalone runs in one --log-dir) are no one
+// job's trace: refused unless asked for, and then placed by the hosts' wall
+// clocks (the runs' clocks need not be the same).
+enum class MixedRuns { kRefuse, kMergeOnWallClocks };
+
+class MixedRunsError : public TraceError {
+ public:
+  using TraceError::TraceError;
+};
+
 // Throws TraceError("<file>: <why>") for a file that is no ddprun agent's
 // timeline (no "agent start" event), or one that can be placed on neither
-// clock.
-MergedTrace mergeTraces(const std::vector<NodeTrace>& nodes);
+// clock; MixedRunsError naming each file and its run when they are of
+// different runs and `mixed` is kRefuse.
+MergedTrace mergeTraces(const std::vector<NodeTrace>& nodes,
+                        MixedRuns mixed = MixedRuns::kRefuse);
 
 // The JSON Array Format, closed: "[", one event a line, "]".
 std::string formatTrace(const std::vector<TraceEvent>& events);
