@@ -150,7 +150,29 @@ std::string describeDuration(std::int64_t milliseconds) {
   return std::to_string(seconds / 3600) + " h " + std::to_string(seconds % 3600 / 60) + " min";
 }
 
-std::string alignColumns(const std::vector<std::vector<std::string>>& rows) {
+std::string visible(std::string_view text) {
+  std::string shown;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      char escape[8];
+      std::snprintf(escape, sizeof(escape), "\\x%02x", byte);
+      shown += escape;
+    } else {
+      shown += c;
+    }
+  }
+  return shown;
+}
+
+std::string alignColumns(const std::vector<std::vector<std::string>>& given) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& row : given) {
+    rows.emplace_back();
+    for (const std::string& cell : row) {
+      rows.back().push_back(visible(cell));
+    }
+  }
   std::vector<std::size_t> widths;
   for (const auto& row : rows) {
     widths.resize(std::max(widths.size(), row.size()), 0);
@@ -178,7 +200,8 @@ std::string formatJobStatus(const protocol::JobStatus& status, std::string_view 
                                     ? "ddprund"
                                     : "the agent " + status.rendezvous_host + ", embedded";
   std::string text =
-      "rendezvous '" + status.run_id + "' at " + std::string(endpoint) + " (" + served_by + ")\n";
+      "rendezvous '" + visible(status.run_id) + "' at " + visible(endpoint) + " (" +
+      visible(served_by) + ")\n";
   text += alignColumns({
       {"  state:", describeState(status)},
       {"  round:", describeRound(status)},
@@ -200,7 +223,7 @@ std::string formatJobStatus(const protocol::JobStatus& status, std::string_view 
 std::string formatJobList(const std::vector<protocol::JobSummary>& jobs,
                           std::string_view endpoint) {
   if (jobs.empty()) {
-    return "no c10d rendezvous runs at " + std::string(endpoint) + "\n";
+    return "no c10d rendezvous runs at " + visible(endpoint) + "\n";
   }
   std::vector<std::vector<std::string>> rows = {
       {"RUN ID", "STATE", "ROUND", "NODES", "SPARES", "WORLD", "LAST ROUND"}};

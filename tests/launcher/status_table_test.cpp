@@ -38,6 +38,26 @@ TEST(StatusTable, ColumnsAreAlignedWithoutTrailingBlanks) {
   EXPECT_EQ(alignColumns({{"A", "BB", "C"}, {"long", "x", ""}}), "A     BB  C\nlong  x\n");
 }
 
+// Agents and workers name themselves: what they sent must not reach the
+// terminal as escape sequences.
+TEST(StatusTable, ControlCharactersAreShownEscaped) {
+  protocol::JobStatus job = runningJob();
+  job.run_id = "job\x1b[2J";
+  job.members[0].agent = "node0\x1b]0;owned\x07";
+  job.last_failure->failure.reason = "bad\r\nline\x7f";
+  const std::string text = formatJobStatus(job, "node0:29400");
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x07'), std::string::npos) << text;
+  EXPECT_EQ(text.find('\r'), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x7f'), std::string::npos) << text;
+  EXPECT_NE(text.find("rendezvous 'job\\x1b[2J'"), std::string::npos) << text;
+  EXPECT_NE(text.find("node0\\x1b]0;owned\\x07"), std::string::npos) << text;
+  EXPECT_NE(text.find("bad\\x0d\\x0aline\\x7f"), std::string::npos) << text;
+  protocol::JobSummary summary;
+  summary.run_id = "r\x1b";
+  EXPECT_NE(formatJobList({summary}, "h:1").find("r\\x1b "), std::string::npos);
+}
+
 TEST(StatusTable, DurationsReadAsAPersonWouldSayThem) {
   EXPECT_EQ(describeDuration(-5), "0 ms");
   EXPECT_EQ(describeDuration(850), "850 ms");
