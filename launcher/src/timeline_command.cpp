@@ -2,7 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -80,8 +82,11 @@ timeline::NodeTrace readNode(const fs::path& file) {
 
 void writeOutput(const std::string& output, const std::string& text) {
   if (output.empty()) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+    const bool written = std::fwrite(text.data(), 1, text.size(), stdout) == text.size();
+    if (std::fflush(stdout) != 0 || !written) {
+      throw InputError("the standard output cannot be written: " +
+                       std::string(std::strerror(errno)));
+    }
     return;
   }
   std::ofstream out(output, std::ios::binary | std::ios::trunc);

@@ -5,7 +5,9 @@
 // SIGKILLed, its file is cut short and the merge shows the survivor's
 // recovery.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -189,6 +191,35 @@ TEST_F(DdprunTimelineTest, TwoRunsInOneLogDirAreRefusedUnlessMixedRunsIsGiven) {
   EXPECT_EQ(merge.code, 0) << merge.errors;
   EXPECT_NE(merge.errors.find("wall clocks"), std::string::npos) << merge.errors;
   EXPECT_EQ(named(events(readFile(dir_ / "merged.json")), "process_name").size(), 2u);
+}
+
+// A merge that cannot be written to its standard output fails saying so.
+TEST_F(DdprunTimelineTest, AFullStandardOutputIsAnErrorNamingIt) {
+  const fs::path logs = dir_ / "logs";
+  const auto run =
+      ddprun({"--standalone", "--log-dir", logs.string(), "--no-python", DDPRUN_FAKE_WORKER});
+  ASSERT_EQ(run.code, 0) << run.errors;
+  const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(full, 0);
+  const fs::path errors_file = dir_ / "errors.txt";
+  const int errors_fd = ::open(errors_file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(errors_fd, 0);
+  SpawnOptions options;
+  options.argv = {DDPRUN_BINARY, "timeline", logs.string()};
+  options.env = {{"PATH", "/usr/bin:/bin"}};
+  options.stdout_fd = full;
+  options.stderr_fd = errors_fd;
+  Subprocess merge(options);
+  ::close(full);
+  ::close(errors_fd);
+  const auto status = merge.waitFor(60s);
+  ASSERT_TRUE(status) << "still running";
+  EXPECT_EQ(status->kind, ExitStatus::Kind::Exited);
+  EXPECT_EQ(status->code, 1);
+  const std::string errors = readFile(errors_file);
+  EXPECT_NE(errors.find("ddprun timeline: the standard output cannot be written: No space left"),
+            std::string::npos)
+      << errors;
 }
 
 TEST_F(DdprunTimelineTest, TwoAgentsMergeOntoTheDaemonsClockWithOffsetsNearZero) {
