@@ -121,7 +121,7 @@ std::string launchPlanJson(const LaunchConfig& config, const ResolvedLaunch& res
                  {"source", resolved.python.empty() ? "default" : resolved.python_source}};
   plan["python"] = std::move(python);
   plan["worker_command"] = {{"value", resolved.worker_argv}, {"source", "flag"}};
-  return plan.dump();
+  return plan.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace ddprun::launcher

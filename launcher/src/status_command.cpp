@@ -159,7 +159,9 @@ bool holdsStaticRun(rdzv::StoreClient& client, const std::string& run_id) {
 
 void print(const std::string& text) { std::fputs(text.c_str(), stdout); }
 
-void printJson(const std::string& answer) { print(nlohmann::json::parse(answer).dump(2) + "\n"); }
+void printJson(const std::string& answer) { print(
+      nlohmann::json::parse(answer).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+      "\n"); }
 
 int showJobs(rdzv::StoreClient& client, const StatusRequest& request, Clock::time_point deadline) {
   const std::string answer = ask(client, request, deadline, std::string(protocol::kQueryJobs));

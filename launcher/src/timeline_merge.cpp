@@ -272,7 +272,7 @@ std::string formatTrace(const std::vector<json>& events) {
   std::string text = "[";
   for (std::size_t i = 0; i < events.size(); ++i) {
     text += i == 0 ? "\n" : ",\n";
-    text += events[i].dump();
+    text += events[i].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   text += "\n]\n";
   return text;

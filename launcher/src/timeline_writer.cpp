@@ -217,7 +217,7 @@ void TimelineWriter::write(const Event& event) {
     return;
   }
   std::string line = first_ ? "[\n" : ",\n";
-  line += event.dump();
+  line += event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   first_ = false;
   if (::write(fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
     log().warn("timeline: cannot write {}: {}; no more events go to it", path_.string(),

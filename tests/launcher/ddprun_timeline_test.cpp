@@ -222,6 +222,26 @@ TEST_F(DdprunTimelineTest, AFullStandardOutputIsAnErrorNamingIt) {
       << errors;
 }
 
+// A run id is the user's bytes, not always UTF-8: the timeline (JSON) gets
+// U+FFFD for what is not, and the run goes on.
+TEST_F(DdprunTimelineTest, ARunIdThatIsNotUtf8StillGivesARunAndATrace) {
+  const fs::path logs = dir_ / "logs";
+  const auto run = ddprun({"--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0",
+                           "--rdzv-id", "r\xff", "--log-dir", logs.string(), "--no-python",
+                           DDPRUN_FAKE_WORKER});
+  ASSERT_EQ(run.code, 0) << run.errors;
+  const fs::path timeline = timelineNamedIn(run.errors);
+  ASSERT_FALSE(timeline.empty()) << run.errors;
+  const std::string text = readFile(timeline);
+  const auto check = test_support::checkTrace(text);
+  EXPECT_TRUE(check.problems.empty()) << problems(check) << text;
+  EXPECT_TRUE(check.closed) << text;
+  const auto start = named(events(text), "agent start");
+  ASSERT_EQ(start.size(), 1u) << text;
+  EXPECT_EQ(start[0]["args"]["run_id"], "r\xef\xbf\xbd");
+  EXPECT_EQ(ddprun({"timeline", logs.string(), "-o", (dir_ / "m.json").string()}).code, 0);
+}
+
 TEST_F(DdprunTimelineTest, TwoAgentsMergeOntoTheDaemonsClockWithOffsetsNearZero) {
   test_support::DaemonProcess daemon;
   Subprocess a = agent("a", "2", daemon.port(), {}, {"--log-dir", (dir_ / "a" / "logs").string()});
