@@ -48,8 +48,10 @@ TEST(TrainTimelineTest, TheTimelineShowsTheKillTheResumeAndTheSnapshotsAfterIt) 
   EXPECT_EQ(check.open_slices, 0);
   const std::vector<json> events = json::parse(text).get<std::vector<json>>();
 
+  // The killed rank first; its peer may fail after it (its Gloo connection
+  // reset) before the agent's SIGTERM reaches it, and is then listed too.
   const auto failed = named(events, "worker failed");
-  ASSERT_EQ(failed.size(), 1u) << text;
+  ASSERT_GE(failed.size(), 1u) << text;
   EXPECT_EQ(failed[0]["args"]["rank"], 1);
   EXPECT_EQ(failed[0]["args"]["signal"], "SIGKILL");
   EXPECT_EQ(failed[0]["args"]["round"], 0);
