@@ -51,10 +51,7 @@ void eraseAll(std::vector<ClientId>& clients, ClientId client) {
 
 std::optional<std::string> KeySpace::execute(ClientId client, proto::Dialect dialect,
                                              const proto::Request& request, std::string& reply) {
-  const bool legacy = dialect == proto::Dialect::Legacy113 || dialect == proto::Dialect::Legacy21;
-  if (legacy && request.command != Command::CancelWait && pending_.contains(client)) {
-    cancelWait(client);
-  }
+  cancelLegacyWaitBefore(client, dialect, request.command);
   proto::WireWriter out(reply);
   const auto& keys = request.keys;
   const auto& values = request.values;
@@ -121,6 +118,14 @@ std::optional<std::string> KeySpace::execute(ClientId client, proto::Dialect dia
       return std::nullopt;
   }
   return "an unhandled command";
+}
+
+void KeySpace::cancelLegacyWaitBefore(ClientId client, proto::Dialect dialect,
+                                      proto::Command command) {
+  const bool legacy = dialect == proto::Dialect::Legacy113 || dialect == proto::Dialect::Legacy21;
+  if (legacy && command != Command::CancelWait && pending_.contains(client)) {
+    cancelWait(client);
+  }
 }
 
 void KeySpace::set(std::string_view key, std::string_view value) {

@@ -207,6 +207,9 @@ std::optional<std::string> Session::executeRequest() {
     return "a " + std::string(proto::commandName(request_.command)) +
            " of a reserved rendezvous key (only the rendezvous writes them)";
   }
+  // Before the service answers: a legacy client's stale WAIT must not
+  // later complete into the reply stream of this request.
+  key_space_.cancelLegacyWaitBefore(id_, decoder_.dialect(), request_.command);
   if (request_.command == proto::Command::Get &&
       RendezvousService::isQueryKey(request_.keys.front())) {
     proto::WireWriter(scratch_).bytes(

@@ -49,6 +49,10 @@ class KeySpace {
   // clients give up waiting without telling the server (docs/tcpstore-protocol.md §8.2).
   std::optional<std::string> execute(ClientId client, proto::Dialect dialect,
                                      const proto::Request& request, std::string& reply);
+  // That cancel on its own, for every request of a legacy client that the
+  // store does not run itself (rendezvous SETs, query GETs): any request
+  // means the client stopped waiting, whoever answers it.
+  void cancelLegacyWaitBefore(ClientId client, proto::Dialect dialect, proto::Command command);
 
   // Stores a value as a SET would, waking its waiters and watchers; for the
   // daemon's own writes (rendezvous events).
