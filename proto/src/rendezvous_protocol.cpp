@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/json_text.hpp"
 
 namespace ddprun::proto::rendezvous {
 namespace {
@@ -246,7 +247,7 @@ std::string encodeJoin(const JoinRequest& join) {
                                {field::kGroupWorldSize, join.rejoin->group_world_size},
                                {field::kWorkersDone, join.rejoin->workers_done}};
   }
-  return request.dump();
+  return jsonText(request);
 }
 
 std::optional<JoinRequest> decodeJoin(std::string_view text, std::string& why) {
@@ -335,7 +336,7 @@ std::string encodeAgentReport(const AgentReport& report) {
     }
     out[field::kFailure] = std::move(failed);
   }
-  return out.dump();
+  return jsonText(out);
 }
 
 std::optional<AgentReport> decodeVerbValue(std::string_view value, std::string& why) {
@@ -405,7 +406,7 @@ std::string encodeEvent(const Event& event) {
   if (event.type == EventType::kError) {
     out[field::kMessage] = event.message;
   }
-  return out.dump();
+  return jsonText(out);
 }
 
 Event decodeEvent(std::string_view text) {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/json_text.hpp"
 
 namespace ddprun::proto::rendezvous {
 namespace {
@@ -265,23 +266,22 @@ std::string encodeJobStatus(const JobStatus& status) {
   for (const LossStatus& loss : status.losses) {
     losses.push_back(lossJson(loss));
   }
-  return json{{field::kRunId, status.run_id},
-              {field::kState, jobStateName(status.state)},
-              {field::kRound, status.round},
-              {field::kSinceRoundMs, orNull(status.since_round_ms)},
-              {field::kWorldSize, status.world_size},
-              {field::kMinNodes, status.min_nodes},
-              {field::kMaxNodes, status.max_nodes},
-              {field::kRendezvousHost, status.rendezvous_host},
-              {field::kMembers, std::move(members)},
-              {field::kSpares, std::move(spares)},
-              {field::kRestartsUsed, status.restarts_used},
-              {field::kRestartsLeft, orNull(status.restarts_left)},
-              {field::kLastFailure,
-               status.last_failure ? failureJson(*status.last_failure) : json(nullptr)},
-              {field::kLosses, std::move(losses)},
-              {field::kFailedOn, orNull(status.failed_on)}}
-      .dump();
+  return jsonText(json{{field::kRunId, status.run_id},
+                       {field::kState, jobStateName(status.state)},
+                       {field::kRound, status.round},
+                       {field::kSinceRoundMs, orNull(status.since_round_ms)},
+                       {field::kWorldSize, status.world_size},
+                       {field::kMinNodes, status.min_nodes},
+                       {field::kMaxNodes, status.max_nodes},
+                       {field::kRendezvousHost, status.rendezvous_host},
+                       {field::kMembers, std::move(members)},
+                       {field::kSpares, std::move(spares)},
+                       {field::kRestartsUsed, status.restarts_used},
+                       {field::kRestartsLeft, orNull(status.restarts_left)},
+                       {field::kLastFailure,
+                        status.last_failure ? failureJson(*status.last_failure) : json(nullptr)},
+                       {field::kLosses, std::move(losses)},
+                       {field::kFailedOn, orNull(status.failed_on)}});
 }
 
 JobStatus decodeJobStatus(std::string_view text) {
@@ -332,7 +332,7 @@ std::string encodeJobList(const std::vector<JobSummary>& jobs) {
                     {field::kWorldSize, job.world_size},
                     {field::kSinceRoundMs, orNull(job.since_round_ms)}});
   }
-  return json{{field::kJobs, std::move(list)}}.dump();
+  return jsonText(json{{field::kJobs, std::move(list)}});
 }
 
 std::vector<JobSummary> decodeJobList(std::string_view text) {
@@ -357,7 +357,7 @@ std::vector<JobSummary> decodeJobList(std::string_view text) {
 }
 
 std::string encodeQueryError(const QueryError& error) {
-  return json{{field::kError, error.error}}.dump();
+  return jsonText(json{{field::kError, error.error}});
 }
 
 std::optional<QueryError> decodeQueryError(std::string_view text) {

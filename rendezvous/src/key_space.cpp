@@ -51,10 +51,7 @@ void eraseAll(std::vector<ClientId>& clients, ClientId client) {
 
 std::optional<std::string> KeySpace::execute(ClientId client, proto::Dialect dialect,
                                              const proto::Request& request, std::string& reply) {
-  const bool legacy = dialect == proto::Dialect::Legacy113 || dialect == proto::Dialect::Legacy21;
-  if (legacy && request.command != Command::CancelWait && pending_.contains(client)) {
-    cancelWait(client);
-  }
+  cancelLegacyWaitBefore(client, dialect, request.command);
   proto::WireWriter out(reply);
   const auto& keys = request.keys;
   const auto& values = request.values;
@@ -123,6 +120,14 @@ std::optional<std::string> KeySpace::execute(ClientId client, proto::Dialect dia
   return "an unhandled command";
 }
 
+void KeySpace::cancelLegacyWaitBefore(ClientId client, proto::Dialect dialect,
+                                      proto::Command command) {
+  const bool legacy = dialect == proto::Dialect::Legacy113 || dialect == proto::Dialect::Legacy21;
+  if (legacy && command != Command::CancelWait && pending_.contains(client)) {
+    cancelWait(client);
+  }
+}
+
 void KeySpace::set(std::string_view key, std::string_view value) {
   storeValue(key, std::string(value));
 }
@@ -133,8 +138,10 @@ void KeySpace::storeValue(std::string_view key, std::string value) {
   const bool watched = watchers_.contains(key);
   std::string old_value;
   if (created) {
+    held_bytes_ += key.size() + value.size();
     it = values_.emplace(std::string(key), std::move(value)).first;
   } else {
+    held_bytes_ = held_bytes_ - it->second.size() + value.size();
     if (watched) {
       old_value = std::move(it->second);
     }
@@ -196,6 +203,7 @@ void KeySpace::append(std::string_view key, std::string_view value) {
     storeValue(key, std::move(combined));
     return;
   }
+  held_bytes_ += value.size();
   it->second.append(value);  // existing and unwatched: nobody to wake or notify
 }
 
@@ -288,6 +296,7 @@ void KeySpace::deleteKey(std::string_view key, Reply& reply) {
   const bool existed = it != values_.end();
   if (existed) {
     std::string old_value = std::move(it->second);
+    held_bytes_ -= key.size() + old_value.size();
     values_.erase(it);
     if (watchers_.contains(key)) {
       notifyWatchers(key, WatchResponse::KeyDeleted, old_value, {});
@@ -328,7 +337,9 @@ void KeySpace::queuePush(std::string_view key, std::string_view value) {
   auto it = queues_.find(key);
   if (it == queues_.end()) {
     it = queues_.emplace(std::string(key), std::deque<std::string>{}).first;
+    held_bytes_ += key.size();
   }
+  held_bytes_ += value.size();
   it->second.emplace_back(value);
   // One item can satisfy one popper: wake only the first waiter it completes.
   wake(key, /*only_first_completed=*/true);
@@ -343,8 +354,10 @@ void KeySpace::queuePop(std::string_view key, Reply& reply) {
     return;
   }
   out.bytes(it->second.front());
+  held_bytes_ -= it->second.front().size();
   it->second.pop_front();
   if (it->second.empty()) {
+    held_bytes_ -= key.size();
     queues_.erase(it);
   }
 }
@@ -364,22 +377,13 @@ void KeySpace::list(Reply& reply) const {
 }
 
 KeySpace::Footprint KeySpace::footprint() const {
-  Footprint held{values_.size() + queues_.size(), 0, pending_.size()};
-  for (const auto& [key, value] : values_) {
-    held.bytes += key.size() + value.size();
-  }
-  for (const auto& [key, items] : queues_) {
-    held.bytes += key.size();
-    for (const std::string& item : items) {
-      held.bytes += item.size();
-    }
-  }
-  return held;
+  return {values_.size() + queues_.size(), held_bytes_, pending_.size()};
 }
 
 void KeySpace::clearData() {
   values_.clear();
   queues_.clear();
+  held_bytes_ = 0;
 }
 
 void KeySpace::forgetClient(ClientId client) {

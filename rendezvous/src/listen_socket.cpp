@@ -1,6 +1,7 @@
 #include "listen_socket.hpp"
 
 #include "ddprun/proto/errors.hpp"
+#include "log.hpp"
 
 namespace ddprun::rdzv {
 namespace {
@@ -57,6 +58,17 @@ void listenOn(net::tcp::acceptor& acceptor, const std::string& host, std::uint16
     }
   }
   throw NetworkError("cannot listen (" + errors + ")");
+}
+
+void acceptAgainLater(net::asio::steady_timer& timer, const net::error_code& error,
+                      std::string_view who, std::function<void()> retry) {
+  rdzvLog().warn("{} cannot accept a connection: {}; retrying in 100 ms", who, error.message());
+  timer.expires_after(std::chrono::milliseconds(100));
+  timer.async_wait([retry = std::move(retry)](const net::error_code& cancelled) {
+    if (!cancelled) {
+      retry();
+    }
+  });
 }
 
 }  // namespace ddprun::rdzv

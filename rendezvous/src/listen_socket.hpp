@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -20,5 +21,12 @@ std::string formatEndpoint(const net::tcp::endpoint& endpoint);
 // `host_flag`), NetworkError naming every address tried when none works.
 void listenOn(net::tcp::acceptor& acceptor, const std::string& host, std::uint16_t port,
               int backlog, std::string_view host_flag);
+
+// After a failed accept (usually EMFILE: out of descriptors): logs it and
+// runs `retry` in 100 ms on `timer`. Accepting again at once would fail
+// again at once, spinning a core until a descriptor frees. `who` names the
+// port ("ddprund", "ddprund metrics").
+void acceptAgainLater(net::asio::steady_timer& timer, const net::error_code& error,
+                      std::string_view who, std::function<void()> retry);
 
 }  // namespace ddprun::rdzv

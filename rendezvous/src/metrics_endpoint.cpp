@@ -1,7 +1,9 @@
 // Flow (all on the endpoint's thread): accept -> Connection::read (a 10 s
 // deadline) -> respond -> write -> read the next request on the same
 // connection (Prometheus keeps it open) until the client closes, the
-// deadline passes, or a request is refused.
+// deadline passes, or a request is refused. At most 64 connections are open;
+// a newcomer past that closes the one that has waited longest for its next
+// request, so clients that only hold connections cannot lock a scraper out.
 // Exceptions: the constructor throws when it cannot listen; after start(),
 // every error is an error code that closes one connection; a collector that
 // throws is answered 500.
@@ -14,6 +16,7 @@
 // clang-format on
 
 #include <chrono>
+#include <list>
 #include <optional>
 #include <thread>
 
@@ -71,17 +74,42 @@ Response answer(const http::request<http::empty_body>& request, const metrics::R
   }
 }
 
+class Connection;
+// The connections counted against the limit, oldest first (endpoint thread).
+using OpenConnections = std::list<Connection*>;
+
 // One client's connection: reads requests, answers each, until it closes or
-// misbehaves. Held by its pending handler; decrements the count when gone.
+// misbehaves. Held by its pending handler; leaves `open` when gone or evicted.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(net::tcp::socket socket, const metrics::Registry& registry, int& open)
-      : stream_(std::move(socket)), registry_(registry), open_(open) {
-    ++open_;
+  Connection(net::tcp::socket socket, const metrics::Registry& registry, OpenConnections& open)
+      : stream_(std::move(socket)),
+        registry_(registry),
+        open_(open),
+        listed_(open.insert(open.end(), this)) {}
+  ~Connection() { unlist(); }
+
+  // Closes the connection among `open` that has waited longest for a
+  // request, if any does (one being answered is not idle). Its handler then
+  // ends with an error, releasing it.
+  static bool evictLongestIdle(OpenConnections& open) {
+    Connection* idlest = nullptr;
+    for (Connection* connection : open) {
+      if (connection->waiting_since_ &&
+          (idlest == nullptr || *connection->waiting_since_ < *idlest->waiting_since_)) {
+        idlest = connection;
+      }
+    }
+    if (idlest == nullptr) {
+      return false;
+    }
+    idlest->unlist();
+    idlest->close();
+    return true;
   }
-  ~Connection() { --open_; }
 
   void read() {
+    waiting_since_ = std::chrono::steady_clock::now();
     parser_.emplace();
     parser_->header_limit(kHeaderLimit);
     stream_.expires_after(kRequestDeadline);
@@ -93,6 +121,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   void onRead(const net::error_code& error) {
+    waiting_since_.reset();
     if (error == http::error::end_of_stream || (error && error.category() != badRequest())) {
       close();  // closed, reset, too slow, or stopping: nobody to answer
       return;
@@ -123,7 +152,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
         });
   }
 
+  void unlist() {
+    if (listed_ != open_.end()) {
+      open_.erase(listed_);
+      listed_ = open_.end();
+    }
+  }
+
   void close() {
+    waiting_since_.reset();
     net::error_code ignored;
     stream_.socket().shutdown(net::tcp::socket::shutdown_both, ignored);
     stream_.close();
@@ -139,7 +176,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<http::request_parser<http::empty_body>> parser_;
   Response response_;
   const metrics::Registry& registry_;
-  int& open_;
+  OpenConnections& open_;
+  OpenConnections::iterator listed_;  // open_.end() once it no longer counts
+  // Set while waiting for a request; the eviction order.
+  std::optional<std::chrono::steady_clock::time_point> waiting_since_;
 };
 
 }  // namespace
@@ -160,25 +200,30 @@ struct MetricsEndpoint::Impl {
       if (error == net::asio::error::operation_aborted || !acceptor->is_open()) {
         return;
       }
-      if (!error) {
-        if (open_connections >= kMaxConnections) {
-          net::error_code ignored;
-          socket.close(ignored);  // a flood of clients gets nothing, and costs nothing
-        } else {
-          std::make_shared<Connection>(std::move(socket), registry, open_connections)->read();
-        }
+      if (error) {
+        acceptAgainLater(*accept_retry, error, "ddprund metrics", [this] { accept(); });
+        return;
       }
-      accept();  // an accept error (out of descriptors) is retried with the next client
+      if (open_connections.size() >= static_cast<std::size_t>(kMaxConnections) &&
+          !Connection::evictLongestIdle(open_connections)) {
+        net::error_code ignored;
+        socket.close(ignored);  // every connection is being answered: the newcomer waits its turn
+      } else {
+        std::make_shared<Connection>(std::move(socket), registry, open_connections)->read();
+      }
+      accept();
     });
   }
 
   MetricsEndpointOptions options;
   const metrics::Registry& registry;
-  int open_connections = 0;  // endpoint thread; outlives every Connection (declared first)
+  // Endpoint thread; outlives every Connection (declared first).
+  OpenConnections open_connections;
   // Destroyed by stop(): with the io_context go the handlers still pending,
   // and with them every connection they hold.
   std::optional<net::asio::io_context> io{std::in_place, 1};
   std::optional<net::tcp::acceptor> acceptor{std::in_place, *io};
+  std::optional<net::asio::steady_timer> accept_retry{std::in_place, *io};
   net::tcp::endpoint bound;
   std::thread thread;
   bool started = false;
@@ -212,6 +257,7 @@ void MetricsEndpoint::stop() {
   if (impl_->thread.joinable()) {
     impl_->thread.join();
   }
+  impl_->accept_retry.reset();
   impl_->acceptor.reset();
   impl_->io.reset();  // closes every connection: their handlers are destroyed with it
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "ddprun/proto/json_text.hpp"
 #include "ddprun/rendezvous/rendezvous_service.hpp"
 
 namespace ddprun::rdzv {
@@ -26,10 +27,9 @@ std::int64_t millisecondsSince(std::chrono::steady_clock::time_point then,
 std::string RendezvousService::answer(std::string_view key, Clock::time_point now) const {
   const std::string_view question = protocol::queryOf(key);
   if (question == protocol::kQueryClock) {
-    return nlohmann::json{
+    return proto::jsonText(nlohmann::json{
         {"steady_ns",
-         std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()}}
-        .dump();
+         std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()}});
   }
   if (question == protocol::kQueryJobs) {
     return jobsAnswer(now);

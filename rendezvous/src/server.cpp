@@ -129,14 +129,8 @@ void Server::Impl::onAccept(const net::error_code& error, net::tcp::socket socke
     return;
   }
   if (error) {
-    // Usually EMFILE: out of descriptors. Back off briefly rather than spin.
-    rdzvLog().warn("ddprund cannot accept a connection: {}; retrying in 100 ms", error.message());
-    accept_retry.emplace(*contexts.front(), std::chrono::milliseconds(100));
-    accept_retry->async_wait([this](const net::error_code& e) {
-      if (!e) {
-        startAccept();
-      }
-    });
+    accept_retry.emplace(*contexts.front());
+    acceptAgainLater(*accept_retry, error, "ddprund", [this] { startAccept(); });
     return;
   }
   net::error_code ignored;

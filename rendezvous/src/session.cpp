@@ -8,8 +8,10 @@
 // A request left incomplete longer than request_timeout closes the
 // connection (armRequestTimer). Idle connections with nothing buffered are
 // never timed out: 1.13 clients keep an idle callback connection forever.
-// Exceptions: nothing here throws on a client's input; Asio errors arrive as
-// error codes and close this connection only.
+// Exceptions: nothing here should throw on a client's input; Asio errors
+// arrive as error codes and close this connection only, and a throw from
+// running a request closes that request's connection only
+// (executeRequestCaught).
 #include "session.hpp"
 
 #include <algorithm>
@@ -158,7 +160,7 @@ std::optional<std::string> Session::executeBuffered(std::size_t& completed) {
     }
     metrics_.requests[static_cast<std::size_t>(request_.command)].add();
     scratch_.clear();
-    if (auto failure = executeRequest()) {
+    if (auto failure = executeRequestCaught()) {
       return "sent " + std::string(proto::commandName(request_.command)) + ": " + *failure;
     }
     in_begin_ += result.size;
@@ -183,6 +185,19 @@ void Session::countDialect() {
   }
 }
 
+// Runs one request; a throw from it (a defect, or memory exhausted) fails
+// only this request's connection, never the thread every client shares.
+// A throw may come after part of the request took effect; the client loses
+// its connection and sees the request unanswered, as if the daemon had died
+// for it alone.
+std::optional<std::string> Session::executeRequestCaught() {
+  try {
+    return executeRequest();
+  } catch (const std::exception& error) {
+    return std::string("made the daemon fail: ") + error.what();
+  }
+}
+
 // A SET of a reserved rendezvous key goes to the rendezvous service, not the
 // store; no other command may write one (a forged event, a deleted one). A
 // GET of a query key is answered by the service; nothing may write one.
@@ -192,6 +207,9 @@ std::optional<std::string> Session::executeRequest() {
     return "a " + std::string(proto::commandName(request_.command)) +
            " of a reserved rendezvous key (only the rendezvous writes them)";
   }
+  // Before the service answers: a legacy client's stale WAIT must not
+  // later complete into the reply stream of this request.
+  key_space_.cancelLegacyWaitBefore(id_, decoder_.dialect(), request_.command);
   if (request_.command == proto::Command::Get &&
       RendezvousService::isQueryKey(request_.keys.front())) {
     proto::WireWriter(scratch_).bytes(

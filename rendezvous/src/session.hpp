@@ -70,6 +70,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void onRead(const net::error_code& error, std::size_t bytes);
   void processInput();
   std::optional<std::string> executeBuffered(std::size_t& completed);
+  std::optional<std::string> executeRequestCaught();
   std::optional<std::string> executeRequest();
   void prepareBufferForMore(std::size_t needed);
   void appendOutput(std::string_view bytes);

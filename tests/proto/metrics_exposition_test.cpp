@@ -56,6 +56,20 @@ TEST(MetricsExposition, LabelValuesEscapeBackslashQuoteAndNewline) {
             "m{path=\"C:\\\\dir\",quote=\"say \\\"hi\\\"\",text=\"two\\nlines\"} 1\n");
 }
 
+// A run id is client bytes; the exposition must stay UTF-8 or Prometheus
+// rejects the whole scrape. Valid multi-byte text is kept as it is.
+TEST(MetricsExposition, LabelValuesReplaceInvalidUtf8WithTheReplacementCharacter) {
+  const std::string replacement = "\xEF\xBF\xBD";
+  EXPECT_EQ(escapeLabelValue("r\xff"), "r" + replacement);
+  EXPECT_EQ(escapeLabelValue("a\xc3(\"b"), "a" + replacement + "(\\\"b")
+      << "a cut sequence, then escaping as usual";
+  EXPECT_EQ(escapeLabelValue("caf\xC3\xA9 \xE2\x82\xAC"), "caf\xC3\xA9 \xE2\x82\xAC");
+  Exposition exposition;
+  exposition.family("m", MetricType::kGauge, "M.").sample(1, {{"run_id", "job\xfe\xff"}});
+  EXPECT_EQ(exposition.text(),
+            "# HELP m M.\n# TYPE m gauge\nm{run_id=\"job" + replacement + replacement + "\"} 1\n");
+}
+
 // HELP escapes backslash and newline only: a quote stays as it is.
 TEST(MetricsExposition, HelpEscapesBackslashAndNewlineButNotQuotes) {
   EXPECT_EQ(escapeHelp("a \\ \"b\"\nc"), "a \\\\ \"b\"\\nc");

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <deque>
 #include <map>
 
 #include "ddprun/rendezvous/store_state.hpp"
@@ -225,6 +227,90 @@ TEST_F(KeySpaceTest, ClearDataEmptiesValuesAndQueuesButKeepsWaiters) {
   EXPECT_EQ(run(1, Command::Check, {"/a"}), std::string(1, '\1'));
   run(1, Command::Set, {"/later"}, {"now"});
   EXPECT_EQ(sink.delivered[2], std::string(1, '\0'));
+}
+
+// footprint() keeps running totals (O(1) by construction: it reads three
+// sizes); this checks them against a full recount after every kind of
+// change, taken from what the store answers: List for the keys, GET for
+// their values, and the test's own record of the queues.
+class FootprintTest : public KeySpaceTest {
+ protected:
+  std::size_t recountedBytes() {
+    // List's reply: a count, then each key as an 8-byte length and its bytes
+    // (the WireWriter's host-order integers).
+    const std::string listed = run(1, Command::List);
+    const auto u64At = [&](std::size_t at) {
+      std::uint64_t value = 0;
+      std::memcpy(&value, listed.data() + at, sizeof value);
+      return value;
+    };
+    std::size_t bytes = 0;
+    std::size_t at = 8;
+    for (std::uint64_t i = 0, count = u64At(0); i < count; ++i) {
+      const std::string key = listed.substr(at + 8, u64At(at));
+      at += 8 + key.size();
+      const std::string value = run(1, Command::Get, {key});
+      bytes += key.size() + value.size() - 8;  // GET's reply: an 8-byte length, then the value
+    }
+    for (const auto& [key, items] : queues) {
+      bytes += key.size();
+      for (const std::string& item : items) {
+        bytes += item.size();
+      }
+    }
+    return bytes;
+  }
+
+  void expectRecounted(const char* after) {
+    const KeySpace::Footprint held = space.footprint();
+    EXPECT_EQ(held.bytes, recountedBytes()) << "after " << after;
+    EXPECT_EQ(held.keys, space.numKeys() + queues.size()) << "after " << after;
+  }
+
+  std::map<std::string, std::deque<std::string>> queues;
+};
+
+TEST_F(FootprintTest, RunningTotalsMatchARecountAfterEveryKindOfChange) {
+  run(1, Command::Set, {"/a"}, {"1"});
+  expectRecounted("a SET creating");
+  run(1, Command::Set, {"/a"}, {"longer"});
+  expectRecounted("a SET replacing");
+  run(1, Command::Add, {"/n"}, {}, 5);
+  run(1, Command::Add, {"/n"}, {}, 100);
+  expectRecounted("ADDs");
+  run(1, Command::CompareSet, {"/a"}, {"longer", "x"});
+  run(1, Command::CompareSet, {"/new"}, {"", "created"});
+  run(1, Command::CompareSet, {"/a"}, {"wrong", "unused"});
+  expectRecounted("COMPARE_SETs");
+  run(1, Command::Append, {"/a"}, {"yz"});
+  run(2, Command::WatchKey, {"/w"});
+  run(1, Command::Append, {"/w"}, {"q"});
+  run(1, Command::Append, {"/w"}, {"rr"});
+  expectRecounted("APPENDs, watched and not");
+  run(1, Command::MultiSet, {"/c", "/d"}, {"ccc", "dddd"});
+  run(1, Command::DeleteKey, {"/c"});
+  run(1, Command::DeleteKey, {"/missing"});
+  expectRecounted("MULTI_SET and DELETEs");
+  run(1, Command::QueuePush, {"/q"}, {"item1"});
+  run(1, Command::QueuePush, {"/q"}, {"it2"});
+  queues["/q"] = {"item1", "it2"};
+  expectRecounted("queue pushes");
+  run(1, Command::QueuePop, {"/q"});
+  queues["/q"].pop_front();
+  expectRecounted("a queue pop");
+  run(1, Command::QueuePop, {"/q"});
+  run(1, Command::QueuePop, {"/q"});
+  queues.clear();
+  expectRecounted("a queue emptied");
+  space.publish("/e", "event");
+  expectRecounted("publish");
+  space.unpublish("/e");
+  expectRecounted("unpublish");
+  run(1, Command::QueuePush, {"/q2"}, {"left"});
+  space.clearData();
+  queues.clear();
+  expectRecounted("clearData");
+  EXPECT_EQ(space.footprint().bytes, 0u);
 }
 
 TEST(StoreStateTest, KeySpacesAreIsolatedAndDroppable) {

@@ -58,6 +58,19 @@ TEST_F(RendezvousQueryTest, AnUnknownQuestionIsAnErrorAnswerAndTheConnectionServ
   EXPECT_EQ(asker.get("plain"), "1");
 }
 
+// Questions are client bytes, echoed in the error answer: invalid UTF-8 in
+// one must not end the daemon (JSON text cannot hold it as it is).
+TEST_F(RendezvousQueryTest, AQuestionThatIsNotUtf8IsAnsweredAndTheDaemonServesOthers) {
+  StoreClient asker = client();
+  const auto answer = nlohmann::json::parse(asker.query(protocol::queryKey("weather\xff")));
+  EXPECT_NE(answer.at("error").get<std::string>().find("weather\xEF\xBF\xBD"), std::string::npos)
+      << "the invalid byte is written as U+FFFD";
+  StoreClient other = client();
+  other.set("plain", "1");
+  EXPECT_EQ(other.get("plain"), "1");
+  EXPECT_GT(steadyNs(asker), 0) << "the asker's connection serves on";
+}
+
 TEST_F(RendezvousQueryTest, NoCommandWritesAQueryKey) {
   const std::string key = protocol::queryKey(protocol::kQueryClock);
   StoreClient setter = client();

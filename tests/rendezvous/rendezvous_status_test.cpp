@@ -108,6 +108,23 @@ TEST_F(RendezvousStatusTest, JobsListsEveryRunTheRendezvousHolds) {
   EXPECT_FALSE(jobs[1].since_round_ms.has_value());
 }
 
+// A run id is bytes of a client's key; invalid UTF-8 in one must not end
+// the daemon when a status question echoes it.
+TEST_F(RendezvousStatusTest, ARunIdThatIsNotUtf8IsListedAndTheDaemonServesOthers) {
+  const std::string run = "r\xff";
+  TestAgent a = agent("node-a:11", run);
+  a.join({1, 1, 2});
+  ASSERT_EQ(a.nextEvent().type, EventType::kRound);
+  const auto jobs = protocol::decodeJobList(ask(std::string(protocol::kQueryJobs)));
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].run_id, "r\xEF\xBF\xBD") << "the invalid byte is written as U+FFFD";
+  EXPECT_EQ(status(run).run_id, "r\xEF\xBF\xBD");
+  EXPECT_EQ(jobs[0].members, 1);
+  StoreClient other("127.0.0.1", server_->port(), 10s);
+  other.set("plain", "1");
+  EXPECT_EQ(other.get("plain"), "1");
+}
+
 TEST_F(RendezvousStatusTest, MembersComeWithTheirRanksAndRestartsAndSparesStandBy) {
   TestAgent a = agent("node-a:11");
   TestAgent b = agent("node-b:12");

@@ -3,6 +3,7 @@
 // orderings 2.1+ clients rely on after a client-side wait timeout.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -127,6 +128,32 @@ TEST_F(ProtocolEdgeTest, CancelWaitAfterASetWokeTheWaitGetsStopWaitingThenWaitCa
   EXPECT_EQ(test_support::toHex(got.value_or(waiter.raw().buffered())), "0001");
   EXPECT_FALSE(waiter.raw().bytesAvailableWithin(kQuietWindow))
       << test_support::toHex(waiter.raw().buffered());
+  EXPECT_TRUE(waiter.roundTrip());
+}
+
+// A 1.13 client gives up a WAIT without telling the server; its next
+// request cancels it, whoever answers that request. A query GET is answered
+// by the rendezvous, not the store, and must cancel it too: otherwise the
+// key's later arrival sends a STOP_WAITING nobody asked for.
+TEST_F(ProtocolEdgeTest, ALegacyQueryGetCancelsTheClientsStaleWait) {
+  WireClient waiter(port(), Dialect::Legacy113);
+  ASSERT_TRUE(waiter.raw().sendAll(encode(Dialect::Legacy113, Command::Wait, {"/stale"})));
+  EXPECT_FALSE(waiter.raw().bytesAvailableWithin(kQuietWindow)) << "WAIT on a missing key returned";
+  ASSERT_TRUE(
+      waiter.raw().sendAll(encode(Dialect::Legacy113, Command::Get, {"ddprun/query/clock"})));
+  const auto length = waiter.raw().recvExact(8, kReplyTimeout);
+  ASSERT_TRUE(length.has_value()) << test_support::toHex(waiter.raw().buffered());
+  std::uint64_t answer_size = 0;
+  std::memcpy(&answer_size, length->data(), sizeof answer_size);
+  const auto answer = waiter.raw().recvExact(answer_size, kReplyTimeout);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_NE(answer->find("steady_ns"), std::string::npos) << *answer;
+
+  WireClient setter(port(), Dialect::Modern);
+  setter.set("/stale", "now");
+  ASSERT_EQ(setter.get("/stale"), "now");
+  EXPECT_FALSE(waiter.raw().bytesAvailableWithin(kQuietWindow))
+      << "stray bytes after the query: " << test_support::toHex(waiter.raw().buffered());
   EXPECT_TRUE(waiter.roundTrip());
 }
 

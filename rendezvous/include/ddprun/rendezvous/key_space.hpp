@@ -49,6 +49,10 @@ class KeySpace {
   // clients give up waiting without telling the server (docs/tcpstore-protocol.md §8.2).
   std::optional<std::string> execute(ClientId client, proto::Dialect dialect,
                                      const proto::Request& request, std::string& reply);
+  // That cancel on its own, for every request of a legacy client that the
+  // store does not run itself (rendezvous SETs, query GETs): any request
+  // means the client stopped waiting, whoever answers it.
+  void cancelLegacyWaitBefore(ClientId client, proto::Dialect dialect, proto::Command command);
 
   // Stores a value as a SET would, waking its waiters and watchers; for the
   // daemon's own writes (rendezvous events).
@@ -57,6 +61,7 @@ class KeySpace {
   // nobody is woken or notified.
   void unpublish(std::string_view key) {
     if (auto it = values_.find(key); it != values_.end()) {
+      held_bytes_ -= it->first.size() + it->second.size();
       values_.erase(it);
     }
   }
@@ -72,8 +77,9 @@ class KeySpace {
   std::size_t numKeys() const { return values_.size(); }
   std::size_t waitingClients() const { return pending_.size(); }
 
-  // What the space holds, for the metrics; counted when asked (O(keys)), so
-  // the request path keeps no running totals.
+  // What the space holds, for the metrics. O(1): every scrape asks under the
+  // store lock, so the byte total is kept up to date by each mutation rather
+  // than counted by walking millions of keys.
   struct Footprint {
     std::size_t keys = 0;   // keys holding a value, and queues
     std::size_t bytes = 0;  // their names, values and queued items
@@ -116,6 +122,9 @@ class KeySpace {
   ClientSink& sink_;
   StringMap<std::string> values_;
   StringMap<std::deque<std::string>> queues_;
+  // The bytes of values_' and queues_' keys, values and items, kept by every
+  // change to either (footprint()).
+  std::size_t held_bytes_ = 0;
   StringMap<std::vector<ClientId>> waiters_;  // key -> clients, once per awaited occurrence
   std::unordered_map<ClientId, PendingWait> pending_;
   StringMap<std::vector<ClientId>> watchers_;
