@@ -4,8 +4,8 @@
 // clock, with offsets near 0 (one host, one clock); when one of them is
 // SIGKILLed, its file is cut short and the merge shows the survivor's
 // recovery.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -175,8 +175,8 @@ TEST_F(DdprunTimelineTest, BadInputIsOneLineNamingItAndBadFlagsAreExitTwo) {
 TEST_F(DdprunTimelineTest, TwoRunsInOneLogDirAreRefusedUnlessMixedRunsIsGiven) {
   const fs::path logs = dir_ / "logs";
   for (int run = 0; run < 2; ++run) {
-    const auto result = ddprun(
-        {"--standalone", "--log-dir", logs.string(), "--no-python", DDPRUN_FAKE_WORKER});
+    const auto result =
+        ddprun({"--standalone", "--log-dir", logs.string(), "--no-python", DDPRUN_FAKE_WORKER});
     ASSERT_EQ(result.code, 0) << result.errors;
   }
   auto merge = ddprun({"timeline", logs.string(), "-o", (dir_ / "merged.json").string()});
@@ -186,8 +186,8 @@ TEST_F(DdprunTimelineTest, TwoRunsInOneLogDirAreRefusedUnlessMixedRunsIsGiven) {
   EXPECT_NE(merge.errors.find("--mixed-runs"), std::string::npos) << merge.errors;
   EXPECT_FALSE(fs::exists(dir_ / "merged.json"));
 
-  merge = ddprun(
-      {"timeline", "--mixed-runs", logs.string(), "-o", (dir_ / "merged.json").string()});
+  merge =
+      ddprun({"timeline", "--mixed-runs", logs.string(), "-o", (dir_ / "merged.json").string()});
   EXPECT_EQ(merge.code, 0) << merge.errors;
   EXPECT_NE(merge.errors.find("wall clocks"), std::string::npos) << merge.errors;
   EXPECT_EQ(named(events(readFile(dir_ / "merged.json")), "process_name").size(), 2u);
@@ -226,9 +226,8 @@ TEST_F(DdprunTimelineTest, AFullStandardOutputIsAnErrorNamingIt) {
 // U+FFFD for what is not, and the run goes on.
 TEST_F(DdprunTimelineTest, ARunIdThatIsNotUtf8StillGivesARunAndATrace) {
   const fs::path logs = dir_ / "logs";
-  const auto run = ddprun({"--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0",
-                           "--rdzv-id", "r\xff", "--log-dir", logs.string(), "--no-python",
-                           DDPRUN_FAKE_WORKER});
+  const auto run = ddprun({"--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--rdzv-id",
+                           "r\xff", "--log-dir", logs.string(), "--no-python", DDPRUN_FAKE_WORKER});
   ASSERT_EQ(run.code, 0) << run.errors;
   const fs::path timeline = timelineNamedIn(run.errors);
   ASSERT_FALSE(timeline.empty()) << run.errors;
@@ -242,10 +241,25 @@ TEST_F(DdprunTimelineTest, ARunIdThatIsNotUtf8StillGivesARunAndATrace) {
   EXPECT_EQ(ddprun({"timeline", logs.string(), "-o", (dir_ / "m.json").string()}).code, 0);
 }
 
+// The workers wait until both agents have measured their clocks: each
+// measures after its join on its lease connection, between its other
+// requests, and a job over within milliseconds (a loaded machine) may close
+// first, leaving the merge only the wall clocks.
 TEST_F(DdprunTimelineTest, TwoAgentsMergeOntoTheDaemonsClockWithOffsetsNearZero) {
   test_support::DaemonProcess daemon;
-  Subprocess a = agent("a", "2", daemon.port(), {}, {"--log-dir", (dir_ / "a" / "logs").string()});
-  Subprocess b = agent("b", "2", daemon.port(), {}, {"--log-dir", (dir_ / "b" / "logs").string()});
+  const fs::path go = dir_ / "go";
+  const std::vector<std::string> wait_for_go = {"--after", go.string()};
+  Subprocess a =
+      agent("a", "2", daemon.port(), wait_for_go, {"--log-dir", (dir_ / "a" / "logs").string()});
+  Subprocess b =
+      agent("b", "2", daemon.port(), wait_for_go, {"--log-dir", (dir_ / "b" / "logs").string()});
+  const auto measured = [&](const std::string& node) {
+    const fs::path file = timelineNamedIn(log(node));
+    return !file.empty() && !named(events(readFile(file)), "clock offset").empty();
+  };
+  ASSERT_TRUE(test_support::eventually([&] { return measured("a") && measured("b"); }, 30s))
+      << log("a") << log("b");
+  std::ofstream(go.string()) << "go\n";
   ASSERT_TRUE(a.wait().success()) << log("a");
   ASSERT_TRUE(b.wait().success()) << log("b");
   std::vector<json> clocks;
