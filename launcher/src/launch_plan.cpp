@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ddprun/launcher/option_values.hpp"
+#include "ddprun/proto/json_text.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -41,7 +42,6 @@ std::string askedNproc(const NprocPerNode& nproc) {
   }
   return "gpu, else 1";
 }
-
 
 // The --rdzv-conf keys that were given, durations in seconds.
 json rdzvConfJson(const RdzvConf& conf) {
@@ -114,14 +114,15 @@ std::string launchPlanJson(const LaunchConfig& config, const ResolvedLaunch& res
   plan["signals_to_handle"] = field(config, "signals_to_handle", config.signals_to_handle_text);
   plan["numa_binding"] =
       field(config, "numa_binding",
-            config.numa_binding ? json(std::string(numaBindingName(*config.numa_binding))) : json(nullptr));
+            config.numa_binding ? json(std::string(numaBindingName(*config.numa_binding)))
+                                : json(nullptr));
   plan["worker_hang_timeout"] =
       field(config, "worker_hang_timeout", orNull(config.worker_hang_timeout_s));
   json python = {{"value", resolved.python.empty() ? json(nullptr) : json(resolved.python)},
                  {"source", resolved.python.empty() ? "default" : resolved.python_source}};
   plan["python"] = std::move(python);
   plan["worker_command"] = {{"value", resolved.worker_argv}, {"source", "flag"}};
-  return plan.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return proto::jsonText(plan);
 }
 
 }  // namespace ddprun::launcher

@@ -10,6 +10,7 @@
 
 #include "ddprun/launcher/option_values.hpp"
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/json_text.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/proto/rendezvous_status.hpp"
 #include "ddprun/rendezvous/client.hpp"
@@ -159,9 +160,9 @@ bool holdsStaticRun(rdzv::StoreClient& client, const std::string& run_id) {
 
 void print(const std::string& text) { std::fputs(text.c_str(), stdout); }
 
-void printJson(const std::string& answer) { print(
-      nlohmann::json::parse(answer).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
-      "\n"); }
+void printJson(const std::string& answer) {
+  print(proto::jsonText(nlohmann::json::parse(answer), 2) + "\n");
+}
 
 int showJobs(rdzv::StoreClient& client, const StatusRequest& request, Clock::time_point deadline) {
   const std::string answer = ask(client, request, deadline, std::string(protocol::kQueryJobs));

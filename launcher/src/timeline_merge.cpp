@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ddprun/launcher/worker_environment.hpp"
+#include "ddprun/proto/json_text.hpp"
 #include "timeline_worker_events.hpp"
 
 namespace ddprun::launcher::timeline {
@@ -272,7 +273,7 @@ std::string formatTrace(const std::vector<json>& events) {
   std::string text = "[";
   for (std::size_t i = 0; i < events.size(); ++i) {
     text += i == 0 ? "\n" : ",\n";
-    text += events[i].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    text += proto::jsonText(events[i]);
   }
   text += "\n]\n";
   return text;

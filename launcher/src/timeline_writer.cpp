@@ -8,6 +8,7 @@
 
 #include "ddprun/launcher/timeline_format.hpp"
 #include "ddprun/launcher/worker_environment.hpp"
+#include "ddprun/proto/json_text.hpp"
 #include "log.hpp"
 #include "timeline_worker_events.hpp"
 
@@ -217,7 +218,7 @@ void TimelineWriter::write(const Event& event) {
     return;
   }
   std::string line = first_ ? "[\n" : ",\n";
-  line += event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  line += proto::jsonText(event);
   first_ = false;
   if (::write(fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
     log().warn("timeline: cannot write {}: {}; no more events go to it", path_.string(),

@@ -97,7 +97,7 @@ std::string validUtf8(std::string_view text) {
                   [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
     return std::string(text);
   }
-  return nlohmann::json::parse(proto::jsonText(std::string(text))).get<std::string>();
+  return nlohmann::json::parse(proto::jsonText(nlohmann::json(std::string(text)))).get<std::string>();
 }
 
 }  // namespace
