@@ -40,31 +40,12 @@ std::string problems(const test_support::TraceCheck& check) {
   return text;
 }
 
-// A trace's events, its "]" added if missing (as viewers do); none while
-// the text is not (yet) whole.
-std::vector<json> events(const std::string& text) {
-  std::string body = text;
-  while (!body.empty() && (body.back() == '\n' || body.back() == ',')) {
-    body.pop_back();
-  }
-  if (body.empty()) {
-    return {};
-  }
-  if (body.back() != ']') {
-    body += "]";
-  }
-  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  return parsed.is_array() ? parsed.get<std::vector<json>>() : std::vector<json>{};
-}
+using test_support::traceEvents;
+
+std::vector<json> events(const std::string& text) { return traceEvents(text); }
 
 std::vector<json> named(const std::vector<json>& all, const std::string& name, int pid = -1) {
-  std::vector<json> found;
-  for (const json& event : all) {
-    if (event["name"] == name && (pid < 0 || event["pid"] == pid)) {
-      found.push_back(event);
-    }
-  }
-  return found;
+  return test_support::eventsNamed(all, name, pid);
 }
 
 class DdprunTimelineTest : public ElasticTest {

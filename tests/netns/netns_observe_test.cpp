@@ -30,26 +30,10 @@ namespace status = proto::rendezvous;
 constexpr int kAgentMetricsPort = 9464;
 constexpr int kDaemonMetricsPort = 9465;
 
-// A trace's events, its "]" added if it was cut short (as viewers do).
-std::vector<json> traceEvents(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ',')) {
-    text.pop_back();
-  }
-  if (!text.empty() && text.back() != ']') {
-    text += "]";
-  }
-  const json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return parsed.is_array() ? parsed.get<std::vector<json>>() : std::vector<json>{};
-}
+using test_support::traceEvents;
 
 std::vector<json> named(const std::vector<json>& all, const std::string& name, int pid) {
-  std::vector<json> found;
-  for (const json& event : all) {
-    if (event.value("name", "") == name && event.value("pid", -1) == pid) {
-      found.push_back(event);
-    }
-  }
-  return found;
+  return test_support::eventsNamed(all, name, pid);
 }
 
 class NetnsObserveTest : public NetnsTrainTest {

@@ -9,6 +9,7 @@
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/rendezvous/client.hpp"
 #include "ddprun/rendezvous/server.hpp"
+#include "test_agent.hpp"
 
 namespace ddprun::rdzv {
 namespace {
@@ -18,13 +19,7 @@ namespace protocol = proto::rendezvous;
 
 class RendezvousQueryTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ServerOptions options;
-    options.host = "127.0.0.1";
-    options.port = 0;
-    server_ = std::make_unique<Server>(options);
-    server_->start();
-  }
+  void SetUp() override { server_ = testing::startLoopbackServer(); }
 
   StoreClient client() { return StoreClient("127.0.0.1", server_->port(), 10s); }
 

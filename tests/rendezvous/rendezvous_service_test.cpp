@@ -28,14 +28,7 @@ using testing::TestAgent;
 
 class RendezvousServiceTest : public ::testing::TestWithParam<int> {
  protected:
-  void SetUp() override {
-    ServerOptions options;
-    options.host = "127.0.0.1";
-    options.port = 0;
-    options.threads = GetParam();
-    server_ = std::make_unique<Server>(options);
-    server_->start();
-  }
+  void SetUp() override { server_ = testing::startLoopbackServer(GetParam()); }
 
   TestAgent agent(const std::string& id, const std::string& run = "job7") {
     return TestAgent(server_->port(), run, id);

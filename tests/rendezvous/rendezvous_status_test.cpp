@@ -36,11 +36,7 @@ using testing::TestAgent;
 class RendezvousStatusTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerOptions options;
-    options.host = "127.0.0.1";
-    options.port = 0;
-    server_ = std::make_unique<Server>(options);
-    server_->start();
+    server_ = testing::startLoopbackServer();
     asker_ = std::make_unique<StoreClient>("127.0.0.1", server_->port(), 10s);
   }
 

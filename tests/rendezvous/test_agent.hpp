@@ -13,8 +13,21 @@
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/rendezvous/client.hpp"
+#include "ddprun/rendezvous/server.hpp"
 
 namespace ddprun::rdzv::testing {
+
+// A started ddprund server on loopback, on a free port, with `threads` I/O
+// threads: what the rendezvous suites speak to.
+inline std::unique_ptr<Server> startLoopbackServer(int threads = 1) {
+  ServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  options.threads = threads;
+  auto server = std::make_unique<Server>(options);
+  server->start();
+  return server;
+}
 
 struct JoinSpec {
   int min_nodes = 1;

@@ -31,14 +31,7 @@ class DaemonCliTest : public ::testing::Test {
  protected:
   // Runs ddprund with `args` to its end; one still running after 10 s is
   // SIGKILLed (a bad flag must never start the server).
-  Outcome run(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {DaemonProcess::defaultBinary().string()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    test_support::CommandOptions options;
-    options.env = {{"PATH", "/usr/bin:/bin"}};
-    options.timeout = 10s;
-    return test_support::runCommand(argv, options);
-  }
+  Outcome run(const std::vector<std::string>& args) { return DaemonProcess::runToEnd(args); }
 };
 
 TEST_F(DaemonCliTest, ABadFlagIsOneLineNamingItAndExitTwo) {

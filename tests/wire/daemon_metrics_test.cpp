@@ -151,12 +151,7 @@ TEST_F(DaemonMetricsTest, AGarbageRequestIsAnswered400AndNothingElseIsDisturbed)
 class DaemonMetricsFlagsTest : public ::testing::Test {
  protected:
   test_support::CommandResult run(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {DaemonProcess::defaultBinary().string()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    test_support::CommandOptions options;
-    options.env = {{"PATH", "/usr/bin:/bin"}};
-    options.timeout = 10s;
-    return test_support::runCommand(argv, options);
+    return DaemonProcess::runToEnd(args);
   }
 };
 

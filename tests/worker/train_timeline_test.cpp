@@ -18,13 +18,7 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 std::vector<json> named(const std::vector<json>& events, const std::string& name) {
-  std::vector<json> found;
-  for (const json& event : events) {
-    if (event["name"] == name) {
-      found.push_back(event);
-    }
-  }
-  return found;
+  return test_support::eventsNamed(events, name);
 }
 
 TEST(TrainTimelineTest, TheTimelineShowsTheKillTheResumeAndTheSnapshotsAfterIt) {

@@ -133,4 +133,13 @@ std::optional<int> DaemonProcess::exitedStatus() {
 
 int DaemonProcess::stop(Millis grace) { return process_.stop(grace).shellCode(); }
 
+CommandResult DaemonProcess::runToEnd(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {defaultBinary().string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  CommandOptions options;
+  options.env = {{"PATH", "/usr/bin:/bin"}};
+  options.timeout = std::chrono::seconds(10);
+  return runCommand(argv, options);
+}
+
 }  // namespace ddprun::test_support

@@ -121,4 +121,31 @@ TraceCheck checkTrace(std::string_view text) {
   return check;
 }
 
+std::vector<nlohmann::json> traceEvents(std::string_view text) {
+  std::string body(text);
+  while (!body.empty() && (body.back() == '\n' || body.back() == ',')) {
+    body.pop_back();
+  }
+  if (body.empty()) {
+    return {};
+  }
+  if (body.back() != ']') {
+    body += "]";
+  }
+  const auto parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  return parsed.is_array() ? parsed.get<std::vector<nlohmann::json>>()
+                           : std::vector<nlohmann::json>{};
+}
+
+std::vector<nlohmann::json> eventsNamed(const std::vector<nlohmann::json>& all,
+                                        const std::string& name, int pid) {
+  std::vector<nlohmann::json> found;
+  for (const nlohmann::json& event : all) {
+    if (event.value("name", "") == name && (pid < 0 || event.value("pid", -1) == pid)) {
+      found.push_back(event);
+    }
+  }
+  return found;
+}
+
 }  // namespace ddprun::test_support

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/test_support/command.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 
 namespace ddprun::test_support {
@@ -39,6 +40,11 @@ class DaemonProcess {
 
   // $DDPRUN_DAEMON if set, else the ddprund that CMake built.
   static std::filesystem::path defaultBinary();
+  // Runs defaultBinary() with `args` (and no --port-file) to its end, stdout
+  // and stderr apart, with PATH only; one still running after 10 s is
+  // SIGKILLed: what a test of ddprund's flags needs (a bad flag must never
+  // start the server).
+  static CommandResult runToEnd(const std::vector<std::string>& args);
 
   std::uint16_t port() const { return port_; }
   pid_t pid() const { return process_.pid(); }

@@ -10,6 +10,7 @@
 // the "]" added) when it does not. Stateless.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,5 +25,13 @@ struct TraceCheck {
 };
 
 TraceCheck checkTrace(std::string_view text);
+
+// A trace's events, its "]" added if it was cut short (as viewers do); none
+// while the text is not (yet) whole JSON.
+std::vector<nlohmann::json> traceEvents(std::string_view text);
+
+// The events of `all` named `name`, of process `pid` (-1: any).
+std::vector<nlohmann::json> eventsNamed(const std::vector<nlohmann::json>& all,
+                                        const std::string& name, int pid = -1);
 
 }  // namespace ddprun::test_support
