@@ -169,15 +169,4 @@ void printLaunchReport(std::ostream& out, const LaunchReport& report) {
   }
 }
 
-std::string loadAverageText() {
-  double load[3] = {0.0, 0.0, 0.0};
-  if (::getloadavg(load, 3) != 3) {
-    return "load average unknown";
-  }
-  char buffer[96];
-  std::snprintf(buffer, sizeof(buffer), "load average: %.2f, %.2f, %.2f", load[0], load[1],
-                load[2]);
-  return buffer;
-}
-
 }  // namespace ddprun::bench

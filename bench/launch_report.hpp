@@ -51,7 +51,4 @@ struct LaunchReport {
 
 void printLaunchReport(std::ostream& out, const LaunchReport& report);
 
-// "load average: 0.42, 0.61, 0.80" (1, 5 and 15 minutes), as uptime prints it.
-std::string loadAverageText();
-
 }  // namespace ddprun::bench

@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 
 namespace ddprun::bench {
 
@@ -38,10 +41,47 @@ double processCpuSeconds(bool include_children) {
 std::uint64_t raiseFdLimit() {
   rlimit limit{};
   ::getrlimit(RLIMIT_NOFILE, &limit);
+  std::uint64_t most = 0;
+  if (std::ifstream("/proc/sys/fs/nr_open") >> most; most > limit.rlim_max) {
+    rlimit raised{most, most};
+    ::setrlimit(RLIMIT_NOFILE, &raised);  // refused without CAP_SYS_RESOURCE: kept as it was
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+  }
   limit.rlim_cur = limit.rlim_max;
   ::setrlimit(RLIMIT_NOFILE, &limit);
   ::getrlimit(RLIMIT_NOFILE, &limit);
   return limit.rlim_cur;
+}
+
+std::string loadAverageText() {
+  double load[3] = {0.0, 0.0, 0.0};
+  if (::getloadavg(load, 3) != 3) {
+    return "load average unknown";
+  }
+  char buffer[96];
+  std::snprintf(buffer, sizeof(buffer), "load average: %.2f, %.2f, %.2f", load[0], load[1],
+                load[2]);
+  return buffer;
+}
+
+double memAvailableMiB() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0.0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") {
+      return kib / 1024.0;
+    }
+  }
+  return 0.0;
+}
+
+std::string machineText() {
+  char memory[64];
+  std::snprintf(memory, sizeof(memory), "MemAvailable %.1f GiB", memAvailableMiB() / 1024.0);
+  return std::to_string(std::thread::hardware_concurrency()) + " CPUs, " + memory + ", " +
+         loadAverageText();
 }
 
 std::filesystem::path selfDirectory() {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <string>
 
 namespace ddprun::bench {
 
@@ -17,8 +18,20 @@ double machineBusySeconds();
 // also every descendant it (or a launcher under it) has reaped.
 double processCpuSeconds(bool include_children = false);
 
-// Raises the soft RLIMIT_NOFILE to the hard limit; returns the new soft limit.
+// Raises the soft RLIMIT_NOFILE to the hard limit, after raising the hard
+// limit itself to the system's most (/proc/sys/fs/nr_open) where allowed
+// (root); returns the new soft limit. Children started later inherit it.
 std::uint64_t raiseFdLimit();
+
+// "load average: 0.42, 0.61, 0.80" (1, 5 and 15 minutes), as uptime prints it.
+std::string loadAverageText();
+
+// MemAvailable from /proc/meminfo, in MiB.
+double memAvailableMiB();
+
+// "2 CPUs, MemAvailable 21.3 GiB, load average: ...": the machine a run
+// shared, for a report's setup line.
+std::string machineText();
 
 // The directory holding the running executable (for sibling programs).
 std::filesystem::path selfDirectory();

@@ -20,19 +20,6 @@
 
 namespace ddprun::bench {
 
-double memAvailableMiB() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  double kib = 0.0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") {
-      return kib / 1024.0;
-    }
-  }
-  return 0.0;
-}
-
 namespace {
 
 namespace fs = std::filesystem;

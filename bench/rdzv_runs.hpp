@@ -52,7 +52,4 @@ void measureRecovery(RdzvBench& bench);
 // the report to `out`. Throws JobFailure for a run that went wrong.
 void runRdzvBench(const RdzvOptions& options, std::ostream& out);
 
-// MemAvailable from /proc/meminfo, in MiB.
-double memAvailableMiB();
-
 }  // namespace ddprun::bench
