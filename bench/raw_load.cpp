@@ -1,9 +1,7 @@
 #include "raw_load.hpp"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,6 +14,7 @@
 
 #include "ddprun/proto/tcpstore_codec.hpp"
 #include "machine.hpp"
+#include "nonblocking_socket.hpp"
 
 namespace ddprun::bench {
 namespace {
@@ -56,13 +55,10 @@ struct RawConn {
 };
 
 int connectBlocking(const std::string& host, std::uint16_t port) {
+  const sockaddr_in server = ipv4Address(host, port);
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in server{};
-  server.sin_family = AF_INET;
-  server.sin_port = htons(port);
-  ::inet_pton(AF_INET, host.c_str(), &server.sin_addr);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&server), sizeof(server)) != 0) {
-    const std::string why = std::strerror(errno);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&server), sizeof(server)) != 0) {
+    const std::string why = errnoText();
     if (fd >= 0) {
       ::close(fd);
     }
@@ -93,7 +89,6 @@ void probe(int fd) {
 class RawLoad {
  public:
   explicit RawLoad(const RawLoadOptions& options) : options_(options) {
-    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     const std::string value(options.value_bytes, 'v');
     conns_.resize(static_cast<std::size_t>(options.connections));
     for (std::size_t i = 0; i < conns_.size(); ++i) {
@@ -102,10 +97,7 @@ class RawLoad {
     for (std::size_t i = 0; i < conns_.size(); ++i) {
       probe(conns_[i].fd);
       conns_[i].steps = stepsFor(static_cast<int>(i), value);
-      epoll_event event{};
-      event.events = EPOLLIN;
-      event.data.u64 = i;
-      ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, conns_[i].fd, &event);
+      epoll_.add(conns_[i].fd, EPOLLIN, i);
     }
   }
 
@@ -115,7 +107,6 @@ class RawLoad {
         ::close(conn.fd);
       }
     }
-    ::close(epoll_fd_);
   }
 
   RawLoad(const RawLoad&) = delete;
@@ -163,10 +154,7 @@ class RawLoad {
   void serveUntil(Clock::time_point end) {
     std::array<epoll_event, 1024> events{};
     while (Clock::now() < end) {
-      const int n = ::epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), 50);
-      if (n < 0 && errno != EINTR) {
-        throw std::runtime_error("epoll_wait failed");
-      }
+      const int n = epoll_.wait(events, 50);
       for (int i = 0; i < n; ++i) {
         onReadable(events[static_cast<std::size_t>(i)].data.u64);
       }
@@ -213,7 +201,7 @@ class RawLoad {
 
   const RawLoadOptions& options_;
   std::vector<RawConn> conns_;
-  int epoll_fd_ = -1;
+  Epoll epoll_;
   bool measuring_ = false;
   std::vector<std::int64_t> latencies_ns_;
   std::array<char, 4096> buffer_{};
