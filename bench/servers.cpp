@@ -94,6 +94,10 @@ RunningServer::RunningServer(ServerKind kind, const ServerConfig& config,
 
 double RunningServer::cpuSeconds() const { return test_support::cpuSecondsOf(child_.pid()); }
 
+std::string RunningServer::ended(std::chrono::milliseconds grace) {
+  return child_.waitFor(grace) ? describeStatus(child_) : "";
+}
+
 std::string RunningServer::stop() { return stopAndDescribe(child_, kStopGrace); }
 
 }  // namespace ddprun::bench

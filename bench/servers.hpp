@@ -2,6 +2,9 @@
 // the load generator in this process is identical for both.
 #pragma once
 
+#include <sys/types.h>
+
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -32,8 +35,13 @@ class RunningServer {
 
   ServerKind kind() const { return kind_; }
   std::uint16_t port() const { return port_; }
+  pid_t pid() const { return child_.pid(); }
   // User + system CPU seconds the server has used so far (from /proc).
   double cpuSeconds() const;
+  // How the server ended ("exit 1", "signal 9"), once it has, waiting up to
+  // `grace` for an end that may be under way (a connection it dropped as it
+  // died); "" while it runs.
+  std::string ended(std::chrono::milliseconds grace);
   // SIGTERM, then SIGKILL after a grace period; says how the server exited
   // (a clean run is "exit 0").
   std::string stop();

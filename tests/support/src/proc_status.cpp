@@ -43,17 +43,21 @@ double cpuSecondsOf(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
-pid_t ddprunAgentOf(pid_t ddprun) {
-  const std::string task = "/proc/" + std::to_string(ddprun) + "/task/" + std::to_string(ddprun);
+// The children of the main thread: the benchmarks and tests that ask spawn
+// from it.
+std::optional<pid_t> childNamed(pid_t parent, const std::string& name) {
+  const std::string task = "/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent);
   std::ifstream children(task + "/children");
   for (pid_t child = 0; children >> child;) {
     std::string comm;
     std::ifstream("/proc/" + std::to_string(child) + "/comm") >> comm;
-    if (comm == "ddprun") {
+    if (comm == name) {
       return child;
     }
   }
-  return ddprun;
+  return std::nullopt;
 }
+
+pid_t ddprunAgentOf(pid_t ddprun) { return childNamed(ddprun, "ddprun").value_or(ddprun); }
 
 }  // namespace ddprun::test_support

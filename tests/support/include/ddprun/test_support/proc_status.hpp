@@ -1,12 +1,13 @@
 // What /proc says about a live process (a daemon under test, a launcher
-// under a benchmark): its memory, its CPU time, and which of ddprun's two
-// processes is the agent. Stateless.
+// under a benchmark): its memory, its CPU time, its children by name, and
+// which of ddprun's two processes is the agent. Stateless.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstddef>
 #include <optional>
+#include <string>
 
 namespace ddprun::test_support {
 
@@ -16,6 +17,10 @@ std::optional<std::size_t> procStatusKiB(pid_t pid, const char* field);
 
 // User + system CPU seconds the process has used so far; 0 once it is gone.
 double cpuSecondsOf(pid_t pid);
+
+// A child of `parent` whose command name (/proc/<pid>/comm) is `name`;
+// nullopt when it has none (yet, or any more).
+std::optional<pid_t> childNamed(pid_t parent, const std::string& name);
 
 // ddprun's agent process: the child named ddprun of the pid ddprun was
 // started as (which stays behind as its guardian); that pid if there is none
