@@ -32,9 +32,9 @@ void printTable(std::ostream& out, const std::vector<ScaleResult>& results) {
         << " | " << formatNumber("%.1f", r.recovery_ms) << " | " << formatNumber("%.2f", r.dones_s)
         << " | " << formatNumber("%.1f", r.done_to_finished_ms) << " | "
         << formatNumber("%.2f", r.daemon_cpu_s) << " | " << formatNumber("%.1f", r.daemon_rss_mib)
-        << " | " << formatNumber("%.1f", r.daemon_us_per_beat) << " | "
-        << formatNumber("%.2f", r.tool_cpu_s) << " | " << formatNumber("%.2f", r.other_cores)
-        << " |\n";
+        << " | " << (r.daemon_us_per_beat ? formatNumber("%.1f", *r.daemon_us_per_beat) : "–")
+        << " | " << formatNumber("%.2f", r.tool_cpu_s) << " | "
+        << formatNumber("%.2f", r.other_cores) << " |\n";
   }
 }
 
@@ -93,8 +93,8 @@ void printSetup(std::ostream& out, const std::vector<ScaleResult>& results,
          "joins\"), then the last join: the round is timed from its write and includes node 0's "
          "store_ready\n"
       << "- the job runs for " << seconds(options.hold_s)
-      << ", heartbeating (ddprund's CPU over that time per heartbeat is in the table; /proc "
-         "counts CPU in 10 ms ticks, so below ~1,000 agents it reads 0); heartbeats sent: "
+      << ", heartbeating (ddprund's CPU over that time per heartbeat is in the table, where it "
+         "used 0.1 s or more: /proc counts CPU in 10 ms ticks); heartbeats sent: "
       << perN(results, [](const ScaleResult& r) { return std::to_string(r.hold_beats); })
       << " while it ran, "
       << perN(results, [](const ScaleResult& r) { return std::to_string(r.heartbeats); })

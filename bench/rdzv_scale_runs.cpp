@@ -145,7 +145,11 @@ class ScaleRun {
         end - Clock::now());
     const int beats = swarm_.heartbeats() - beats0;
     result.hold_beats = beats;
-    result.daemon_us_per_beat = beats > 0 ? (server_.cpuSeconds() - cpu0) * 1e6 / beats : 0.0;
+    const double cpu = server_.cpuSeconds() - cpu0;
+    // /proc counts CPU in ticks of 10 ms: fewer than ten say little.
+    if (beats > 0 && cpu >= 0.1) {
+      result.daemon_us_per_beat = cpu * 1e6 / beats;
+    }
   }
 
   // One member dies (both its connections close, as when its machine is

@@ -30,23 +30,30 @@ struct ScaleOptions {
   int ddprund_threads = 1;
 };
 
+// One N's figures. Times in ms are from a request's write to the moment the
+// last agent concerned held its answer.
 struct ScaleResult {
   int agents = 0;
   int source_addresses = 1;
   int victim_rank = 0;
-  double connect_s = 0;         // every connection open and handshaken
-  double joins_s = 0;           // N-1 joins sent and acted on
-  double dones_s = 0;           // N-2 dones sent and acted on
-  double join_to_round_ms = 0;  // last join written -> every agent holds its round
-  double recovery_ms = 0;  // a member's connections closed -> every survivor holds the new round
-  double done_to_finished_ms = 0;  // last done written -> every survivor holds finished
-  double daemon_cpu_s = 0;         // ddprund's user + system CPU over the whole run
-  double daemon_rss_mib = 0;       // ddprund's peak resident set (VmHWM)
-  double tool_cpu_s = 0;           // this process's CPU over the run
-  double other_cores = 0;          // other processes' CPU meanwhile, in cores
-  int heartbeats = 0;              // sent over the whole run
-  int hold_beats = 0;              // sent while the job held
-  double daemon_us_per_beat = 0;   // ddprund's CPU while the job held, per heartbeat
+  double connect_s = 0;  // every connection open and handshaken
+  double joins_s = 0;    // N-1 joins sent and acted on
+  double dones_s = 0;    // N-2 dones sent and acted on
+  // The last join -> every agent holds its round.
+  double join_to_round_ms = 0;
+  // A member's connections closed -> every survivor holds the new round.
+  double recovery_ms = 0;
+  // The last done -> every survivor holds finished.
+  double done_to_finished_ms = 0;
+  double daemon_cpu_s = 0;    // ddprund's user + system CPU over the whole run
+  double daemon_rss_mib = 0;  // ddprund's peak resident set (VmHWM)
+  double tool_cpu_s = 0;      // this process's CPU over the run
+  double other_cores = 0;     // other processes' CPU meanwhile, in cores
+  int heartbeats = 0;         // sent over the whole run
+  int hold_beats = 0;         // sent while the job held
+  // ddprund's CPU while the job held, per heartbeat; nullopt when it used
+  // too little to measure (under 0.1 s)
+  std::optional<double> daemon_us_per_beat;
 };
 
 // One job of `agents` agents against its own ddprund. Throws
