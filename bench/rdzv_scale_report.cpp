@@ -21,16 +21,19 @@ std::string met(bool yes) { return yes ? "met" : "**not met**"; }
 
 void printTable(std::ostream& out, const std::vector<ScaleResult>& results) {
   out << "\n| Agents | connect (s) | N-1 joins (s) | last join → every agent holds its round "
-         "(ms) | member lost → every survivor holds the new round (ms) | other dones (s) | last "
+         "(ms) | CPU meanwhile, ddprund / rdzv_scale (ms) | member lost → every survivor holds the "
+         "new round (ms) | other dones (s) | last "
          "done → every survivor finished (ms) | ddprund CPU (s) | ddprund peak RSS (MiB) | ddprund "
          "CPU per "
          "heartbeat (µs) | rdzv_scale CPU (s) | other processes (cores) |\n"
-      << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+      << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const ScaleResult& r : results) {
     out << "| " << r.agents << " | " << formatNumber("%.2f", r.connect_s) << " | "
         << formatNumber("%.2f", r.joins_s) << " | " << formatNumber("%.1f", r.join_to_round_ms)
-        << " | " << formatNumber("%.1f", r.recovery_ms) << " | " << formatNumber("%.2f", r.dones_s)
-        << " | " << formatNumber("%.1f", r.done_to_finished_ms) << " | "
+        << " | " << formatNumber("%.0f", r.round_daemon_cpu_ms) << " / "
+        << formatNumber("%.0f", r.round_tool_cpu_ms) << " | " << formatNumber("%.1f", r.recovery_ms)
+        << " | " << formatNumber("%.2f", r.dones_s) << " | "
+        << formatNumber("%.1f", r.done_to_finished_ms) << " | "
         << formatNumber("%.2f", r.daemon_cpu_s) << " | " << formatNumber("%.1f", r.daemon_rss_mib)
         << " | " << (r.daemon_us_per_beat ? formatNumber("%.1f", *r.daemon_us_per_beat) : "–")
         << " | " << formatNumber("%.2f", r.tool_cpu_s) << " | "

@@ -122,9 +122,15 @@ class ScaleRun {
     }
     awaitSyncs("joining", static_cast<int>(agents_) - 1);
     result.joins_s = millisBetween(start, Clock::now()) / 1000.0;
+    // Who spent the CPU in the round: on 2 shared CPUs the agents may be
+    // what the figure waits for.
+    const double daemon0 = server_.cpuSeconds();
+    const double tool0 = processCpuSeconds();
     const Clock::time_point joined = swarm_.join(agents_ - 1);
     awaitHolders("round 0", 1, agents_);
     result.join_to_round_ms = millisBetween(joined, swarm_.lastHeld(1));
+    result.round_daemon_cpu_ms = (server_.cpuSeconds() - daemon0) * 1000.0;
+    result.round_tool_cpu_ms = (processCpuSeconds() - tool0) * 1000.0;
     check(
         checkRound(swarm_.records(), allBut(agents_, std::nullopt), 0, options_.local_world_size));
     // Every agent measures its clock once its join is taken: let those

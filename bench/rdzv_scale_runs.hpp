@@ -41,6 +41,9 @@ struct ScaleResult {
   double dones_s = 0;    // N-2 dones sent and acted on
   // The last join -> every agent holds its round.
   double join_to_round_ms = 0;
+  // CPU spent meanwhile by ddprund and by this process (10 ms ticks).
+  double round_daemon_cpu_ms = 0;
+  double round_tool_cpu_ms = 0;
   // A member's connections closed -> every survivor holds the new round.
   double recovery_ms = 0;
   // The last done -> every survivor holds finished.
