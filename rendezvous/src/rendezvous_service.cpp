@@ -199,11 +199,7 @@ void RendezvousService::openStream(const std::string& run_id, Run& run, const st
 }
 
 void RendezvousService::recordDone(Run& run, const std::string& agent, int64_t round) {
-  if (run.done_round != round) {
-    run.done_round = round;
-    run.done.clear();
-  }
-  run.done.insert(agent);
+  run.exit_barrier.record(agent, round, run.rdzv);
 }
 
 // The exit barrier, pushed: when every member of the running round has
@@ -215,8 +211,7 @@ void RendezvousService::finishMember(const std::string& run_id, Run& run, const 
     recordDone(run, agent, *restoring);
     return;
   }
-  const auto members = run.rdzv.members();
-  if (!run.rdzv.complete() || std::find(members.begin(), members.end(), agent) == members.end()) {
+  if (!run.rdzv.complete() || !run.rdzv.isMember(agent)) {
     return;
   }
   recordDone(run, agent, run.rdzv.round());
@@ -224,20 +219,13 @@ void RendezvousService::finishMember(const std::string& run_id, Run& run, const 
 }
 
 void RendezvousService::pushExitBarrier(const std::string& run_id, Run& run, KeySpace& keys) {
-  if (!run.rdzv.complete() || run.done_round != run.rdzv.round() ||
-      run.finished_round == run.done_round) {
+  const auto finished = run.exit_barrier.due(run.rdzv);
+  if (!finished) {
     return;
   }
-  const auto members = run.rdzv.members();
-  const bool all_done = std::all_of(members.begin(), members.end(), [&](const std::string& member) {
-    return run.done.contains(member);
-  });
-  if (!all_done) {
-    return;
-  }
-  run.finished_round = run.done_round;
-  for (const std::string& member : members) {
-    tell(run_id, run, member, simpleEvent(EventType::kFinished, run.done_round), keys);
+  const Event event = simpleEvent(EventType::kFinished, *finished);
+  for (const std::string& member : run.rdzv.members()) {
+    tell(run_id, run, member, event, keys);
   }
 }
 
@@ -312,25 +300,19 @@ bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
 // Expired agents are told too: a host whose link comes back must learn it
 // was dropped, or its agent and workers would run on alone.
 void RendezvousService::tick(Clock::time_point now, KeySpace& keys) {
+  std::vector<Expired> expired;
   for (auto& [run_id, run] : runs_) {
-    const std::vector<std::string> members = run.rdzv.members();
-    std::vector<std::string> before = members;
-    const std::vector<std::string> spares = run.rdzv.spares();
-    before.insert(before.end(), spares.begin(), spares.end());
     const int64_t round = run.rdzv.round();
-    publish(run_id, run, run.rdzv.tick(now), now, keys);
-    for (const std::string& agent : before) {
-      if (!run.rdzv.knows(agent)) {
-        run.record.lost(agent, round,
-                        std::find(members.begin(), members.end(), agent) != members.end(),
-                        protocol::LossReason::kNoHeartbeat, now);
-        ++counters_.lost_silent;
-        tell(run_id, run, agent, simpleEvent(EventType::kDropped), keys);
-        if (const auto lease = run.leases.find(agent); lease != run.leases.end()) {
-          bindings_.erase(lease->second);  // it speaks for nobody any more
-          dropped_leases_.insert(lease->second);
-          run.leases.erase(lease);
-        }
+    expired.clear();
+    publish(run_id, run, run.rdzv.tick(now, expired), now, keys);
+    for (const Expired& agent : expired) {
+      run.record.lost(agent.id, round, agent.was_member, protocol::LossReason::kNoHeartbeat, now);
+      ++counters_.lost_silent;
+      tell(run_id, run, agent.id, simpleEvent(EventType::kDropped), keys);
+      if (const auto lease = run.leases.find(agent.id); lease != run.leases.end()) {
+        bindings_.erase(lease->second);  // it speaks for nobody any more
+        dropped_leases_.insert(lease->second);
+        run.leases.erase(lease);
       }
     }
     pushExitBarrier(run_id, run, keys);
@@ -361,9 +343,7 @@ void RendezvousService::noteLoss(Run& run, const std::string& agent, protocol::L
   if (run.rdzv.closed() || !run.rdzv.knows(agent)) {
     return;
   }
-  const auto members = run.rdzv.members();
-  run.record.lost(agent, run.rdzv.round(),
-                  std::find(members.begin(), members.end(), agent) != members.end(), reason, now);
+  run.record.lost(agent, run.rdzv.round(), run.rdzv.isMember(agent), reason, now);
 }
 
 void RendezvousService::publish(const std::string& run_id, Run& run, const Events& events,

@@ -11,6 +11,11 @@
 //
 // Socket-free: the Session calls in with the store lock held; the server's
 // timer calls tick() at nextDeadline(). Owns one ElasticRendezvous per run id.
+//
+// Cost per request: a join, heartbeat, done or store_ready of one agent
+// touches that agent only (lookups by id, the exit barrier counted); what
+// every member must hear (a round, a loss, the barrier's "finished", close)
+// is the only work that walks the members.
 #pragma once
 
 #include <chrono>
@@ -26,6 +31,7 @@
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/proto/rendezvous_status.hpp"
 #include "ddprun/rendezvous/elastic_rendezvous.hpp"
+#include "ddprun/rendezvous/exit_barrier.hpp"
 #include "ddprun/rendezvous/job_record.hpp"
 #include "ddprun/rendezvous/key_space.hpp"
 
@@ -89,10 +95,8 @@ class RendezvousService {
     std::map<std::string, ClientId, std::less<>> leases;  // the connection each agent joined on
     // Each agent's workers' store, from its join: node 0's goes in round events.
     std::map<std::string, std::pair<std::string, std::uint16_t>, std::less<>> stores;
-    std::string aborted_by;      // the agent whose job failure closed the run
-    std::set<std::string> done;  // agents whose workers of done_round succeeded
-    int64_t done_round = -1;
-    int64_t finished_round = -1;  // the round whose exit barrier was pushed
+    std::string aborted_by;  // the agent whose job failure closed the run
+    ExitBarrier exit_barrier;
     // The running round's events for members other than node 0, held until
     // node 0 says its workers' store is ready (store_ready).
     int64_t held_round = -1;
