@@ -108,8 +108,8 @@ void RendezvousService::describeMembers(const Run& run, Clock::time_point now,
   // Members still waiting for node 0's store, looked up once each.
   std::unordered_set<std::string_view> starting;
   if (run.held_round == rdzv.round()) {
-    for (const auto& [agent, event] : run.held) {
-      starting.insert(agent);
+    for (const NodeAssignment& node : run.held) {
+      starting.insert(node.id);
     }
   }
   const auto describe = [&](const std::string& agent, MemberState state) {
@@ -117,7 +117,8 @@ void RendezvousService::describeMembers(const Run& run, Clock::time_point now,
     member.agent = agent;
     member.host = protocol::agentHost(agent);
     member.state = state;
-    member.connected = run.leases.contains(agent);
+    const auto held = run.agents.find(agent);
+    member.connected = held != run.agents.end() && held->second.lease.has_value();
     if (const auto seen = rdzv.lastSeen(agent)) {
       member.heard_ms = millisecondsSince(*seen, now);
     }
