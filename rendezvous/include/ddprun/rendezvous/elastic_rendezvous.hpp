@@ -26,11 +26,12 @@
 //    worker restarts); a member still missing after the keep-alive timeout
 //    is lost as usual, and the others move on to a new round.
 //
-// Cost: a join, heartbeat, restart request or lookup is O(1) (an index by
-// id); nextDeadline() is O(1) and tick() O(1 + agents it expires), since the
-// agents are kept in last-heard order. Only what changes every member's
-// round (a completed or re-formed round, a member's loss, close) and the
-// rare excuseStall() walk the members.
+// Cost: a lookup, a heartbeat, and a join that completes no round are O(1)
+// (an index by id); nextDeadline() is O(1), and tick() finds the silent in
+// O(1 + their number), since the agents are kept in last-heard order. Only
+// what every member must hear (a round completed or re-formed: a member's
+// loss, a restart, a newcomer; close) and the rare excuseStall() walk the
+// members.
 #pragma once
 
 #include <chrono>
