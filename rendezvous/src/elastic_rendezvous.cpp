@@ -11,20 +11,22 @@ JoinStatus ElasticRendezvous::join(const AgentInfo& agent, Clock::time_point now
   if (closed_) {
     return JoinStatus::kClosed;
   }
-  if (knows(agent.id)) {
-    heartbeat(agent.id, now);
+  if (const auto known = index_.find(agent.id); known != index_.end()) {
+    hear(known->second, now);
     return JoinStatus::kAlreadyKnown;
   }
   next_round_floor_ = std::max(next_round_floor_, agent.last_round + 1);
   if (restore_) {
-    restore_->arrivals.push_back({agent, now});  // placed once the round is restored
+    // Placed once the round is restored.
+    restore_->arrivals.push_back(addHeard(restore_->heard, {agent, now}));
     return JoinStatus::kMember;
   }
+  const AgentRef added = admit({agent, now});
   if (static_cast<int>(members_.size()) >= settings_.max_nodes) {
-    spares_.push_back({agent, now});  // waits; triggers nothing
+    spares_.push_back(added);  // waits; triggers nothing
     return JoinStatus::kSpare;
   }
-  addMember({agent, now}, now, events);
+  addMember(added, now, events);
   return JoinStatus::kMember;
 }
 
@@ -39,10 +41,12 @@ JoinStatus ElasticRendezvous::rejoin(const AgentInfo& agent, const RoundMembersh
   }
   if (!restore_) {
     // The others get one keep-alive timeout to come back.
-    restore_ = Restore{
-        membership.round, membership.group_world_size, {}, {}, now + settings_.keep_alive_timeout};
+    restore_.emplace();
+    restore_->round = membership.round;
+    restore_->group_world_size = membership.group_world_size;
+    restore_->deadline = now + settings_.keep_alive_timeout;
   }
-  restore_->back.emplace_back(membership.group_rank, Agent{agent, now});
+  restore_->back.emplace_back(membership.group_rank, addHeard(restore_->heard, {agent, now}));
   if (static_cast<int>(restore_->back.size()) == restore_->group_world_size) {
     finishRestore(now, events);
   }
@@ -63,27 +67,43 @@ void ElasticRendezvous::finishRestore(Clock::time_point now, Events& events) {
   Restore restore = std::move(*restore_);
   restore_.reset();
   next_round_floor_ = std::max(next_round_floor_, restore.round + 1);
+  // Its agents become known, in last-heard order among the rest.
+  heard_.merge(restore.heard,
+               [](const Agent& a, const Agent& b) { return a.last_seen < b.last_seen; });
+  // An id that came twice (a caller that does not check) counts once, as it
+  // first came: the index holds one agent per id.
+  const auto duplicate = [&](AgentRef agent) {
+    if (index_.emplace(agent->info.id, agent).second) {
+      return false;
+    }
+    heard_.erase(agent);
+    return true;
+  };
+  std::erase_if(restore.back, [&](const auto& entry) { return duplicate(entry.second); });
+  std::erase_if(restore.arrivals, duplicate);
   if (restore.back.empty()) {
     // Nobody of that round is left: whoever arrived meanwhile starts afresh.
-    for (Agent& arrival : restore.arrivals) {
-      addMember(std::move(arrival), now, events);
+    for (AgentRef arrival : restore.arrivals) {
+      addMember(arrival, now, events);
     }
     return;
   }
   std::stable_sort(restore.back.begin(), restore.back.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [group_rank, agent] : restore.back) {
-    members_.push_back(std::move(agent));
+    agent->member = true;
+    members_.push_back(agent);
   }
   round_ = restore.round;
   complete_ = true;
   ever_completed_ = true;
   const bool changed = static_cast<int>(members_.size()) != restore.group_world_size;
-  for (Agent& arrival : restore.arrivals) {
+  for (AgentRef arrival : restore.arrivals) {
     if (static_cast<int>(members_.size()) < settings_.max_nodes) {
-      members_.push_back(std::move(arrival));
+      arrival->member = true;
+      members_.push_back(arrival);
     } else {
-      spares_.push_back(std::move(arrival));
+      spares_.push_back(arrival);
     }
   }
   if (changed || static_cast<int>(members_.size()) != restore.group_world_size) {
@@ -91,11 +111,29 @@ void ElasticRendezvous::finishRestore(Clock::time_point now, Events& events) {
   }
 }
 
-void ElasticRendezvous::addMember(Agent agent, Clock::time_point now, Events& events) {
+void ElasticRendezvous::forgetRestoring(std::string_view id) {
+  const auto matches = [&](AgentRef agent) { return agent->info.id == id; };
+  const auto back = std::find_if(restore_->back.begin(), restore_->back.end(),
+                                 [&](const auto& entry) { return matches(entry.second); });
+  if (back != restore_->back.end()) {
+    const AgentRef agent = back->second;
+    restore_->back.erase(back);
+    restore_->heard.erase(agent);
+  }
+  const auto arrival = std::find_if(restore_->arrivals.begin(), restore_->arrivals.end(), matches);
+  if (arrival != restore_->arrivals.end()) {
+    const AgentRef agent = *arrival;
+    restore_->arrivals.erase(arrival);
+    restore_->heard.erase(agent);
+  }
+}
+
+void ElasticRendezvous::addMember(AgentRef agent, Clock::time_point now, Events& events) {
   if (!complete_ && !forming_since_) {
     forming_since_ = now;
   }
-  members_.push_back(std::move(agent));
+  agent->member = true;
+  members_.push_back(agent);
   const int count = static_cast<int>(members_.size());
   if (complete_) {
     reform(now, events);  // a newcomer below max: everyone moves to a new round now
@@ -111,23 +149,23 @@ void ElasticRendezvous::addMember(Agent agent, Clock::time_point now, Events& ev
   }
 }
 
-void ElasticRendezvous::heartbeat(const std::string& id, Clock::time_point now) {
-  if (Agent* agent = find(id)) {
-    agent->last_seen = now;
+void ElasticRendezvous::heartbeat(std::string_view id, Clock::time_point now) {
+  if (const auto known = index_.find(id); known != index_.end()) {
+    hear(known->second, now);
   }
 }
 
-Events ElasticRendezvous::lose(const std::string& id, Clock::time_point now) {
+Events ElasticRendezvous::lose(std::string_view id, Clock::time_point now) {
   Events events;
   if (restore_) {
-    std::erase_if(restore_->back, [&](const auto& entry) { return entry.second.info.id == id; });
-    std::erase_if(restore_->arrivals, [&](const Agent& agent) { return agent.info.id == id; });
+    forgetRestoring(id);
   }
-  if (closed_ || !knows(id)) {
+  const auto known = index_.find(id);
+  if (closed_ || known == index_.end()) {
     return events;
   }
-  bool was_member = false;
-  removeEverywhere(id, was_member);
+  const bool was_member = known->second->member;
+  remove(known->second);
   if (!was_member) {
     return events;
   }
@@ -142,11 +180,9 @@ Events ElasticRendezvous::lose(const std::string& id, Clock::time_point now) {
   return events;
 }
 
-Events ElasticRendezvous::restart(const std::string& id, Clock::time_point now) {
+Events ElasticRendezvous::restart(std::string_view id, Clock::time_point now) {
   Events events;
-  const bool is_member = std::any_of(members_.begin(), members_.end(),
-                                     [&](const Agent& agent) { return agent.info.id == id; });
-  if (!closed_ && complete_ && is_member) {
+  if (!closed_ && complete_ && isMember(id)) {
     reform(now, events);
   }
   return events;
@@ -158,31 +194,35 @@ Events ElasticRendezvous::close() {
     return events;
   }
   closed_ = true;
-  RendezvousClosed notice;
-  for (const auto* list : {&members_, &spares_}) {
-    for (const Agent& agent : *list) {
-      notice.agents.push_back(agent.info.id);
-    }
+  RendezvousClosed notice{members()};
+  for (const AgentRef spare : spares_) {
+    notice.agents.push_back(spare->info.id);
   }
   events.emplace_back(std::move(notice));
   return events;
 }
 
 Events ElasticRendezvous::tick(Clock::time_point now) {
+  std::vector<Expired> ignored;
+  return tick(now, ignored);
+}
+
+// The silent are at the front of heard_: the walk stops at the first agent
+// still within its keep-alive bound.
+Events ElasticRendezvous::tick(Clock::time_point now, std::vector<Expired>& expired) {
   Events events;
   if (closed_) {
     return events;
   }
-  std::vector<std::string> silent;
-  for (const auto* list : {&members_, &spares_}) {
-    for (const Agent& agent : *list) {
-      if (now - agent.last_seen >= settings_.keep_alive_timeout) {
-        silent.push_back(agent.info.id);
-      }
+  const std::size_t first = expired.size();
+  for (const Agent& agent : heard_) {
+    if (now - agent.last_seen < settings_.keep_alive_timeout) {
+      break;
     }
+    expired.push_back({agent.info.id, agent.member});
   }
-  for (const std::string& id : silent) {
-    Events lost = lose(id, now);
+  for (std::size_t i = first; i < expired.size(); ++i) {
+    Events lost = lose(expired[i].id, now);
     events.insert(events.end(), lost.begin(), lost.end());
   }
   if (!complete_ && last_call_deadline_ && now >= *last_call_deadline_ &&
@@ -195,11 +235,10 @@ Events ElasticRendezvous::tick(Clock::time_point now) {
   return events;
 }
 
+// Moving every time by the same amount, capped at `now`, keeps their order.
 void ElasticRendezvous::excuseStall(Clock::duration stalled, Clock::time_point now) {
-  for (auto* list : {&members_, &spares_}) {
-    for (Agent& agent : *list) {
-      agent.last_seen = std::min(agent.last_seen + stalled, now);
-    }
+  for (Agent& agent : heard_) {
+    agent.last_seen = std::min(agent.last_seen + stalled, now);
   }
 }
 
@@ -211,12 +250,10 @@ std::optional<ElasticRendezvous::Clock::time_point> ElasticRendezvous::nextDeadl
   if (restore_ && (!earliest || restore_->deadline < *earliest)) {
     earliest = restore_->deadline;
   }
-  for (const auto* list : {&members_, &spares_}) {
-    for (const Agent& agent : *list) {
-      const auto expiry = agent.last_seen + settings_.keep_alive_timeout;
-      if (!earliest || expiry < *earliest) {
-        earliest = expiry;
-      }
+  if (!heard_.empty()) {
+    const auto expiry = heard_.front().last_seen + settings_.keep_alive_timeout;
+    if (!earliest || expiry < *earliest) {
+      earliest = expiry;
     }
   }
   return earliest;
@@ -224,16 +261,18 @@ std::optional<ElasticRendezvous::Clock::time_point> ElasticRendezvous::nextDeadl
 
 std::vector<std::string> ElasticRendezvous::members() const {
   std::vector<std::string> ids;
-  for (const Agent& agent : members_) {
-    ids.push_back(agent.info.id);
+  ids.reserve(members_.size());
+  for (const AgentRef member : members_) {
+    ids.push_back(member->info.id);
   }
   return ids;
 }
 
 std::vector<std::string> ElasticRendezvous::spares() const {
   std::vector<std::string> ids;
-  for (const Agent& agent : spares_) {
-    ids.push_back(agent.info.id);
+  ids.reserve(spares_.size());
+  for (const AgentRef spare : spares_) {
+    ids.push_back(spare->info.id);
   }
   return ids;
 }
@@ -248,10 +287,12 @@ void ElasticRendezvous::completeRound(Clock::time_point now, Events& events) {
   round_ = std::max(round_, next_round_floor_);
   RoundCompleted done{round_, 0, {}, forming_since_ ? now - *forming_since_ : Clock::duration{}};
   forming_since_.reset();
-  for (const Agent& agent : members_) {
+  done.nodes.reserve(members_.size());
+  for (const AgentRef member : members_) {
     const int group_rank = static_cast<int>(done.nodes.size());
-    done.nodes.push_back({agent.info.id, group_rank, done.world_size, agent.info.local_world_size});
-    done.world_size += agent.info.local_world_size;
+    done.nodes.push_back(
+        {member->info.id, group_rank, done.world_size, member->info.local_world_size});
+    done.world_size += member->info.local_world_size;
   }
   events.emplace_back(std::move(done));
 }
@@ -265,9 +306,11 @@ void ElasticRendezvous::reform(Clock::time_point now, Events& events) {
   last_call_deadline_.reset();
   forming_since_ = now;
   while (!spares_.empty() && static_cast<int>(members_.size()) < settings_.max_nodes) {
-    members_.push_back(std::move(spares_.front()));
-    members_.back().last_seen = now;
-    spares_.erase(spares_.begin());
+    const AgentRef promoted = spares_.front();
+    spares_.pop_front();
+    promoted->member = true;
+    members_.push_back(promoted);
+    hear(promoted, now);
   }
   if (static_cast<int>(members_.size()) >= settings_.min_nodes) {
     completeRound(now, events);
@@ -276,37 +319,67 @@ void ElasticRendezvous::reform(Clock::time_point now, Events& events) {
   events.emplace_back(RoundSuspended{round_, members()});
 }
 
-void ElasticRendezvous::removeEverywhere(const std::string& id, bool& was_member) {
-  const auto matches = [&](const Agent& agent) { return agent.info.id == id; };
-  const auto member = std::find_if(members_.begin(), members_.end(), matches);
-  was_member = member != members_.end();
-  if (was_member) {
-    members_.erase(member);
+// A member's loss re-forms the round (O(members) anyway); a spare's is rare.
+void ElasticRendezvous::remove(AgentRef agent) {
+  if (agent->member) {
+    members_.erase(std::find(members_.begin(), members_.end(), agent));
+  } else {
+    spares_.erase(std::find(spares_.begin(), spares_.end(), agent));
   }
-  std::erase_if(spares_, matches);
+  index_.erase(agent->info.id);
+  heard_.erase(agent);
 }
 
 // --node-rank hints order the first round; agents without one follow in
 // arrival order. Later rounds keep this order.
 void ElasticRendezvous::orderFirstRound() {
-  std::stable_sort(members_.begin(), members_.end(), [](const Agent& a, const Agent& b) {
-    return a.info.rank_hint.value_or(INT_MAX) < b.info.rank_hint.value_or(INT_MAX);
+  std::stable_sort(members_.begin(), members_.end(), [](AgentRef a, AgentRef b) {
+    return a->info.rank_hint.value_or(INT_MAX) < b->info.rank_hint.value_or(INT_MAX);
   });
 }
 
-bool ElasticRendezvous::knows(const std::string& id) const { return findIn(*this, id) != nullptr; }
+ElasticRendezvous::AgentRef ElasticRendezvous::addHeard(Heard& heard, Agent agent) {
+  const AgentRef added = heard.insert(heard.end(), std::move(agent));
+  keepHeardOrder(heard, added);
+  return added;
+}
+
+// `agent` is at the back; it steps forward past any heard from later.
+void ElasticRendezvous::keepHeardOrder(Heard& heard, AgentRef agent) {
+  while (agent != heard.begin() && std::prev(agent)->last_seen > agent->last_seen) {
+    heard.splice(std::prev(agent), heard, agent);
+  }
+}
+
+ElasticRendezvous::AgentRef ElasticRendezvous::admit(Agent agent) {
+  const AgentRef added = addHeard(heard_, std::move(agent));
+  index_.emplace(added->info.id, added);
+  return added;
+}
+
+void ElasticRendezvous::hear(AgentRef agent, Clock::time_point now) {
+  agent->last_seen = now;
+  heard_.splice(heard_.end(), heard_, agent);
+  keepHeardOrder(heard_, agent);
+}
+
+bool ElasticRendezvous::isMember(std::string_view id) const {
+  const auto known = index_.find(id);
+  return known != index_.end() && known->second->member;
+}
 
 std::optional<ElasticRendezvous::Clock::time_point> ElasticRendezvous::lastSeen(
-    const std::string& id) const {
-  const Agent* agent = findIn(*this, id);
-  return agent != nullptr ? std::optional<Clock::time_point>(agent->last_seen) : std::nullopt;
+    std::string_view id) const {
+  const auto known = index_.find(id);
+  return known != index_.end() ? std::optional<Clock::time_point>(known->second->last_seen)
+                               : std::nullopt;
 }
 
 std::vector<std::string> ElasticRendezvous::rejoined() const {
   std::vector<std::pair<int, std::string>> back;
   if (restore_) {
     for (const auto& [group_rank, agent] : restore_->back) {
-      back.emplace_back(group_rank, agent.info.id);
+      back.emplace_back(group_rank, agent->info.id);
     }
   }
   std::sort(back.begin(), back.end());
@@ -315,10 +388,6 @@ std::vector<std::string> ElasticRendezvous::rejoined() const {
     ids.push_back(std::move(entry.second));
   }
   return ids;
-}
-
-ElasticRendezvous::Agent* ElasticRendezvous::find(const std::string& id) {
-  return findIn(*this, id);
 }
 
 }  // namespace ddprun::rdzv

@@ -1,6 +1,7 @@
 #include "listen_socket.hpp"
 
 #include "ddprun/proto/errors.hpp"
+#include "descriptor_limit.hpp"
 #include "log.hpp"
 
 namespace ddprun::rdzv {
@@ -60,15 +61,34 @@ void listenOn(net::tcp::acceptor& acceptor, const std::string& host, std::uint16
   throw NetworkError("cannot listen (" + errors + ")");
 }
 
-void acceptAgainLater(net::asio::steady_timer& timer, const net::error_code& error,
-                      std::string_view who, std::function<void()> retry) {
-  rdzvLog().warn("{} cannot accept a connection: {}; retrying in 100 ms", who, error.message());
-  timer.expires_after(std::chrono::milliseconds(100));
-  timer.async_wait([retry = std::move(retry)](const net::error_code& cancelled) {
+AcceptBackoff::AcceptBackoff(net::asio::io_context& io, std::string who)
+    : timer_(io), who_(std::move(who)) {}
+
+void AcceptBackoff::failed(const net::error_code& error, std::function<void()> retry) {
+  if (failures_++ == 0) {
+    const std::string advice = error.category() == net::asio::error::get_system_category()
+                                   ? descriptorAdvice(error.value())
+                                   : std::string();
+    rdzvLog().warn("{} cannot accept a connection: {}{}; retrying every 100 ms until it can", who_,
+                   error.message(), advice.empty() ? "" : " (" + advice + ")");
+  } else {
+    rdzvLog().debug("{}: accept retry {} failed: {}", who_, failures_ - 1, error.message());
+  }
+  timer_.expires_after(std::chrono::milliseconds(100));
+  timer_.async_wait([retry = std::move(retry)](const net::error_code& cancelled) {
     if (!cancelled) {
       retry();
     }
   });
 }
+
+void AcceptBackoff::accepted() {
+  if (failures_ > 0) {
+    rdzvLog().info("{} accepts connections again, after {} failed attempt(s)", who_, failures_);
+    failures_ = 0;
+  }
+}
+
+void AcceptBackoff::cancel() { timer_.cancel(); }
 
 }  // namespace ddprun::rdzv

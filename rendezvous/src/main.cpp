@@ -19,6 +19,7 @@
 #include "ddprun/rendezvous/metrics_endpoint.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "ddprun/rendezvous/token_file.hpp"
+#include "descriptor_limit.hpp"
 #include "log.hpp"
 
 namespace {
@@ -120,6 +121,20 @@ void writePortFile(const std::string& path, std::uint16_t port) {
   std::filesystem::rename(temporary, path);
 }
 
+// Logged once listening: a daemon that cannot start says only why.
+void logDescriptorLimit(spdlog::logger& log, const ddprun::rdzv::DescriptorLimit& limit) {
+  if (!limit.failure.empty()) {
+    log.warn(
+        "cannot raise the file descriptor limit (RLIMIT_NOFILE) above {}: {}; at most that "
+        "many clients at once",
+        limit.now, limit.failure);
+  } else if (limit.now != limit.before) {
+    log.info("file descriptor limit (RLIMIT_NOFILE) {}, raised from {}", limit.now, limit.before);
+  } else {
+    log.info("file descriptor limit (RLIMIT_NOFILE) {}", limit.now);
+  }
+}
+
 // Blocks until SIGTERM or SIGINT. The signals are blocked in every thread
 // (the mask is inherited by the server's threads), so only sigwait sees them.
 int waitForStopSignal(const sigset_t& signals) {
@@ -159,6 +174,9 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  // Each client connection holds a descriptor: raised before anything is
+  // accepted.
+  const auto descriptor_limit = ddprun::rdzv::raiseDescriptorLimit();
 
   try {
     if (!flags.token_file.empty()) {
@@ -186,6 +204,7 @@ int main(int argc, char** argv) {
       writePortFile(flags.port_file, server.port());
     }
     log.info("listening on {} ({} thread(s))", server.listenAddress(), flags.server.threads);
+    logDescriptorLimit(log, descriptor_limit);
     if (metrics) {
       metrics->start();
       if (!flags.metrics_port_file.empty()) {

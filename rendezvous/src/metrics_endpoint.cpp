@@ -201,9 +201,10 @@ struct MetricsEndpoint::Impl {
         return;
       }
       if (error) {
-        acceptAgainLater(*accept_retry, error, "ddprund metrics", [this] { accept(); });
+        accept_backoff->failed(error, [this] { accept(); });
         return;
       }
+      accept_backoff->accepted();
       if (open_connections.size() >= static_cast<std::size_t>(kMaxConnections) &&
           !Connection::evictLongestIdle(open_connections)) {
         net::error_code ignored;
@@ -223,7 +224,7 @@ struct MetricsEndpoint::Impl {
   // and with them every connection they hold.
   std::optional<net::asio::io_context> io{std::in_place, 1};
   std::optional<net::tcp::acceptor> acceptor{std::in_place, *io};
-  std::optional<net::asio::steady_timer> accept_retry{std::in_place, *io};
+  std::optional<AcceptBackoff> accept_backoff{std::in_place, *io, "ddprund metrics"};
   net::tcp::endpoint bound;
   std::thread thread;
   bool started = false;
@@ -257,7 +258,7 @@ void MetricsEndpoint::stop() {
   if (impl_->thread.joinable()) {
     impl_->thread.join();
   }
-  impl_->accept_retry.reset();
+  impl_->accept_backoff.reset();
   impl_->acceptor.reset();
   impl_->io.reset();  // closes every connection: their handlers are destroyed with it
 }

@@ -30,8 +30,8 @@ void RendezvousService::collectMetrics(metrics::Exposition& out) const {
     }
     ++open;
     const metrics::Labels labels = {{"run_id", run_id}};
-    alive.sample(static_cast<double>(run.leases.size()), labels);
-    spares.sample(static_cast<double>(run.rdzv.spares().size()), labels);
+    alive.sample(static_cast<double>(run.leases), labels);
+    spares.sample(static_cast<double>(run.rdzv.spareCount()), labels);
     round.sample(static_cast<double>(run.rdzv.round()), labels);
   }
   auto& jobs = out.family("ddprund_jobs", MetricType::kGauge,

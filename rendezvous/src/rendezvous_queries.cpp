@@ -4,6 +4,8 @@
 // The answers' shapes are proto/include/ddprun/proto/rendezvous_status.hpp.
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <unordered_set>
 
 #include "ddprun/proto/json_text.hpp"
 #include "ddprun/rendezvous/rendezvous_service.hpp"
@@ -103,12 +105,20 @@ protocol::JobStatus RendezvousService::statusOf(const std::string& run_id, const
 void RendezvousService::describeMembers(const Run& run, Clock::time_point now,
                                         protocol::JobStatus& status) const {
   const ElasticRendezvous& rdzv = run.rdzv;
+  // Members still waiting for node 0's store, looked up once each.
+  std::unordered_set<std::string_view> starting;
+  if (run.held_round == rdzv.round()) {
+    for (const NodeAssignment& node : run.held) {
+      starting.insert(node.id);
+    }
+  }
   const auto describe = [&](const std::string& agent, MemberState state) {
     protocol::MemberStatus member;
     member.agent = agent;
     member.host = protocol::agentHost(agent);
     member.state = state;
-    member.connected = run.leases.contains(agent);
+    const auto held = run.agents.find(agent);
+    member.connected = held != run.agents.end() && held->second.lease.has_value();
     if (const auto seen = rdzv.lastSeen(agent)) {
       member.heard_ms = millisecondsSince(*seen, now);
     }
@@ -123,7 +133,7 @@ void RendezvousService::describeMembers(const Run& run, Clock::time_point now,
     if (rdzv.restoring()) {
       return MemberState::kRestoring;
     }
-    if (run.done_round == rdzv.round() && run.done.contains(agent)) {
+    if (run.exit_barrier.reported(agent, rdzv.round())) {
       return MemberState::kDone;
     }
     if (rdzv.closed()) {
@@ -132,10 +142,7 @@ void RendezvousService::describeMembers(const Run& run, Clock::time_point now,
     if (!rdzv.complete()) {
       return MemberState::kWaiting;
     }
-    const bool held = run.held_round == rdzv.round() &&
-                      std::any_of(run.held.begin(), run.held.end(),
-                                  [&](const auto& entry) { return entry.first == agent; });
-    return held ? MemberState::kStarting : MemberState::kRunning;
+    return starting.contains(agent) ? MemberState::kStarting : MemberState::kRunning;
   };
   int next_rank = 0;
   for (const std::string& agent : rdzv.restoring() ? rdzv.rejoined() : rdzv.members()) {

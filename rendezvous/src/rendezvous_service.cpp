@@ -1,6 +1,7 @@
 #include "ddprun/rendezvous/rendezvous_service.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace ddprun::rdzv {
 namespace {
@@ -89,7 +90,7 @@ std::optional<std::string> RendezvousService::onSet(ClientId client, std::string
       break;
     case protocol::Verb::kLeave:
       bindings_.erase(client);
-      run.leases.erase(agent);
+      endLease(run, agent);
       noteLoss(run, agent, protocol::LossReason::kLeft, now);
       publish(run_id, run, run.rdzv.lose(agent, now), now, keys);
       tell(run_id, run, agent, simpleEvent(EventType::kLeft), keys);  // its reader can stop
@@ -142,7 +143,8 @@ std::optional<std::string> RendezvousService::join(ClientId client, const std::s
   const ElasticSettings settings = settingsFrom(*request);
   auto [it, created] = runs_.try_emplace(run_id, settings);
   Run& run = it->second;
-  if (run.leases.contains(request->agent)) {
+  if (const auto known = run.agents.find(request->agent);
+      known != run.agents.end() && known->second.lease) {
     return "a join of rendezvous '" + run_id + "' as '" + request->agent +
            "', which holds a connection already";
   }
@@ -170,8 +172,10 @@ std::optional<std::string> RendezvousService::join(ClientId client, const std::s
     return std::nullopt;
   }
   bindings_[client] = {run_id, agent.id};
-  run.leases[agent.id] = client;
-  run.stores[agent.id] = {request->store_host, request->store_port};
+  AgentState& state = run.agents[agent.id];
+  grantLease(run, state, client);
+  state.store_host = request->store_host;
+  state.store_port = request->store_port;
   run.record.joined(*request);
   if (request->rejoin && request->rejoin->workers_done) {
     recordDone(run, agent.id, request->rejoin->round);
@@ -191,7 +195,7 @@ std::optional<std::string> RendezvousService::join(ClientId client, const std::s
 // session left behind is dropped.
 void RendezvousService::openStream(const std::string& run_id, Run& run, const std::string& agent,
                                    int64_t session, KeySpace& keys) {
-  Stream& stream = run.streams[agent];
+  Stream& stream = run.agents[agent].stream;
   for (int64_t n = 0; n < stream.next; ++n) {
     keys.unpublish(protocol::eventKey(run_id, agent, stream.session, n));
   }
@@ -199,11 +203,7 @@ void RendezvousService::openStream(const std::string& run_id, Run& run, const st
 }
 
 void RendezvousService::recordDone(Run& run, const std::string& agent, int64_t round) {
-  if (run.done_round != round) {
-    run.done_round = round;
-    run.done.clear();
-  }
-  run.done.insert(agent);
+  run.exit_barrier.record(agent, round, run.rdzv);
 }
 
 // The exit barrier, pushed: when every member of the running round has
@@ -215,8 +215,7 @@ void RendezvousService::finishMember(const std::string& run_id, Run& run, const 
     recordDone(run, agent, *restoring);
     return;
   }
-  const auto members = run.rdzv.members();
-  if (!run.rdzv.complete() || std::find(members.begin(), members.end(), agent) == members.end()) {
+  if (!run.rdzv.complete() || !run.rdzv.isMember(agent)) {
     return;
   }
   recordDone(run, agent, run.rdzv.round());
@@ -224,20 +223,13 @@ void RendezvousService::finishMember(const std::string& run_id, Run& run, const 
 }
 
 void RendezvousService::pushExitBarrier(const std::string& run_id, Run& run, KeySpace& keys) {
-  if (!run.rdzv.complete() || run.done_round != run.rdzv.round() ||
-      run.finished_round == run.done_round) {
+  const auto finished = run.exit_barrier.due(run.rdzv);
+  if (!finished) {
     return;
   }
-  const auto members = run.rdzv.members();
-  const bool all_done = std::all_of(members.begin(), members.end(), [&](const std::string& member) {
-    return run.done.contains(member);
-  });
-  if (!all_done) {
-    return;
-  }
-  run.finished_round = run.done_round;
-  for (const std::string& member : members) {
-    tell(run_id, run, member, simpleEvent(EventType::kFinished, run.done_round), keys);
+  const Event event = simpleEvent(EventType::kFinished, *finished);
+  for (const std::string& member : run.rdzv.members()) {
+    tell(run_id, run, member, event, keys);
   }
 }
 
@@ -301,7 +293,7 @@ bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
   bindings_.erase(binding);
   if (auto run = runs_.find(lost.run_id); run != runs_.end()) {
     counters_.lost_disconnected += run->second.rdzv.closed() ? 0 : 1;
-    run->second.leases.erase(lost.agent);
+    endLease(run->second, lost.agent);
     noteLoss(run->second, lost.agent, protocol::LossReason::kConnectionClosed, now);
     publish(lost.run_id, run->second, run->second.rdzv.lose(lost.agent, now), now, keys);
     pushExitBarrier(lost.run_id, run->second, keys);
@@ -312,25 +304,18 @@ bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
 // Expired agents are told too: a host whose link comes back must learn it
 // was dropped, or its agent and workers would run on alone.
 void RendezvousService::tick(Clock::time_point now, KeySpace& keys) {
+  std::vector<Expired> expired;
   for (auto& [run_id, run] : runs_) {
-    const std::vector<std::string> members = run.rdzv.members();
-    std::vector<std::string> before = members;
-    const std::vector<std::string> spares = run.rdzv.spares();
-    before.insert(before.end(), spares.begin(), spares.end());
     const int64_t round = run.rdzv.round();
-    publish(run_id, run, run.rdzv.tick(now), now, keys);
-    for (const std::string& agent : before) {
-      if (!run.rdzv.knows(agent)) {
-        run.record.lost(agent, round,
-                        std::find(members.begin(), members.end(), agent) != members.end(),
-                        protocol::LossReason::kNoHeartbeat, now);
-        ++counters_.lost_silent;
-        tell(run_id, run, agent, simpleEvent(EventType::kDropped), keys);
-        if (const auto lease = run.leases.find(agent); lease != run.leases.end()) {
-          bindings_.erase(lease->second);  // it speaks for nobody any more
-          dropped_leases_.insert(lease->second);
-          run.leases.erase(lease);
-        }
+    expired.clear();
+    publish(run_id, run, run.rdzv.tick(now, expired), now, keys);
+    for (const Expired& agent : expired) {
+      run.record.lost(agent.id, round, agent.was_member, protocol::LossReason::kNoHeartbeat, now);
+      ++counters_.lost_silent;
+      tell(run_id, run, agent.id, simpleEvent(EventType::kDropped), keys);
+      if (const auto lease = endLease(run, agent.id)) {
+        bindings_.erase(*lease);  // it speaks for nobody any more
+        dropped_leases_.insert(*lease);
       }
     }
     pushExitBarrier(run_id, run, keys);
@@ -361,9 +346,7 @@ void RendezvousService::noteLoss(Run& run, const std::string& agent, protocol::L
   if (run.rdzv.closed() || !run.rdzv.knows(agent)) {
     return;
   }
-  const auto members = run.rdzv.members();
-  run.record.lost(agent, run.rdzv.round(),
-                  std::find(members.begin(), members.end(), agent) != members.end(), reason, now);
+  run.record.lost(agent, run.rdzv.round(), run.rdzv.isMember(agent), reason, now);
 }
 
 void RendezvousService::publish(const std::string& run_id, Run& run, const Events& events,
@@ -404,20 +387,18 @@ void RendezvousService::publishRound(const std::string& run_id, Run& run,
   event.rendezvous_host = host_agent_;
   run.held.clear();
   run.held_round = round.round;
-  run.held_for = round.nodes.empty() ? "" : round.nodes.front().id;
-  if (!round.nodes.empty()) {
-    std::tie(event.store_host, event.store_port) = run.stores[round.nodes.front().id];
+  run.held_for.clear();
+  if (round.nodes.empty()) {
+    return;
   }
-  for (const NodeAssignment& node : round.nodes) {
-    event.group_rank = node.group_rank;
-    event.base_rank = node.base_rank;
-    event.local_world_size = node.local_world_size;
-    if (node.group_rank == 0) {
-      tell(run_id, run, node.id, event, keys);
-    } else {
-      run.held.emplace_back(node.id, event);
-    }
-  }
+  const NodeAssignment& node0 = round.nodes.front();
+  const AgentState& host = run.agents[node0.id];
+  event.store_host = host.store_host;
+  event.store_port = host.store_port;
+  run.held_for = node0.id;
+  run.held.assign(round.nodes.begin() + 1, round.nodes.end());
+  run.held_event = event;
+  tellPlace(run_id, run, node0, event, keys);
 }
 
 void RendezvousService::releaseRound(const std::string& run_id, Run& run, const std::string& agent,
@@ -425,19 +406,43 @@ void RendezvousService::releaseRound(const std::string& run_id, Run& run, const 
   if (agent != run.held_for || run.held_round != run.rdzv.round()) {
     return;  // not node 0 of the running round: news of a round already over
   }
-  for (const auto& [member, event] : run.held) {
-    tell(run_id, run, member, event, keys);
+  for (const NodeAssignment& node : run.held) {
+    tellPlace(run_id, run, node, run.held_event, keys);
   }
   run.held.clear();
   run.held_for.clear();
 }
 
+void RendezvousService::tellPlace(const std::string& run_id, Run& run, const NodeAssignment& node,
+                                  Event& event, KeySpace& keys) {
+  event.group_rank = node.group_rank;
+  event.base_rank = node.base_rank;
+  event.local_world_size = node.local_world_size;
+  tell(run_id, run, node.id, event, keys);
+}
+
 void RendezvousService::tell(const std::string& run_id, Run& run, const std::string& agent,
                              const Event& event, KeySpace& keys) {
-  Stream& stream = run.streams[agent];
+  Stream& stream = run.agents[agent].stream;
   keys.publish(protocol::eventKey(run_id, agent, stream.session, stream.next),
                protocol::encodeEvent(event));
   ++stream.next;
+}
+
+void RendezvousService::grantLease(Run& run, AgentState& agent, ClientId client) {
+  if (!agent.lease) {
+    ++run.leases;
+  }
+  agent.lease = client;
+}
+
+std::optional<ClientId> RendezvousService::endLease(Run& run, std::string_view agent) {
+  const auto known = run.agents.find(agent);
+  if (known == run.agents.end() || !known->second.lease) {
+    return std::nullopt;
+  }
+  --run.leases;
+  return std::exchange(known->second.lease, std::nullopt);
 }
 
 }  // namespace ddprun::rdzv

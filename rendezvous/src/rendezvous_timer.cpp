@@ -6,8 +6,12 @@ RendezvousTimer::RendezvousTimer(net::asio::io_context& io, std::mutex& store_mu
                                  RendezvousService& service, KeySpace& keys)
     : io_(io), store_mutex_(store_mutex), service_(service), keys_(keys), timer_(io) {}
 
+// One re-arm in flight at most: a start-up storm of joins and every
+// heartbeat call this, and one read of the deadline serves them all.
 void RendezvousTimer::changed() {
-  net::asio::post(io_, [this] { rearm(); });
+  if (!rearm_posted_.exchange(true)) {
+    net::asio::post(io_, [this] { rearm(); });
+  }
 }
 
 void RendezvousTimer::stop() {
@@ -16,6 +20,15 @@ void RendezvousTimer::stop() {
 }
 
 void RendezvousTimer::rearm() {
+  // Cleared before the deadline is read: a change after the read posts again.
+  rearm_posted_ = false;
+  arm();
+}
+
+// A deadline that did not move, or moved later (the oldest agent was heard
+// from), leaves the timer as it is: waking early costs one tick that finds
+// nothing due, cancelling costs a cancel and a re-arm for every heartbeat.
+void RendezvousTimer::arm() {
   if (stopped_) {
     return;
   }
@@ -24,19 +37,20 @@ void RendezvousTimer::rearm() {
     std::lock_guard lock(store_mutex_);
     deadline = service_.nextDeadline();
   }
-  timer_.cancel();
-  if (!deadline) {
+  if (!deadline || (armed_ && armed_for_ <= *deadline)) {
     return;
   }
+  armed_ = true;
   armed_for_ = *deadline;
-  timer_.expires_at(*deadline);
+  timer_.expires_at(*deadline);  // cancels the wait for a later deadline
   timer_.async_wait([this](const net::error_code& error) { onExpiry(error); });
 }
 
 void RendezvousTimer::onExpiry(const net::error_code& error) {
   if (error || stopped_) {
-    return;  // cancelled by a re-arm or by the server stopping
+    return;  // cancelled by an earlier deadline or by the server stopping
   }
+  armed_ = false;
   {
     const auto now = RendezvousService::Clock::now();
     std::lock_guard lock(store_mutex_);
@@ -48,7 +62,7 @@ void RendezvousTimer::onExpiry(const net::error_code& error) {
     }
     service_.tick(now, keys_);
   }
-  rearm();
+  arm();
 }
 
 }  // namespace ddprun::rdzv

@@ -1,9 +1,11 @@
 // Runs the RendezvousService's deadlines (heartbeat expiry, last calls) on one
-// io_context: one steady_timer, re-armed at the service's next deadline
-// whenever the rendezvous changes. Timer handlers run on that context's
+// io_context: one steady_timer, brought forward to the service's next
+// deadline whenever the rendezvous changes (never pushed back: a wake-up
+// with nothing due just re-arms). Timer handlers run on that context's
 // thread and take the store lock.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <optional>
@@ -27,7 +29,8 @@ class RendezvousTimer {
   void stop();
 
  private:
-  void rearm();
+  void rearm();  // posted by changed()
+  void arm();
   void onExpiry(const net::error_code& error);
 
   net::asio::io_context& io_;
@@ -36,7 +39,9 @@ class RendezvousTimer {
   KeySpace& keys_;
   net::asio::steady_timer timer_;
   bool stopped_ = false;  // the io_context's thread only
+  bool armed_ = false;    // a wait is pending, for armed_for_ (that thread only)
   RendezvousService::Clock::time_point armed_for_;  // the deadline the timer waits for
+  std::atomic<bool> rearm_posted_{false};           // a rearm() is queued and not yet begun
   // A timer this late means the daemon itself did not run.
   static constexpr std::chrono::milliseconds kStalled{250};
 };

@@ -69,6 +69,7 @@ struct Server::Impl {
     loads = std::vector<ThreadLoad>(static_cast<std::size_t>(count));
     rendezvous_timer.emplace(*contexts.front(), store_mutex, rendezvous, state.keySpace(""));
     acceptor.emplace(*contexts.front());
+    accept_backoff.emplace(*contexts.front(), "ddprund");
     listen();
   }
 
@@ -86,7 +87,7 @@ struct Server::Impl {
   std::vector<std::unique_ptr<net::asio::io_context>> contexts;
   std::optional<RendezvousTimer> rendezvous_timer;  // on contexts.front()
   std::optional<net::asio::ip::tcp::acceptor> acceptor;
-  std::optional<net::asio::steady_timer> accept_retry;
+  std::optional<AcceptBackoff> accept_backoff;  // on contexts.front()
   std::vector<std::thread> threads;
   std::vector<net::asio::executor_work_guard<net::asio::io_context::executor_type>> guards;
   std::atomic<ClientId> next_client{1};
@@ -129,10 +130,10 @@ void Server::Impl::onAccept(const net::error_code& error, net::tcp::socket socke
     return;
   }
   if (error) {
-    accept_retry.emplace(*contexts.front());
-    acceptAgainLater(*accept_retry, error, "ddprund", [this] { startAccept(); });
+    accept_backoff->failed(error, [this] { startAccept(); });
     return;
   }
+  accept_backoff->accepted();
   net::error_code ignored;
   socket.set_option(net::tcp::no_delay(true), ignored);
   socket.set_option(net::asio::socket_base::keep_alive(true), ignored);
@@ -181,9 +182,7 @@ void Server::stop() {
   runOn(*impl_->contexts.front(), [impl = impl_.get()] {
     net::error_code ignored;
     impl->acceptor->close(ignored);
-    if (impl->accept_retry) {
-      impl->accept_retry->cancel();
-    }
+    impl->accept_backoff->cancel();
     impl->rendezvous_timer->stop();
   });
   // 2. Let every session accepted before that register itself.

@@ -336,5 +336,108 @@ TEST(ElasticRendezvousTest, ARejoinToALiveRendezvousIsAJoin) {
   EXPECT_TRUE(losing.tick(kStart + 15s).empty()) << "a lost agent was restored";
 }
 
+// Expiry follows the last time each agent was heard from, whatever the
+// order it joined in: a heartbeat moves an agent to the back.
+TEST(ElasticRendezvousTest, HeartbeatsReorderExpiry) {
+  ElasticRendezvous rdzv(settings(1, 3));
+  joinAll(rdzv, {agent("a"), agent("b")}, kStart);
+  Events events;
+  rdzv.join(agent("c"), kStart + 1s, events);
+  rdzv.heartbeat("a", kStart + 5s);
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 15s) << "b, heard from first, expires first";
+  rdzv.heartbeat("b", kStart + 6s);
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 16s) << "then c";
+  std::vector<Expired> expired;
+  rdzv.tick(kStart + 20s, expired);
+  ASSERT_EQ(expired.size(), 2u);
+  EXPECT_EQ(expired[0].id, "c");
+  EXPECT_EQ(expired[1].id, "a");
+  EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 21s);
+}
+
+// Silent agents are lost in the order they were last heard from, and each is
+// reported with whether it was a member. A spare heard from before a member
+// goes first, so the member's loss does not promote a spare that is silent
+// too: one new round, without it.
+TEST(ElasticRendezvousTest, TickExpiresInLastHeardOrderAndSaysWhoWasAMember) {
+  ElasticRendezvous rdzv(settings(1, 2));
+  joinAll(rdzv, {agent("a"), agent("b")}, kStart);
+  Events events;
+  EXPECT_EQ(rdzv.join(agent("s"), kStart + 1s, events), JoinStatus::kSpare);
+  rdzv.heartbeat("b", kStart + 2s);
+  rdzv.heartbeat("a", kStart + 10s);
+  std::vector<Expired> expired;
+  const RoundCompleted round = onlyCompleted(rdzv.tick(kStart + 17s, expired));
+  ASSERT_EQ(expired.size(), 2u);
+  EXPECT_EQ(expired[0].id, "s");
+  EXPECT_FALSE(expired[0].was_member);
+  EXPECT_EQ(expired[1].id, "b");
+  EXPECT_TRUE(expired[1].was_member);
+  EXPECT_EQ(round.round, 1);
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"a"}));
+  EXPECT_TRUE(rdzv.spares().empty());
+}
+
+// The rendezvous' own stall moves every agent by the same amount, capped at
+// now: they expire in the order they were heard from before it.
+TEST(ElasticRendezvousTest, AStallExcusedKeepsTheExpiryOrder) {
+  ElasticRendezvous rdzv(settings(1, 3));
+  joinAll(rdzv, {agent("a"), agent("b"), agent("c")}, kStart);
+  rdzv.heartbeat("a", kStart + 3s);
+  rdzv.heartbeat("c", kStart + 1s);
+  rdzv.heartbeat("b", kStart + 2s);  // heard from: c, b, a
+  rdzv.excuseStall(20s, kStart + 22s);
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 36s) << "c, moved by 20 s";
+  rdzv.excuseStall(60s, kStart + 40s);  // every one capped at now: a tie
+  std::vector<Expired> expired;
+  rdzv.tick(kStart + 55s, expired);
+  ASSERT_EQ(expired.size(), 3u);
+  EXPECT_EQ(expired[0].id, "c");
+  EXPECT_EQ(expired[1].id, "b");
+  EXPECT_EQ(expired[2].id, "a");
+}
+
+// Spares fill free places in the order they arrived, whoever was heard from
+// last; a promoted spare's keep-alive starts afresh with its promotion.
+TEST(ElasticRendezvousTest, SparesArePromotedInArrivalOrder) {
+  ElasticRendezvous rdzv(settings(2, 2));
+  joinAll(rdzv, {agent("a"), agent("b")}, kStart);
+  Events events;
+  for (const char* spare : {"s1", "s2", "s3"}) {
+    EXPECT_EQ(rdzv.join(agent(spare), kStart + 1s, events), JoinStatus::kSpare);
+  }
+  rdzv.heartbeat("s1", kStart + 4s);
+  rdzv.heartbeat("s2", kStart + 3s);
+  EXPECT_EQ(idsOf(onlyCompleted(rdzv.lose("a", kStart + 5s))),
+            (std::vector<std::string>{"b", "s1"}));
+  EXPECT_EQ(idsOf(onlyCompleted(rdzv.lose("b", kStart + 6s))),
+            (std::vector<std::string>{"s1", "s2"}));
+  EXPECT_EQ(rdzv.spares(), (std::vector<std::string>{"s3"}));
+  EXPECT_EQ(rdzv.lastSeen("s2"), kStart + 6s);
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 16s) << "s3, heard from at its join";
+  std::vector<Expired> expired;
+  rdzv.tick(kStart + 20s, expired);  // s1 was promoted at 5 s, s2 at 6 s
+  ASSERT_EQ(expired.size(), 2u);
+  EXPECT_EQ(expired[0].id, "s3");
+  EXPECT_EQ(expired[1].id, "s1");
+}
+
+// A restored round's agents expire by when they came back, members and
+// newcomers alike, not by their group ranks.
+TEST(ElasticRendezvousTest, ARestoredRoundExpiresInTheOrderItsAgentsCameBack) {
+  ElasticRendezvous rdzv(settings(1, 3));
+  Events events;
+  rdzv.rejoin(agent("b"), {4, 1, 2}, kStart, events);
+  rdzv.join(agent("c"), kStart + 1s, events);
+  rdzv.rejoin(agent("a"), {4, 0, 2}, kStart + 2s, events);
+  ASSERT_EQ(idsOf(onlyCompleted(events)), (std::vector<std::string>{"a", "b", "c"}));
+  std::vector<Expired> expired;
+  rdzv.tick(kStart + 15s, expired);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].id, "b");
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 16s) << "c";
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv

@@ -25,12 +25,23 @@
 //    rejoins: once all are back it continues that round with no event (no
 //    worker restarts); a member still missing after the keep-alive timeout
 //    is lost as usual, and the others move on to a new round.
+//
+// Cost: a lookup, a heartbeat, and a join that completes no round are O(1)
+// (an index by id); nextDeadline() is O(1), and tick() finds the silent in
+// O(1 + their number), since the agents are kept in last-heard order. Only
+// what every member must hear (a round completed or re-formed: a member's
+// loss, a restart, a newcomer; close) and the rare excuseStall() walk the
+// members.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <list>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -87,6 +98,12 @@ struct RendezvousClosed {
   std::vector<std::string> agents;  // everyone still known, members and spares
 };
 
+// An agent tick() dropped for its silence.
+struct Expired {
+  std::string id;
+  bool was_member = false;  // in the round when it expired (else a spare)
+};
+
 using RendezvousEvent = std::variant<RoundCompleted, RoundSuspended, RendezvousClosed>;
 using Events = std::vector<RendezvousEvent>;
 
@@ -97,6 +114,12 @@ class ElasticRendezvous {
   using Clock = std::chrono::steady_clock;
 
   explicit ElasticRendezvous(ElasticSettings settings);
+  // It holds references into its own containers: moved (they stay valid),
+  // never copied.
+  ElasticRendezvous(const ElasticRendezvous&) = delete;
+  ElasticRendezvous& operator=(const ElasticRendezvous&) = delete;
+  ElasticRendezvous(ElasticRendezvous&&) = default;
+  ElasticRendezvous& operator=(ElasticRendezvous&&) = default;
 
   // An agent arrives. Its status says where it was placed; events are what
   // every affected agent must be told (possibly a completed round).
@@ -111,14 +134,18 @@ class ElasticRendezvous {
   // finished now rather than at its deadline. No-op when none is.
   Events endRestore(Clock::time_point now);
   // Proof of life; unknown ids are ignored.
-  void heartbeat(const std::string& id, Clock::time_point now);
+  void heartbeat(std::string_view id, Clock::time_point now);
   // The agent's connection dropped or it left: it is gone at once.
-  Events lose(const std::string& id, Clock::time_point now);
+  Events lose(std::string_view id, Clock::time_point now);
   // A member's workers failed: the whole job restarts into a new round.
-  Events restart(const std::string& id, Clock::time_point now);
+  Events restart(std::string_view id, Clock::time_point now);
   // The job ended (success, or max_restarts spent somewhere): final.
   Events close();
   // Expires silent agents and the last call. Call at nextDeadline() or later.
+  // Silent agents are lost one by one in last-heard order (the one heard
+  // from longest ago first); `expired` gets each of them, with whether it
+  // was a member when the tick began.
+  Events tick(Clock::time_point now, std::vector<Expired>& expired);
   Events tick(Clock::time_point now);
   // The rendezvous itself did not run for `stalled` (its process stopped, its
   // host paused): that silence was its own, so every agent is heard from
@@ -135,11 +162,17 @@ class ElasticRendezvous {
     return restore_ ? std::optional<int64_t>(restore_->round) : std::nullopt;
   }
   bool closed() const { return closed_; }
+  // Members in rank order once the round is complete (else in arrival order),
+  // and spares in arrival order. While complete() and round() stay the same,
+  // the members do: every change of membership starts a new round.
   std::vector<std::string> members() const;
   std::vector<std::string> spares() const;
-  bool knows(const std::string& id) const;
+  std::size_t memberCount() const { return members_.size(); }
+  std::size_t spareCount() const { return spares_.size(); }
+  bool knows(std::string_view id) const { return index_.contains(id); }
+  bool isMember(std::string_view id) const;
   // When a member or spare was last heard from; nullopt if it is neither.
-  std::optional<Clock::time_point> lastSeen(const std::string& id) const;
+  std::optional<Clock::time_point> lastSeen(std::string_view id) const;
   // The members back in the round being restored, in group-rank order.
   std::vector<std::string> rejoined() const;
 
@@ -147,45 +180,52 @@ class ElasticRendezvous {
   struct Agent {
     AgentInfo info;
     Clock::time_point last_seen;
+    bool member = false;  // in members_, else in spares_ (or a restore's)
   };
+  // Agents in last-heard order: the front was heard from longest ago, so it
+  // is the next to expire. A list, so that a heartbeat moves its agent to the
+  // back in O(1) and every reference below stays valid until it is lost.
+  using Heard = std::list<Agent>;
+  using AgentRef = Heard::iterator;
 
-  void addMember(Agent agent, Clock::time_point now, Events& events);
+  // Puts `agent` in `heard` at its last-heard place: the back, unless a
+  // caller's clock went back (hand-driven clocks in tests; the timer's `now`
+  // is read before the store lock).
+  static AgentRef addHeard(Heard& heard, Agent agent);
+  static void keepHeardOrder(Heard& heard, AgentRef agent);
+  AgentRef admit(Agent agent);  // into heard_ and the index
+  void hear(AgentRef agent, Clock::time_point now);
+  void addMember(AgentRef agent, Clock::time_point now, Events& events);
   void finishRestore(Clock::time_point now, Events& events);
+  void forgetRestoring(std::string_view id);
   void completeRound(Clock::time_point now, Events& events);
   void reform(Clock::time_point now, Events& events);
-  void removeEverywhere(const std::string& id, bool& was_member);
+  void remove(AgentRef agent);
   void orderFirstRound();
-  Agent* find(const std::string& id);
-  // Members first, then spares; const or not, as `self` is.
-  template <typename Self>
-  static auto* findIn(Self& self, const std::string& id) {
-    for (auto* list : {&self.members_, &self.spares_}) {
-      for (auto& agent : *list) {
-        if (agent.info.id == id) {
-          return &agent;
-        }
-      }
-    }
-    return static_cast<decltype(&self.members_.front())>(nullptr);
-  }
 
   ElasticSettings settings_;
   int64_t round_ = 0;
   bool complete_ = false;
   bool ever_completed_ = false;  // the first round is ordered by --node-rank hints
   bool closed_ = false;
-  std::vector<Agent> members_;  // rank order once the round is complete
-  std::vector<Agent> spares_;   // arrival order
+  Heard heard_;  // every member and spare
+  // Id -> agent; the keys view the ids held in heard_.
+  std::unordered_map<std::string_view, AgentRef> index_;
+  std::vector<AgentRef> members_;  // rank order once the round is complete
+  std::deque<AgentRef> spares_;    // arrival order
   std::optional<Clock::time_point> last_call_deadline_;
   std::optional<Clock::time_point> forming_since_;  // the incomplete round's start
   int64_t next_round_floor_ = 0;  // no round numbers below this (agents' last_round + 1)
 
   // A round being restored from rejoins (nothing else is decided meanwhile).
+  // Its agents are known to nobody else: they are neither members nor spares
+  // until it ends.
   struct Restore {
     int64_t round = 0;
     int group_world_size = 0;
-    std::vector<std::pair<int, Agent>> back;  // group rank, agent
-    std::vector<Agent> arrivals;              // plain joins meanwhile, in order
+    Heard heard;                                 // everyone below, last-heard order
+    std::vector<std::pair<int, AgentRef>> back;  // group rank, agent
+    std::vector<AgentRef> arrivals;              // plain joins meanwhile, in order
     Clock::time_point deadline;
   };
   std::optional<Restore> restore_;

@@ -11,6 +11,11 @@
 //
 // Socket-free: the Session calls in with the store lock held; the server's
 // timer calls tick() at nextDeadline(). Owns one ElasticRendezvous per run id.
+//
+// Cost per request: a join, heartbeat, done or store_ready of one agent
+// touches that agent only (lookups by id, the exit barrier counted); what
+// every member must hear (a round, a loss, the barrier's "finished", close)
+// is the only work that walks the members.
 #pragma once
 
 #include <chrono>
@@ -26,6 +31,7 @@
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/proto/rendezvous_status.hpp"
 #include "ddprun/rendezvous/elastic_rendezvous.hpp"
+#include "ddprun/rendezvous/exit_barrier.hpp"
 #include "ddprun/rendezvous/job_record.hpp"
 #include "ddprun/rendezvous/key_space.hpp"
 
@@ -72,7 +78,7 @@ class RendezvousService {
   // Agents of `run_id` whose joining connection is still open.
   std::size_t agentsConnected(std::string_view run_id) const {
     const auto run = runs_.find(run_id);
-    return run == runs_.end() ? 0 : run->second.leases.size();
+    return run == runs_.end() ? 0 : run->second.leases;
   }
 
  private:
@@ -81,23 +87,31 @@ class RendezvousService {
     int64_t session = 0;
     int64_t next = 0;
   };
+  // What the service holds of one agent of a run, from its first join on
+  // (kept once it is lost: its events stay readable until it joins again).
+  // One record per agent, so an agent costs one lookup and one copy of its id.
+  struct AgentState {
+    Stream stream;                  // its events
+    std::optional<ClientId> lease;  // the connection it joined on, while open
+    // Its workers' store, from its join: node 0's goes in round events.
+    std::string store_host;
+    std::uint16_t store_port = 0;
+  };
   struct Run {
     explicit Run(const ElasticSettings& s) : settings(s), rdzv(s) {}
     ElasticSettings settings;
     ElasticRendezvous rdzv;
-    std::map<std::string, Stream, std::less<>> streams;   // per agent
-    std::map<std::string, ClientId, std::less<>> leases;  // the connection each agent joined on
-    // Each agent's workers' store, from its join: node 0's goes in round events.
-    std::map<std::string, std::pair<std::string, std::uint16_t>, std::less<>> stores;
-    std::string aborted_by;      // the agent whose job failure closed the run
-    std::set<std::string> done;  // agents whose workers of done_round succeeded
-    int64_t done_round = -1;
-    int64_t finished_round = -1;  // the round whose exit barrier was pushed
-    // The running round's events for members other than node 0, held until
-    // node 0 says its workers' store is ready (store_ready).
+    StringMap<AgentState> agents;
+    std::size_t leases = 0;  // agents whose lease is open
+    std::string aborted_by;  // the agent whose job failure closed the run
+    ExitBarrier exit_barrier;
+    // The running round's places for members other than node 0, held until
+    // node 0 says its workers' store is ready (store_ready); the event they
+    // share but for their places.
     int64_t held_round = -1;
     std::string held_for;  // node 0 of held_round
-    std::vector<std::pair<std::string, proto::rendezvous::Event>> held;
+    std::vector<NodeAssignment> held;
+    proto::rendezvous::Event held_event;
     JobRecord record;  // what `ddprun status` is told beyond the rounds
   };
   struct Binding {
@@ -133,9 +147,15 @@ class RendezvousService {
                KeySpace& keys);
   void publishRound(const std::string& run_id, Run& run, const RoundCompleted& round,
                     Clock::time_point now, KeySpace& keys);
+  // Tells `node` its place in a round: `event`, with the place filled in.
+  void tellPlace(const std::string& run_id, Run& run, const NodeAssignment& node,
+                 proto::rendezvous::Event& event, KeySpace& keys);
   void tell(const std::string& run_id, Run& run, const std::string& agent,
             const proto::rendezvous::Event& event, KeySpace& keys);
   void releaseRound(const std::string& run_id, Run& run, const std::string& agent, KeySpace& keys);
+  // The agent's lease is open on `client` / closed (returns the connection).
+  static void grantLease(Run& run, AgentState& agent, ClientId client);
+  static std::optional<ClientId> endLease(Run& run, std::string_view agent);
   // The answers to status questions (rendezvous_queries.cpp).
   std::string jobsAnswer(Clock::time_point now) const;
   std::string statusAnswer(std::string_view run_id, Clock::time_point now) const;
