@@ -244,17 +244,27 @@ class ScaleRun {
   std::optional<std::size_t> victim_;
 };
 
+// Two descriptors per agent here, and about as many in ddprund, which
+// inherits this process's limit.
+std::uint64_t descriptorsFor(int agents) {
+  return 2 * static_cast<std::uint64_t>(agents) + kSpareFds;
+}
+
 void checkFdLimit(int agents) {
   const std::uint64_t limit = raiseFdLimit();
-  const std::uint64_t needed = 2 * static_cast<std::uint64_t>(agents) + kSpareFds;
-  if (limit < needed) {
+  if (limit < descriptorsFor(agents)) {
     throw std::runtime_error(
-        std::to_string(agents) + " agents need " + std::to_string(needed) +
+        std::to_string(agents) + " agents need " + std::to_string(descriptorsFor(agents)) +
         " file descriptors here and about as many in ddprund, and the limit is " +
         std::to_string(limit) +
         " (the hard limit; raising it needs root with CAP_SYS_RESOURCE): raise ulimit -Hn, or "
         "run fewer agents");
   }
+}
+
+// The most agents a descriptor limit of `limit` holds (at least 2).
+int agentsHeldBy(std::uint64_t limit) {
+  return static_cast<int>(std::max<std::uint64_t>(2, (limit - std::min(limit, kSpareFds)) / 2));
 }
 
 }  // namespace
@@ -273,6 +283,7 @@ ScaleResult runScale(int agents, const ScaleOptions& given) {
 
   ScaleResult result;
   result.agents = agents;
+  result.asked = agents;
   {
     SwarmOptions swarm = swarmOptions(agents, options, server);
     result.source_addresses = swarm.source_addresses;
@@ -300,11 +311,20 @@ void runRdzvScale(const ScaleOptions& given, std::ostream& out) {
   const ScaleOptions options = withDefaults(given);
   const std::string machine_before = machineText();
   // Before any ddprund starts: each inherits the raised limit.
-  checkFdLimit(*std::max_element(options.agents.begin(), options.agents.end()));
+  const std::uint64_t limit = raiseFdLimit();
   std::vector<ScaleResult> results;
-  for (const int agents : options.agents) {
+  for (const int asked : options.agents) {
+    const int agents = std::min(asked, agentsHeldBy(limit));
+    if (agents < asked) {
+      std::cerr << "rdzv_scale: " << asked << " agents need " << descriptorsFor(asked)
+                << " file descriptors in this process and about as many in ddprund; the limit "
+                << "is " << limit << " (raising the hard limit needs CAP_SYS_RESOURCE), so "
+                << agents << " agents, the most it holds, run instead\n";
+    }
     std::cerr << "rdzv_scale: " << agents << " agents...\n";
     results.push_back(runScale(agents, options));
+    results.back().asked = asked;
+    results.back().fd_limit = agents < asked ? limit : 0;
     printResultLine(out, results.back());
     out.flush();
   }

@@ -4,6 +4,7 @@
 // each figure against its target.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -33,7 +34,11 @@ struct ScaleOptions {
 // One N's figures. Times in ms are from a request's write to the moment the
 // last agent concerned held its answer.
 struct ScaleResult {
-  int agents = 0;
+  int agents = 0;  // run
+  // Asked for, when more than this machine's descriptor limit holds (then
+  // `agents` is the most it holds and fd_limit says why); else agents.
+  int asked = 0;
+  std::uint64_t fd_limit = 0;
   int source_addresses = 1;
   int victim_rank = 0;
   double connect_s = 0;  // every connection open and handshaken
@@ -65,7 +70,9 @@ struct ScaleResult {
 ScaleResult runScale(int agents, const ScaleOptions& options);
 
 // Raises the fd limit, runs every N of options.agents (progress on stderr),
-// and prints each result line, then the tables. Throws as runScale does.
+// and prints each result line, then the tables. An N the limit cannot hold
+// runs with the most agents it holds, said in its line and the tables.
+// Throws as runScale does.
 void runRdzvScale(const ScaleOptions& options, std::ostream& out);
 
 }  // namespace ddprun::bench
