@@ -2,6 +2,8 @@
 // the load generator in this process is identical for both.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -22,6 +24,9 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
 };
 
+// Why `kind` cannot be run with `config` (its program is missing), or empty.
+std::string serverMissing(ServerKind kind, const ServerConfig& config);
+
 // A server listening on a free port. Owns its Subprocess: the server's
 // stdout is discarded (both print a banner we do not need), its stderr goes
 // to ours so its errors stay visible, and it dies with the benchmark. Killed
@@ -32,6 +37,7 @@ class RunningServer {
 
   ServerKind kind() const { return kind_; }
   std::uint16_t port() const { return port_; }
+  pid_t pid() const { return child_.pid(); }
   // User + system CPU seconds the server has used so far (from /proc).
   double cpuSeconds() const;
   // SIGTERM, then SIGKILL after a grace period; says how the server exited
