@@ -74,6 +74,8 @@ void addOptions(CLI::App& app, bench::StoreOptions& options) {
   app.add_flag("--skip-barrier", options.skip_barrier, "Skip the barrier");
   app.add_flag("--skip-load", options.skip_load,
                "Skip both key-value loads (LibTorch clients and the raw load)");
+  app.add_flag("--skip-client-load", options.skip_client_load,
+               "Skip the LibTorch-client load (the raw load still runs)");
   app.add_flag("--skip-growth", options.skip_growth, "Skip the growth table");
   app.add_flag("--detail", options.detail, "Also print tail percentiles and per-client fairness");
   app.add_option("--ddprund", options.ddprund, "The ddprund executable")->capture_default_str();

@@ -140,7 +140,7 @@ StoreScaleOptions scaleOptions(const StoreOptions& options) {
 void runStoreBench(const StoreOptions& options, std::ostream& out) {
   // A server that dies mid-run must show up as an error, not kill us.
   ::signal(SIGPIPE, SIG_IGN);
-  if (!options.skip_load) {
+  if (!options.skip_load && !options.skip_client_load) {
     ReportContext context;
     context.setup = describeSetup(options, raiseFdLimit());
     const ServerConfig config{options.ddprund, options.libtorch_server, options.ddprund_threads};

@@ -31,7 +31,8 @@ struct StoreOptions {
   double barrier_timeout_s = 60.0;
   std::vector<int> growth = {128, 1000, 10000, 100000};
   bool skip_barrier = false;
-  bool skip_load = false;  // both loads: LibTorch's clients and the raw one
+  bool skip_load = false;         // both loads: LibTorch's clients and the raw one
+  bool skip_client_load = false;  // LibTorch's clients only
   bool skip_growth = false;
   bool detail = false;
   std::string ddprund;
