@@ -372,9 +372,10 @@ struct CpuBaseline {
 void recordEnd(const BarrierOptions& options, const CpuBaseline& baseline, BarrierResult& result) {
   result.peak_rss_kib = serverKiB(options.server_pid, "VmHWM");
   result.server_cpu_seconds = serverCpu(options.server_pid) - baseline.server;
+  result.client_cpu_seconds = processCpuSeconds() - baseline.self;
   const double seconds = secondsBetween(baseline.start, Clock::now());
   const double used = (machineBusySeconds() - baseline.machine) - result.server_cpu_seconds -
-                      (processCpuSeconds() - baseline.self);
+                      result.client_cpu_seconds;
   result.other_cpu = seconds > 0 ? std::max(0.0, used / seconds) : 0.0;
 }
 

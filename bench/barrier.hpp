@@ -54,6 +54,7 @@ struct BarrierResult {
   std::size_t rss_connected_kib = 0;  // VmRSS once every connection had connected
   std::size_t peak_rss_kib = 0;       // VmHWM after the run: the server's peak so far
   double server_cpu_seconds = 0.0;    // user + system, first connect to the end
+  double client_cpu_seconds = 0.0;    // this process's (the clients'), the same span
   double other_cpu = 0.0;             // other processes' CPU during the run, in cores
   std::string error;                  // why the run stopped short, if it did
 

@@ -109,21 +109,22 @@ void printBarrierScaleTable(std::ostream& out, const std::vector<BarrierRow>& ro
       << formatNumber("%.0f", kBarrierTargetSeconds)
       << ") | Every client answered (target: all) | Server peak RSS, MiB (target < "
       << formatNumber("%.0f", kServerRssTargetMiB)
-      << ") | RSS per connection, bytes | Server CPU, s | Source addresses | Other processes' "
-         "CPU, cores |\n";
-  out << "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|\n";
+      << ") | RSS per connection, bytes | Server CPU, s | Client CPU, s | Source addresses | "
+         "Other processes' CPU, cores |\n";
+  out << "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& row : rows) {
     const BarrierResult& r = row.result;
     out << "| " << row.server << " | " << barrierBytesName(row.bytes) << " | ";
     if (!row.not_run.empty()) {
       out << (r.connections > 0 ? grouped(r.connections) : "–") << " | not run: " << row.not_run
-          << " | – | – | – | – | – | – | – | – |\n";
+          << " | – | – | – | – | – | – | – | – | – |\n";
       continue;
     }
     out << grouped(r.connections) << " | " << connectCell(r) << " | " << barrierCell(r) << " | "
         << totalCell(r) << " | " << answeredCell(r) << " | " << peakCell(r, true) << " | "
         << perConnectionCell(r) << " | " << formatNumber("%.2f", r.server_cpu_seconds) << " | "
-        << r.source_addresses << " | " << formatNumber("%.2f", r.other_cpu) << " |\n";
+        << formatNumber("%.2f", r.client_cpu_seconds) << " | " << r.source_addresses << " | "
+        << formatNumber("%.2f", r.other_cpu) << " |\n";
   }
 }
 
@@ -171,7 +172,10 @@ void printExtrapolation(std::ostream& out, const std::vector<BarrierRow>& rows, 
         << " connections gives a total of " << formatNumber("%.1f", r.total_seconds * scale) << " s"
         << verdict(r.total_seconds * scale < kBarrierTargetSeconds) << " and "
         << formatNumber("%.0f", rss_mib) << " MiB of RSS" << verdict(rss_mib < kServerRssTargetMiB)
-        << ".\n";
+        << "; server and clients together needed "
+        << formatNumber("%.1f", (r.server_cpu_seconds + r.client_cpu_seconds) * scale)
+        << " CPU seconds for it, while other processes kept " << formatNumber("%.2f", r.other_cpu)
+        << " cores busy.\n";
   }
 }
 
@@ -180,13 +184,13 @@ void printGrowthTable(std::ostream& out, const std::vector<BarrierRow>& rows) {
          "per row:\n\n";
   out << "| Connections | Connect, s | Barrier, s | Total, s | Every client answered "
          "| Peak RSS, MiB | RSS per connection, bytes | Server CPU, s | Server CPU per "
-         "connection, µs |\n";
-  out << "|---:|---:|---:|---:|---|---:|---:|---:|---:|\n";
+         "connection, µs | Client CPU, s | Other processes' CPU, cores |\n";
+  out << "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& row : rows) {
     const BarrierResult& r = row.result;
     if (!row.not_run.empty()) {
       out << "| " << grouped(r.connections) << " | not run: " << row.not_run
-          << " | – | – | – | – | – | – | – |\n";
+          << " | – | – | – | – | – | – | – | – | – |\n";
       continue;
     }
     const double per_connection =
