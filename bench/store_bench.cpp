@@ -5,8 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
-#include <map>
 #include <string>
+#include <vector>
 
 #include "machine.hpp"
 #include "store_runs.hpp"
@@ -43,16 +43,23 @@ void addOptions(CLI::App& app, bench::StoreOptions& options) {
       ->capture_default_str();
   app.add_flag_callback(
       "--raw-load", [&options] { options.raw_clients = options.clients; },
-      "Run the raw load at every --clients count (give it after --clients)");
+      "Run the raw load at every --clients count");
   app.add_option("--barrier-clients", options.barrier_clients, "Connections in the barrier")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--barrier-bytes", options.barrier_bytes,
-                 "Request bytes of the barrier, comma-separated: 1.13, 2.x (LibTorch 1.13's "
-                 "server runs only 1.13)")
+  app.add_option_function<std::vector<std::string>>(
+         "--barrier-bytes",
+         [&options](const std::vector<std::string>& names) {
+           options.barrier_bytes.clear();
+           for (const auto& name : names) {
+             options.barrier_bytes.push_back(name == "2.x" ? bench::BarrierBytes::Torch2x
+                                                           : bench::BarrierBytes::Torch113);
+           }
+         },
+         "Request bytes of the barrier, comma-separated: 1.13, 2.x (default both; LibTorch "
+         "1.13's server runs only 1.13)")
       ->delimiter(',')
-      ->transform(CLI::CheckedTransformer(std::map<std::string, bench::BarrierBytes>{
-          {"1.13", bench::BarrierBytes::Torch113}, {"2.x", bench::BarrierBytes::Torch2x}}));
+      ->check(CLI::IsMember({"1.13", "2.x"}));
   app.add_option("--barrier-window", options.barrier_window,
                  "Connects in flight at once (never more than net.core.somaxconn)")
       ->check(CLI::PositiveNumber)
