@@ -199,7 +199,9 @@ void printGrowthTable(std::ostream& out, const std::vector<BarrierRow>& rows) {
         << " | " << (r.allReleased() ? formatNumber("%.3f", r.total_seconds) : "–") << " | "
         << answeredCell(r) << " | " << peakCell(r, false) << " | " << perConnectionCell(r) << " | "
         << formatNumber("%.2f", r.server_cpu_seconds) << " | "
-        << formatNumber("%.1f", per_connection) << " |\n";
+        << formatNumber("%.1f", per_connection) << " | "
+        << formatNumber("%.2f", r.client_cpu_seconds) << " | " << formatNumber("%.2f", r.other_cpu)
+        << " |\n";
   }
 }
 

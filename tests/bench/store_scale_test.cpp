@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 #include <string>
@@ -130,6 +131,28 @@ TEST(ConnectionLimitsTest, ConnectionsThatFitLeaveRoomForEachProcessOwnFds) {
   EXPECT_EQ(connectionsThatFit({100, 100, false}), 0);
 }
 
+// Cells of one Markdown table line ("| a | b |" has 2).
+std::size_t cellCount(const std::string& line) {
+  return static_cast<std::size_t>(std::count(line.begin(), line.end(), '|')) - 1;
+}
+
+// Every row of every table has as many cells as its header.
+void expectWellFormedTables(const std::string& text) {
+  std::istringstream lines(text);
+  std::string line;
+  std::size_t header_cells = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line.front() != '|') {
+      header_cells = 0;
+      continue;
+    }
+    if (header_cells == 0) {
+      header_cells = cellCount(line);
+    }
+    EXPECT_EQ(cellCount(line), header_cells) << line;
+  }
+}
+
 // runStoreScale end to end at small counts, LibTorch's server missing: every
 // table is printed, and LibTorch's rows say why they were not run.
 TEST(StoreScaleTest, PrintsEveryTableWithItsTargets) {
@@ -158,6 +181,7 @@ TEST(StoreScaleTest, PrintsEveryTableWithItsTargets) {
   EXPECT_NE(text.find("| 4 | "), std::string::npos) << text;   // the CPU-per-op row
   EXPECT_NE(text.find("| 50 | "), std::string::npos) << text;  // a growth row
   EXPECT_EQ(text.find("failed"), std::string::npos) << text;
+  expectWellFormedTables(text);
 }
 
 }  // namespace
