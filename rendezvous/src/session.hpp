@@ -82,6 +82,11 @@ class Session : public std::enable_shared_from_this<Session> {
     std::optional<std::string> error;  // why the connection must close, if it must
   };
 
+  // Stop reading a client that does not read its replies past this backlog.
+  static constexpr std::size_t kMaxOutputBacklog = 16 * 1024 * 1024;
+  // A reply buffer larger than this (a big GET) is given back once sent.
+  static constexpr std::size_t kKeepOutputBlockBytes = 64 * 1024;
+
   void startRead();
   void onReadable(const net::error_code& error);
   void onReadError(const net::error_code& error);
