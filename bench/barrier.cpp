@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,11 +12,14 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "connection_limits.hpp"
 #include "ddprun/proto/tcpstore_codec.hpp"
+#include "ddprun/test_support/proc_status.hpp"
 #include "machine.hpp"
 
 namespace ddprun::bench {
@@ -34,6 +38,7 @@ enum class ConnState : std::uint8_t {
   Done
 };
 
+// 16 bytes per connection: 100,000 of them cost the benchmark 1.6 MB.
 struct Conn {
   int fd = -1;
   ConnState state = ConnState::Unused;
@@ -41,25 +46,71 @@ struct Conn {
   std::array<std::uint8_t, 8> buf{};
 };
 
-std::string encode(proto::Command command, std::vector<std::string_view> keys,
-                   std::vector<std::string_view> values = {}, std::int64_t number = 0) {
-  return proto::encodeRequest(
-      proto::Dialect::Legacy113,
-      proto::makeRequest(command, std::move(keys), std::move(values), number));
+proto::Dialect dialectOf(BarrierBytes bytes) {
+  return bytes == BarrierBytes::Torch2x ? proto::Dialect::Modern : proto::Dialect::Legacy113;
 }
 
-// The four requests the barrier sends, pre-encoded once.
+// The requests the barrier sends, pre-encoded once in the chosen bytes, and
+// the size of the probe's reply.
 struct Requests {
-  std::string probe = encode(proto::Command::Check, {});  // zero keys: READY at once
-  std::string add = encode(proto::Command::Add, {"barrier"}, {}, 1);
-  std::string wait = encode(proto::Command::Wait, {"go"});
-  std::string set_and_wait = encode(proto::Command::Set, {"go"}, {"1"}) + wait;
+  explicit Requests(BarrierBytes bytes) : dialect(dialectOf(bytes)) {
+    if (bytes == BarrierBytes::Torch2x) {
+      // What a 2.5+ client sends on connect; PING's echo proves the server
+      // has read both.
+      probe = encode(proto::Command::Validate, {}, {}, 0, proto::kValidateMagic) +
+              encode(proto::Command::Ping, {}, {}, 0, kPingNonce);
+      probe_reply_bytes = 4;
+    } else {
+      probe = encode(proto::Command::Check, {});  // zero keys: READY at once
+      probe_reply_bytes = 1;
+    }
+    add = encode(proto::Command::Add, {"barrier"}, {}, 1);
+    wait = encode(proto::Command::Wait, {"go"});
+    set_and_wait = encode(proto::Command::Set, {"go"}, {"1"}) + wait;
+  }
+
+  std::string encode(proto::Command command, std::vector<std::string_view> keys,
+                     std::vector<std::string_view> values = {}, std::int64_t number = 0,
+                     std::uint32_t word = 0) const {
+    return proto::encodeRequest(
+        dialect, proto::makeRequest(command, std::move(keys), std::move(values), number, word));
+  }
+
+  static constexpr std::uint32_t kPingNonce = 0x62617272;  // any value; the server echoes it
+  proto::Dialect dialect;
+  std::string probe;
+  std::size_t probe_reply_bytes = 1;
+  std::string add;
+  std::string wait;
+  std::string set_and_wait;
 };
 
+double secondsBetween(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+std::string errnoText() { return std::strerror(errno); }
+
+// "60 s", "0.25 s": a deadline as the result's error states it.
+std::string secondsText(std::chrono::milliseconds deadline) {
+  std::ostringstream out;
+  out << static_cast<double>(deadline.count()) / 1000.0 << " s";
+  return out.str();
+}
+
+// One barrier run's connections and epoll loop. Used by one thread.
 class BarrierRun {
  public:
-  explicit BarrierRun(const BarrierOptions& options)
-      : options_(options), conns_(static_cast<std::size_t>(options.connections)) {
+  BarrierRun(const BarrierOptions& options, BarrierResult& result)
+      : options_(options),
+        result_(result),
+        requests_(options.bytes),
+        conns_(static_cast<std::size_t>(options.connections)) {
+    if (::inet_pton(AF_INET, options.host.c_str(), &server_.sin_addr) != 1) {
+      throw std::runtime_error("not an IPv4 address: " + options.host);
+    }
+    server_.sin_family = AF_INET;
+    server_.sin_port = htons(options.port);
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     if (epoll_fd_ < 0) {
       throw std::runtime_error("epoll_create1: " + errnoText());
@@ -78,86 +129,71 @@ class BarrierRun {
   BarrierRun(const BarrierRun&) = delete;
   BarrierRun& operator=(const BarrierRun&) = delete;
 
-  // Connects every connection, at most connect_window in flight; each counts
-  // as connected once the server has answered its probe.
-  void connectAll(BarrierResult& result) {
-    const auto start = Clock::now();
-    const auto deadline = start + options_.connect_timeout;
+  // Connects every connection, at most the window in flight; each counts as
+  // connected once the server has answered its probe. False at the deadline.
+  bool connectAll() {
+    start_ = Clock::now();
+    const auto deadline = start_ + options_.connect_timeout;
     std::size_t next = 0;
     int in_flight = 0;
-    while (ready_ < options_.connections) {
-      for (; in_flight < options_.connect_window && next < conns_.size(); ++next, ++in_flight) {
+    while (result_.connected < options_.connections) {
+      for (; in_flight < result_.connect_window && next < conns_.size(); ++next, ++in_flight) {
         startConnect(next);
       }
-      const int before = ready_;
-      if (!pollOnce(deadline)) {
-        throw std::runtime_error(std::to_string(ready_) + " of " +
-                                 std::to_string(options_.connections) + " connected within " +
-                                 std::to_string(options_.connect_timeout.count()) + " ms");
+      const int before = result_.connected;
+      const bool in_time = pollOnce(deadline);
+      in_flight -= result_.connected - before;
+      if (!in_time) {
+        result_.connect_seconds = secondsBetween(start_, Clock::now());
+        result_.error = "connected " + std::to_string(result_.connected) + " of " +
+                        std::to_string(options_.connections) + " in " +
+                        secondsText(options_.connect_timeout);
+        return false;
       }
-      in_flight -= ready_ - before;
     }
-    result.connect_seconds = secondsSince(start);
-    result.connected = true;
+    result_.connect_seconds = secondsBetween(start_, Clock::now());
+    return true;
   }
 
-  // Sends every ADD, then serves replies until all are released or time is up.
-  void runBarrier(BarrierResult& result) {
-    const auto start = Clock::now();
-    const auto deadline = start + options_.barrier_timeout;
+  // Sends every ADD, then serves replies until all are released or time is
+  // up. False at the deadline.
+  bool releaseAll() {
+    const auto barrier_start = Clock::now();
+    const auto deadline = barrier_start + options_.barrier_timeout;
     for (std::size_t i = 0; i < conns_.size(); ++i) {
       sendAll(i, requests_.add);
       conns_[i].state = ConnState::AwaitAdd;
     }
-    while (done_ < options_.connections) {
+    while (result_.released < options_.connections) {
       if (!pollOnce(deadline)) {
-        result.completed = done_;
-        throw std::runtime_error("did not finish in " +
-                                 std::to_string(options_.barrier_timeout.count() / 1000.0) +
-                                 " s (" + std::to_string(done_) + " of " +
-                                 std::to_string(options_.connections) + " released)");
+        result_.error = "released " + std::to_string(result_.released) + " of " +
+                        std::to_string(options_.connections) + " in " +
+                        secondsText(options_.barrier_timeout);
+        return false;
       }
     }
-    result.barrier_seconds = std::chrono::duration<double>(last_release_ - start).count();
-    result.completed = done_;
-    result.finished = true;
+    result_.barrier_seconds = secondsBetween(barrier_start, last_release_);
+    result_.total_seconds = secondsBetween(start_, last_release_);
+    return true;
   }
 
  private:
-  static std::string errnoText() { return std::strerror(errno); }
-
-  static double secondsSince(Clock::time_point start) {
-    return std::chrono::duration<double>(Clock::now() - start).count();
-  }
-
-  sockaddr_in address(std::uint32_t host_order_ip, std::uint16_t port) const {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(host_order_ip);
-    return addr;
-  }
-
   void startConnect(std::size_t index) {
     Conn& conn = conns_[index];
     conn.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (conn.fd < 0) {
-      throw std::runtime_error("socket: " + errnoText() + " (raise the fd limit)");
+      throw std::runtime_error("socket: " + errnoText() + " after " + std::to_string(index) +
+                               " connections (the fd limit is too low)");
     }
     int one = 1;
     ::setsockopt(conn.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (options_.source_addresses > 1) {
+    if (result_.source_addresses > 1) {
       bindSource(conn.fd, index);
     }
-    sockaddr_in server{};
-    server.sin_family = AF_INET;
-    server.sin_port = htons(options_.port);
-    if (::inet_pton(AF_INET, options_.host.c_str(), &server.sin_addr) != 1) {
-      throw std::runtime_error("not an IPv4 address: " + options_.host);
-    }
-    if (::connect(conn.fd, reinterpret_cast<sockaddr*>(&server), sizeof(server)) != 0 &&
+    if (::connect(conn.fd, reinterpret_cast<const sockaddr*>(&server_), sizeof(server_)) != 0 &&
         errno != EINPROGRESS) {
-      throw std::runtime_error("connect: " + errnoText());
+      throw std::runtime_error("connect " + std::to_string(index) + ": " + errnoText() +
+                               (errno == EADDRNOTAVAIL ? " (ephemeral ports ran out)" : ""));
     }
     conn.state = ConnState::Connecting;
     watch(index, EPOLLOUT, EPOLL_CTL_ADD);
@@ -169,9 +205,11 @@ class BarrierRun {
     int one = 1;
     ::setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
     const auto offset =
-        static_cast<std::uint32_t>(index % static_cast<std::size_t>(options_.source_addresses));
-    sockaddr_in source = address(INADDR_LOOPBACK + offset, 0);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&source), sizeof(source)) != 0) {
+        static_cast<std::uint32_t>(index % static_cast<std::size_t>(result_.source_addresses));
+    sockaddr_in source{};
+    source.sin_family = AF_INET;
+    source.sin_addr.s_addr = htonl(INADDR_LOOPBACK + offset);
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&source), sizeof(source)) != 0) {
       throw std::runtime_error("bind 127.0.0.x: " + errnoText());
     }
   }
@@ -214,27 +252,38 @@ class BarrierRun {
     return true;
   }
 
+  std::size_t replyBytes(ConnState state) const {
+    switch (state) {
+      case ConnState::Probing:
+        return requests_.probe_reply_bytes;
+      case ConnState::AwaitAdd:
+        return 8;
+      default:
+        return 1;
+    }
+  }
+
   void handleEvent(std::size_t index) {
     Conn& conn = conns_[index];
     if (conn.state == ConnState::Connecting) {
       return finishConnect(index);
     }
-    const std::size_t need = conn.state == ConnState::AwaitAdd ? 8 : 1;
-    if (!readReply(index, need)) {
+    if (!readReply(index, replyBytes(conn.state))) {
       return;
     }
     conn.have = 0;
     switch (conn.state) {
       case ConnState::Probing:
+        checkProbeReply(index);
         conn.state = ConnState::Ready;
-        ++ready_;
+        ++result_.connected;
         break;
       case ConnState::AwaitAdd:
         onAddReply(index);
         break;
       case ConnState::AwaitStop:
         conn.state = ConnState::Done;
-        ++done_;
+        ++result_.released;
         last_release_ = Clock::now();
         break;
       default:
@@ -254,12 +303,24 @@ class BarrierRun {
     watch(index, EPOLLIN, EPOLL_CTL_MOD);
   }
 
+  void checkProbeReply(std::size_t index) const {
+    if (requests_.probe_reply_bytes != 4) {
+      return;
+    }
+    std::uint32_t echo = 0;
+    std::memcpy(&echo, conns_[index].buf.data(), sizeof(echo));  // little-endian host
+    if (echo != Requests::kPingNonce) {
+      throw std::runtime_error("PING on connection " + std::to_string(index) +
+                               " was answered with another nonce");
+    }
+  }
+
   // Reads toward a reply of `need` bytes; true once it is complete.
   bool readReply(std::size_t index, std::size_t need) {
     Conn& conn = conns_[index];
     const ssize_t n = ::recv(conn.fd, conn.buf.data() + conn.have, need - conn.have, 0);
     if (n == 0) {
-      throw std::runtime_error("server closed connection " + std::to_string(index));
+      throw std::runtime_error("the server closed connection " + std::to_string(index));
     }
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) {
@@ -281,37 +342,93 @@ class BarrierRun {
   }
 
   const BarrierOptions& options_;
+  BarrierResult& result_;
+  const Requests requests_;
   std::vector<Conn> conns_;
-  Requests requests_;
+  sockaddr_in server_{};
   int epoll_fd_ = -1;
-  int ready_ = 0;
-  int done_ = 0;
+  Clock::time_point start_{};
   Clock::time_point last_release_{};
 };
 
+std::size_t serverKiB(pid_t pid, const char* field) {
+  return pid > 0 ? test_support::procStatusKiB(pid, field).value_or(0) : 0;
+}
+
+double serverCpu(pid_t pid) { return pid > 0 ? test_support::cpuSecondsOf(pid) : 0.0; }
+
+// CPU readings from the first connect on: the server's, ours, the machine's.
+struct CpuBaseline {
+  explicit CpuBaseline(pid_t server_pid)
+      : server(serverCpu(server_pid)), self(processCpuSeconds()), machine(machineBusySeconds()) {}
+  double server;
+  double self;
+  double machine;
+  Clock::time_point start = Clock::now();
+};
+
+// The server's peak memory and the CPU figures, read while every connection
+// is still open: closing 100,000 of them costs the server time of its own.
+void recordEnd(const BarrierOptions& options, const CpuBaseline& baseline, BarrierResult& result) {
+  result.peak_rss_kib = serverKiB(options.server_pid, "VmHWM");
+  result.server_cpu_seconds = serverCpu(options.server_pid) - baseline.server;
+  result.client_cpu_seconds = processCpuSeconds() - baseline.self;
+  const double seconds = secondsBetween(baseline.start, Clock::now());
+  const double used = (machineBusySeconds() - baseline.machine) - result.server_cpu_seconds -
+                      result.client_cpu_seconds;
+  result.other_cpu = seconds > 0 ? std::max(0.0, used / seconds) : 0.0;
+}
+
+// Connects, then runs the barrier if everyone connected; the server's memory
+// is read before, between the two, and at the end.
+void connectAndRelease(const BarrierOptions& options, BarrierResult& result) {
+  // Running out of fds midway would also leave none to read /proc with.
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur < static_cast<rlim_t>(options.connections) + kFdsBesideConnections) {
+    throw std::runtime_error("not run: " + std::to_string(options.connections) +
+                             " connections need more fds than the limit of " +
+                             std::to_string(limit.rlim_cur));
+  }
+  result.rss_before_kib = serverKiB(options.server_pid, "VmRSS");
+  BarrierRun run(options, result);
+  const CpuBaseline baseline(options.server_pid);
+  try {
+    if (run.connectAll()) {
+      result.rss_connected_kib = serverKiB(options.server_pid, "VmRSS");
+      run.releaseAll();
+    }
+  } catch (const std::exception& error) {
+    result.error = error.what();
+  }
+  recordEnd(options, baseline, result);
+}
+
 }  // namespace
+
+std::string barrierBytesName(BarrierBytes bytes) {
+  return bytes == BarrierBytes::Torch2x ? "2.x" : "1.13";
+}
+
+double BarrierResult::rssPerConnectionBytes() const {
+  if (!allConnected() || rss_connected_kib == 0 || rss_connected_kib < rss_before_kib) {
+    return 0.0;
+  }
+  return static_cast<double>(rss_connected_kib - rss_before_kib) * 1024.0 / connections;
+}
 
 BarrierResult runBarrier(const BarrierOptions& options) {
   BarrierResult result;
   result.connections = options.connections;
-  auto serverCpu = [&options] {
-    return options.server_cpu_seconds ? options.server_cpu_seconds() : 0.0;
-  };
-  const double server0 = serverCpu();
-  const double self0 = processCpuSeconds();
-  const double machine0 = machineBusySeconds();
-  const auto start = Clock::now();
+  result.bytes = options.bytes;
+  result.connect_window = connectWindowFor(options.connect_window);
+  result.source_addresses = options.source_addresses > 0 ? options.source_addresses
+                                                         : sourceAddressesFor(options.connections);
   try {
-    BarrierRun run(options);
-    run.connectAll(result);
-    run.runBarrier(result);
+    connectAndRelease(options, result);
   } catch (const std::exception& error) {
-    result.error = error.what();
+    result.error = error.what();  // no epoll instance, or a bad host
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const double used =
-      (machineBusySeconds() - machine0) - (serverCpu() - server0) - (processCpuSeconds() - self0);
-  result.other_cpu = seconds > 0 ? std::max(0.0, used / seconds) : 0.0;
   return result;
 }
 

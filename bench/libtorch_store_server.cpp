@@ -5,7 +5,10 @@
 //
 // Prints "libtorch_store_server listening on <host>:<port>", writes the port to
 // --port-file atomically (write, then rename) and runs until SIGTERM or SIGINT.
+// Raises its soft fd limit to the hard one first, as ddprund does, so both
+// servers can hold as many connections as the machine allows.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdint>
@@ -56,10 +59,19 @@ void writePortFile(const std::string& path, std::uint16_t port) {
   std::filesystem::rename(temp, path);
 }
 
+void raiseSoftFdLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   const Options options = parseOptions(argc, argv);
+  raiseSoftFdLimit();
 
   // Block the stop signals before TCPStore starts its threads, so they inherit
   // the mask and sigwait below is the only receiver.

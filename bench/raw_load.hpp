@@ -32,6 +32,9 @@ struct RawLoadResult {
   double other_cpu = 0.0;   // other processes on the machine, cores
   std::string error;
   bool ok() const { return error.empty() && ops_per_second > 0; }
+  // The server's own CPU per round trip, in µs: its CPU seconds over the
+  // measured window divided by the round trips completed in it.
+  double serverCpuPerOpUs() const { return ok() ? server_cpu / ops_per_second * 1e6 : 0.0; }
 };
 
 RawLoadResult runRawLoad(const RawLoadOptions& options);

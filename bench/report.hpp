@@ -1,14 +1,12 @@
-// Markdown tables for the README: the key-value load side by side, and the
-// barrier.
+// Markdown tables for the README: the LibTorch-client key-value load side
+// by side (the store-scale tables are store_scale_report.hpp's).
 #pragma once
 
 #include <ostream>
 #include <string>
 #include <vector>
 
-#include "barrier.hpp"
 #include "load_gen.hpp"
-#include "raw_load.hpp"
 
 namespace ddprun::bench {
 
@@ -16,16 +14,6 @@ namespace ddprun::bench {
 struct LoadComparison {
   LoadResult ddprund;
   LoadResult libtorch;
-};
-
-struct RawComparison {
-  RawLoadResult ddprund;
-  RawLoadResult libtorch;
-};
-
-struct BarrierComparison {
-  BarrierResult ddprund;
-  BarrierResult libtorch;
 };
 
 struct ReportContext {
@@ -36,8 +24,6 @@ struct ReportContext {
 void printLoadTable(std::ostream& out, const std::vector<LoadComparison>& rows);
 // Tail percentiles and per-client fairness for each server (--detail).
 void printLoadDetail(std::ostream& out, const std::vector<LoadComparison>& rows);
-void printRawTable(std::ostream& out, const std::vector<RawComparison>& rows);
-void printBarrierTable(std::ostream& out, const BarrierComparison& barrier);
 void printNotes(std::ostream& out, const ReportContext& context);
 
 // The 1-minute load average right now.

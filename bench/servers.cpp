@@ -75,6 +75,20 @@ std::string serverName(ServerKind kind) {
   return kind == ServerKind::Ddprund ? "ddprund" : "libtorch";
 }
 
+std::string serverMissing(ServerKind kind, const ServerConfig& config) {
+  const std::filesystem::path& program =
+      kind == ServerKind::Ddprund ? config.ddprund : config.libtorch_server;
+  if (program.empty()) {
+    return "no " + serverName(kind) + " program given";
+  }
+  std::error_code ignored;
+  if (!std::filesystem::exists(program, ignored)) {
+    return program.string() + " does not exist" +
+           (kind == ServerKind::Libtorch ? " (it is built only where LibTorch is found)" : "");
+  }
+  return "";
+}
+
 RunningServer::RunningServer(ServerKind kind, const ServerConfig& config,
                              const test_support::TempDir& scratch)
     : kind_(kind),

@@ -25,6 +25,9 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
 };
 
+// Why `kind` cannot be run with `config` (its program is missing), or empty.
+std::string serverMissing(ServerKind kind, const ServerConfig& config);
+
 // A server listening on a free port. Owns its Subprocess: the server's
 // stdout is discarded (both print a banner we do not need), its stderr goes
 // to ours so its errors stay visible, and it dies with the benchmark. Killed

@@ -1,10 +1,12 @@
 // store_bench: ddprund against LibTorch's own TCPStore server under the
-// same load, printed as Markdown tables (see store_runs.hpp). This file only
-// reads the flags.
+// same load, then the store at scale (100,000-connection barrier, server CPU
+// per operation, growth), printed as Markdown tables (see store_runs.hpp and
+// store_scale.hpp). This file only reads the flags.
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "machine.hpp"
 #include "store_runs.hpp"
@@ -34,23 +36,55 @@ void addOptions(CLI::App& app, bench::StoreOptions& options) {
   app.add_option("--clients", options.clients, "Client counts, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  app.add_option("--barrier-clients", options.barrier_clients, "Connections in the barrier")
+  app.add_option("--raw-clients", options.raw_clients,
+                 "Connection counts of the raw epoll-client load (the server CPU per operation "
+                 "table), comma-separated")
+      ->delimiter(',')
       ->capture_default_str();
+  app.add_flag_callback(
+      "--raw-load", [&options] { options.raw_clients = options.clients; },
+      "Run the raw load at every --clients count");
+  app.add_option("--barrier-clients", options.barrier_clients, "Connections in the barrier")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option_function<std::vector<std::string>>(
+         "--barrier-bytes",
+         [&options](const std::vector<std::string>& names) {
+           options.barrier_bytes.clear();
+           for (const auto& name : names) {
+             options.barrier_bytes.push_back(name == "2.x" ? bench::BarrierBytes::Torch2x
+                                                           : bench::BarrierBytes::Torch113);
+           }
+         },
+         "Request bytes of the barrier, comma-separated: 1.13, 2.x (default both; LibTorch "
+         "1.13's server runs only 1.13)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"1.13", "2.x"}));
   app.add_option("--barrier-window", options.barrier_window,
-                 "Connections in flight while connecting")
+                 "Connects in flight at once (never more than net.core.somaxconn)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--barrier-sources", options.barrier_sources,
-                 "127.0.0.x source addresses to spread barrier connections over")
+                 "127.0.0.x source addresses to spread connections over (0: as many as the "
+                 "ephemeral port range needs)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--barrier-timeout", options.barrier_timeout_s,
-                 "Seconds each barrier phase (connect, barrier) may take")
+                 "Deadline in seconds of each phase (connect, barrier) of each barrier run; a "
+                 "server is reported as far as it got")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--growth", options.growth,
+                 "Connection counts of ddprund's growth table, comma-separated")
+      ->delimiter(',')
       ->capture_default_str();
   app.add_flag("--skip-barrier", options.skip_barrier, "Skip the barrier");
-  app.add_flag("--skip-load", options.skip_load, "Skip the key-value load");
+  app.add_flag("--skip-load", options.skip_load,
+               "Skip both key-value loads (LibTorch clients and the raw load)");
+  app.add_flag("--skip-client-load", options.skip_client_load,
+               "Skip the LibTorch-client load (the raw load still runs)");
+  app.add_flag("--skip-growth", options.skip_growth, "Skip the growth table");
   app.add_flag("--detail", options.detail, "Also print tail percentiles and per-client fairness");
-  app.add_flag("--raw-load", options.raw_load,
-               "Also run the mix from a cheap epoll client (shows server capacity when "
-               "LibTorch's client is the bottleneck)");
   app.add_option("--ddprund", options.ddprund, "The ddprund executable")->capture_default_str();
   app.add_option("--libtorch-server", options.libtorch_server, "The libtorch_store_server helper")
       ->capture_default_str();

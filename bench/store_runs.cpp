@@ -13,12 +13,12 @@
 #include <thread>
 #include <vector>
 
-#include "barrier.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "load_gen.hpp"
 #include "machine.hpp"
 #include "report.hpp"
 #include "servers.hpp"
+#include "store_scale.hpp"
 #include "watchdog.hpp"
 
 namespace ddprun::bench {
@@ -93,69 +93,6 @@ std::vector<LoadComparison> runLoadPoints(const ServerConfig& config,
   return rows;
 }
 
-RawLoadResult measureRaw(ServerKind kind, const ServerConfig& config,
-                         const test_support::TempDir& scratch, const StoreOptions& options,
-                         int connections, ReportContext& context) {
-  std::cerr << "store_bench: raw load, " << connections << " connections against "
-            << serverName(kind) << "..." << std::endl;
-  Watchdog watchdog("the raw load point against " + serverName(kind),
-                    toMs(options.warmup_s + options.duration_s) + milliseconds(60000));
-  RunningServer server(kind, config, scratch);
-  RawLoadOptions raw;
-  raw.port = server.port();
-  raw.connections = connections;
-  raw.warmup = toMs(options.warmup_s);
-  raw.duration = toMs(options.duration_s);
-  raw.server_cpu_seconds = [&server] { return server.cpuSeconds(); };
-  RawLoadResult result = runRawLoad(raw);
-  server.stop();
-  if (!result.ok()) {
-    context.notes.push_back(serverName(kind) + " raw load, " + std::to_string(connections) +
-                            " connections: " + result.error);
-  }
-  return result;
-}
-
-std::vector<RawComparison> runRawPoints(const ServerConfig& config,
-                                        const test_support::TempDir& scratch,
-                                        const StoreOptions& options, ReportContext& context) {
-  std::vector<RawComparison> rows;
-  for (int connections : options.clients) {
-    RawComparison row;
-    row.ddprund = measureRaw(ServerKind::Ddprund, config, scratch, options, connections, context);
-    row.libtorch = measureRaw(ServerKind::Libtorch, config, scratch, options, connections, context);
-    rows.push_back(row);
-  }
-  return rows;
-}
-
-BarrierResult measureBarrier(ServerKind kind, const ServerConfig& config,
-                             const test_support::TempDir& scratch, const StoreOptions& options,
-                             ReportContext& context) {
-  std::cerr << "store_bench: " << options.barrier_clients << "-connection barrier against "
-            << serverName(kind) << "..." << std::endl;
-  Watchdog watchdog("the barrier against " + serverName(kind),
-                    2 * toMs(options.barrier_timeout_s) + milliseconds(60000));
-  RunningServer server(kind, config, scratch);
-  BarrierOptions barrier;
-  barrier.port = server.port();
-  barrier.connections = options.barrier_clients;
-  barrier.connect_window = options.barrier_window;
-  barrier.source_addresses = options.barrier_sources;
-  barrier.connect_timeout = toMs(options.barrier_timeout_s);
-  barrier.barrier_timeout = toMs(options.barrier_timeout_s);
-  barrier.server_cpu_seconds = [&server] { return server.cpuSeconds(); };
-  BarrierResult result = runBarrier(barrier);
-  const std::string exit_status = server.stop();
-  if (!result.error.empty()) {
-    context.notes.push_back(serverName(kind) + " barrier: " + result.error);
-  }
-  if (exit_status != "exit 0") {
-    context.notes.push_back(serverName(kind) + " barrier: server " + exit_status + " on SIGTERM");
-  }
-  return result;
-}
-
 std::string describeSetup(const StoreOptions& options, std::uint64_t fd_limit) {
   std::ostringstream out;
   out << "LibTorch 1.13 c10d::TCPStore clients, one per thread; 25% each set/get/add/check on "
@@ -169,51 +106,33 @@ std::string describeSetup(const StoreOptions& options, std::uint64_t fd_limit) {
   return out.str();
 }
 
-struct StoreResults {
-  std::vector<LoadComparison> rows;
-  std::vector<RawComparison> raw_rows;
-  BarrierComparison barrier;
-};
-
-StoreResults measureAll(const StoreOptions& options, ReportContext& context) {
-  const ServerConfig config{options.ddprund, options.libtorch_server, options.ddprund_threads};
-  const test_support::TempDir scratch("store_bench");
-  StoreResults results;
-  if (!options.skip_load) {
-    results.rows = runLoadPoints(config, scratch, options, context);
-  }
-  if (options.raw_load) {
-    results.raw_rows = runRawPoints(config, scratch, options, context);
-  }
-  if (!options.skip_barrier) {
-    results.barrier.ddprund =
-        measureBarrier(ServerKind::Ddprund, config, scratch, options, context);
-    results.barrier.libtorch =
-        measureBarrier(ServerKind::Libtorch, config, scratch, options, context);
-  }
-  return results;
-}
-
-void printReport(std::ostream& out, const StoreOptions& options, const StoreResults& results,
-                 const ReportContext& context) {
+void printLoadReport(std::ostream& out, const StoreOptions& options,
+                     const std::vector<LoadComparison>& rows, const ReportContext& context) {
   out << "\n" << context.setup << "\n\n";
-  if (!options.skip_load) {
-    printLoadTable(out, results.rows);
-  }
-  if (!options.skip_load && options.detail) {
+  printLoadTable(out, rows);
+  if (options.detail) {
     out << "\n";
-    printLoadDetail(out, results.rows);
-  }
-  if (options.raw_load) {
-    out << "\nThe same mix and bytes from one epoll thread (one send + one recv per round "
-           "trip), one connection per simulated client:\n\n";
-    printRawTable(out, results.raw_rows);
-  }
-  if (!options.skip_barrier) {
-    out << "\n";
-    printBarrierTable(out, results.barrier);
+    printLoadDetail(out, rows);
   }
   printNotes(out, context);
+}
+
+StoreScaleOptions scaleOptions(const StoreOptions& options) {
+  StoreScaleOptions scale;
+  scale.ddprund = options.ddprund;
+  scale.libtorch_server = options.libtorch_server;
+  scale.ddprund_threads = options.ddprund_threads;
+  scale.barrier_connections = options.barrier_clients;
+  scale.barrier_bytes = options.skip_barrier ? std::vector<BarrierBytes>{} : options.barrier_bytes;
+  scale.barrier_window = options.barrier_window;
+  scale.barrier_sources = options.barrier_sources;
+  scale.barrier_timeout_s = options.barrier_timeout_s;
+  scale.cpu_connections = options.skip_load ? std::vector<int>{} : options.raw_clients;
+  scale.warmup_s = options.warmup_s;
+  scale.duration_s = options.duration_s;
+  scale.repeat = options.repeat;
+  scale.growth = options.skip_growth ? std::vector<int>{} : options.growth;
+  return scale;
 }
 
 }  // namespace
@@ -221,12 +140,15 @@ void printReport(std::ostream& out, const StoreOptions& options, const StoreResu
 void runStoreBench(const StoreOptions& options, std::ostream& out) {
   // A server that dies mid-run must show up as an error, not kill us.
   ::signal(SIGPIPE, SIG_IGN);
-  // Children inherit the raised limit, so both servers can hold the barrier.
-  const std::uint64_t fd_limit = raiseFdLimit();
-  ReportContext context;
-  context.setup = describeSetup(options, fd_limit);
-  const StoreResults results = measureAll(options, context);
-  printReport(out, options, results, context);
+  if (!options.skip_load && !options.skip_client_load) {
+    ReportContext context;
+    context.setup = describeSetup(options, raiseFdLimit());
+    const ServerConfig config{options.ddprund, options.libtorch_server, options.ddprund_threads};
+    const test_support::TempDir scratch("store_bench");
+    const auto rows = runLoadPoints(config, scratch, options, context);
+    printLoadReport(out, options, rows, context);
+  }
+  runStoreScale(scaleOptions(options), out);
 }
 
 }  // namespace ddprun::bench

@@ -1,9 +1,18 @@
 // Flow of one connection (all on the session's thread):
 //
-//   startRead -> onRead -> processInput -> executeBuffered (store lock held,
-//        ^                      |             replies appended to out_)
+//   startRead -> onReadable -> processFresh / processInput -> executeBuffered
+//        ^                      |        (store lock held, replies appended to out_)
 //        |                      +-> flushIfIdle -> startWrite -> onWrite --+
 //        +--- unless the output backlog is too large; onWrite resumes -----+
+//
+// The writing half (from appendOutput on) is session_output.cpp.
+//
+// startRead waits for readability without a buffer; onReadable reads into
+// the thread's shared buffer and runs the requests straight from it, keeping
+// only an incomplete request's bytes (in_). So an idle connection holds no
+// read buffer: at 100,000 connections that is most of a session's memory.
+// While a request is incomplete, reads go straight into in_, which grows as
+// bytes arrive.
 //
 // A request left incomplete longer than request_timeout closes the
 // connection (armRequestTimer). Idle connections with nothing buffered are
@@ -44,11 +53,9 @@ bool writesRendezvousKey(const proto::Request& request) {
   }
 }
 
-constexpr std::size_t kInitialReadBuffer = 1024;
-// Idle connections give back large buffers, so 10k clients stay small.
-constexpr std::size_t kShrinkReadBufferAbove = 64 * 1024;
-// Stop reading a client that does not read its replies past this backlog.
-constexpr std::size_t kMaxOutputBacklog = 16 * 1024 * 1024;
+// The least an incomplete request's buffer grows to, so a request that
+// arrives in small pieces is not read a few bytes at a time.
+constexpr std::size_t kMinInputBuffer = 1024;
 
 }  // namespace
 
@@ -61,10 +68,12 @@ Session::Session(net::tcp::socket socket, ClientId id, std::string peer,
       load_(load),
       metrics_(load.metrics),
       key_space_(context.state.keySpace("")),
-      decoder_(context.limits, context.legacy_dialect),
-      in_(kInitialReadBuffer, '\0') {}
+      decoder_(context.limits, context.legacy_dialect) {}
 
 void Session::start() {
+  // The reads after each wait must return would_block, not block the thread.
+  net::error_code ignored;
+  socket_.non_blocking(true, ignored);
   metrics_.opened.add();
   metrics_.open_by_dialect[static_cast<std::size_t>(counted_dialect_)].add();
   {
@@ -78,54 +87,94 @@ void Session::startRead() {
   if (closed_ || closing_ || read_paused_) {
     return;
   }
-  socket_.async_read_some(
-      net::asio::buffer(in_.data() + in_end_, in_.size() - in_end_),
-      [self = shared_from_this()](const net::error_code& error, std::size_t bytes) {
-        self->onRead(error, bytes);
-      });
+  socket_.async_wait(
+      net::tcp::socket::wait_read,
+      [self = shared_from_this()](const net::error_code& error) { self->onReadable(error); });
 }
 
-void Session::onRead(const net::error_code& error, std::size_t bytes) {
+void Session::onReadable(const net::error_code& error) {
   if (error) {
-    const bool mid_request = in_begin_ != in_end_;
-    if (error == net::asio::error::operation_aborted || closing_) {
-      close(CloseReason::kShutdown, "", false);
-    } else if (mid_request) {
-      close(CloseReason::kPeerLost,
-            "disconnected in the middle of a request (" + std::to_string(in_end_ - in_begin_) +
-                " of at least " + std::to_string(needed_) + " bytes): " + error.message(),
-            true);
-    } else {
-      const bool clean =
-          error == net::asio::error::eof || error == net::asio::error::connection_reset;
-      close(clean ? CloseReason::kPeerClosed : CloseReason::kPeerLost,
-            clean ? "closed the connection" : "failed: " + error.message(), !clean);
-    }
+    onReadError(error);
+    return;
+  }
+  if (closed_) {
+    return;
+  }
+  const bool partial = in_begin_ != in_end_;
+  const net::asio::mutable_buffer target =
+      partial ? net::asio::buffer(in_.data() + in_end_, in_.size() - in_end_)
+              : net::asio::buffer(load_.read_buffer);
+  net::error_code read_error;
+  const std::size_t bytes = socket_.read_some(target, read_error);
+  if (read_error == net::asio::error::would_block || read_error == net::asio::error::try_again) {
+    startRead();  // woken without data (it was read with the last request)
+    return;
+  }
+  if (read_error) {
+    onReadError(read_error);
     return;
   }
   read_at_ = std::chrono::steady_clock::now();
-  in_end_ += bytes;
-  processInput();
+  if (partial) {
+    in_end_ += bytes;
+    processInput();
+  } else {
+    processFresh(std::string_view(load_.read_buffer.data(), bytes));
+  }
 }
 
+void Session::onReadError(const net::error_code& error) {
+  const bool mid_request = in_begin_ != in_end_;
+  if (error == net::asio::error::operation_aborted || closing_) {
+    close(CloseReason::kShutdown, "", false);
+  } else if (mid_request) {
+    close(CloseReason::kPeerLost,
+          "disconnected in the middle of a request (" + std::to_string(in_end_ - in_begin_) +
+              " of at least " + std::to_string(needed_) + " bytes): " + error.message(),
+          true);
+  } else {
+    const bool clean =
+        error == net::asio::error::eof || error == net::asio::error::connection_reset;
+    close(clean ? CloseReason::kPeerClosed : CloseReason::kPeerLost,
+          clean ? "closed the connection" : "failed: " + error.message(), !clean);
+  }
+}
+
+// Runs what in_ holds: the rest of an incomplete request, or requests held
+// back while the client was not reading its replies.
 void Session::processInput() {
-  std::size_t completed = 0;
-  if (auto error = executeBuffered(completed)) {
-    closeAfterFlush(*error);
+  const Executed executed =
+      executeBuffered(std::string_view(in_.data() + in_begin_, in_end_ - in_begin_));
+  in_begin_ += executed.consumed;
+  afterExecuting(executed);
+}
+
+// Runs the requests just read into the thread's buffer; bytes left over (an
+// incomplete request, or requests held back by the output backlog) move to
+// in_, since the thread's buffer is the next read's.
+void Session::processFresh(std::string_view input) {
+  const Executed executed = executeBuffered(input);
+  if (!executed.error && executed.consumed < input.size()) {
+    in_.assign(input.substr(executed.consumed));
+    in_begin_ = 0;
+    in_end_ = in_.size();
+  }
+  afterExecuting(executed);
+}
+
+void Session::afterExecuting(const Executed& executed) {
+  if (executed.error) {
+    closeAfterFlush(*executed.error);
     return;
   }
-  completed_ += completed;
+  completed_ += executed.completed;
   countDialect();
-  if (completed > 0 && !counted_active_) {
+  if (executed.completed > 0 && !counted_active_) {
     counted_active_ = true;
     ++load_.active;
   }
   if (in_begin_ == in_end_) {
-    in_begin_ = in_end_ = 0;
-    if (in_.size() > kShrinkReadBufferAbove) {
-      in_.assign(kInitialReadBuffer, '\0');
-      in_.shrink_to_fit();
-    }
+    releaseInput();
   } else {
     if (!read_paused_) {
       prepareBufferForMore(needed_);
@@ -140,38 +189,43 @@ void Session::processInput() {
   startRead();
 }
 
-// Decodes and runs every complete request buffered, under one store lock.
-// Returns why the connection must close, if it must.
-std::optional<std::string> Session::executeBuffered(std::size_t& completed) {
+// Decodes and runs every complete request in `input`, under one store lock.
+Session::Executed Session::executeBuffered(std::string_view input) {
+  Executed executed;
   std::lock_guard lock(context_.store_mutex);
-  while (in_begin_ < in_end_) {
+  while (executed.consumed < input.size()) {
     if (outputBacklogged()) {
       read_paused_ = true;
-      return std::nullopt;
+      return executed;
     }
-    const std::string_view input(in_.data() + in_begin_, in_end_ - in_begin_);
-    proto::DecodeResult result = decoder_.decode(input, request_);
+    proto::DecodeResult result = decoder_.decode(input.substr(executed.consumed), request_);
     if (result.status == proto::DecodeStatus::NeedMore) {
       needed_ = result.size;
-      return std::nullopt;
+      return executed;
     }
     if (result.status == proto::DecodeStatus::Bad) {
-      return "sent " + result.error;
+      executed.error = "sent " + result.error;
+      return executed;
     }
     metrics_.requests[static_cast<std::size_t>(request_.command)].add();
     scratch_.clear();
     if (auto failure = executeRequestCaught()) {
-      return "sent " + std::string(proto::commandName(request_.command)) + ": " + *failure;
+      executed.error =
+          "sent " + std::string(proto::commandName(request_.command)) + ": " + *failure;
+      return executed;
     }
-    in_begin_ += result.size;
-    ++completed;
+    executed.consumed += result.size;
+    ++executed.completed;
     if (!scratch_.empty()) {
       appendOutput(scratch_);
+      if (scratch_.capacity() > kKeepOutputBlockBytes) {
+        std::string().swap(scratch_);  // a big GET's reply is not kept for the next
+      }
     }
     metrics_.request_seconds.observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - read_at_).count());
   }
-  return std::nullopt;
+  return executed;
 }
 
 // The decoder decides the dialect from the first request's bytes; the
@@ -237,76 +291,17 @@ void Session::prepareBufferForMore(std::size_t needed) {
   // never arrives costs nothing). `needed` caps the growth at the request's
   // size, which the decoder already checked against the limits.
   if (in_end_ == in_.size()) {
-    in_.resize(std::min(2 * in_.size(), std::max(needed, in_.size() + 1)));
+    in_.resize(
+        std::min(std::max(2 * in_.size(), kMinInputBuffer), std::max(needed, in_.size() + 1)));
   }
 }
 
-void Session::appendOutput(std::string_view bytes) {
-  std::lock_guard lock(out_mutex_);
-  out_.append(bytes);
-}
-
-bool Session::outputBacklogged() {
-  std::lock_guard lock(out_mutex_);
-  return out_.size() + sending_.size() > kMaxOutputBacklog;
-}
-
-void Session::deliver(std::string_view bytes) {
-  bool start_writer = false;
-  {
-    std::lock_guard lock(out_mutex_);
-    out_.append(bytes);
-    start_writer = !writing_;
-    writing_ = true;
-  }
-  if (start_writer) {
-    net::asio::post(socket_.get_executor(), [self = shared_from_this()] { self->startWrite(); });
-  }
-}
-
-void Session::flushIfIdle() {
-  {
-    std::lock_guard lock(out_mutex_);
-    if (writing_ || out_.empty()) {
-      return;
-    }
-    writing_ = true;
-  }
-  startWrite();
-}
-
-void Session::startWrite() {
-  {
-    std::lock_guard lock(out_mutex_);
-    sending_.clear();
-    if (out_.empty() || closed_) {
-      writing_ = false;
-      if (closing_ && !closed_) {
-        net::asio::post(socket_.get_executor(), [self = shared_from_this()] {
-          self->close(CloseReason::kBadRequest, "", false);
-        });
-      }
-      return;
-    }
-    sending_.swap(out_);
-  }
-  net::asio::async_write(socket_, net::asio::buffer(sending_),
-                         [self = shared_from_this()](const net::error_code& error, std::size_t) {
-                           self->onWrite(error);
-                         });
-}
-
-void Session::onWrite(const net::error_code& error) {
-  if (error) {
-    const bool aborted = error == net::asio::error::operation_aborted;
-    close(aborted ? CloseReason::kShutdown : CloseReason::kPeerLost,
-          aborted ? "" : "stopped reading: " + error.message(), false);
-    return;
-  }
-  startWrite();
-  if (read_paused_ && !closing_ && !outputBacklogged()) {
-    read_paused_ = false;
-    processInput();
+// Gives the incomplete request's buffer back once it is used up, so an idle
+// connection holds none (a swap, because clear() would keep the block).
+void Session::releaseInput() {
+  in_begin_ = in_end_ = 0;
+  if (!in_.empty()) {
+    std::string().swap(in_);
   }
 }
 
@@ -339,7 +334,7 @@ void Session::closeAfterFlush(const std::string& reason) {
 
 void Session::armRequestTimer() {
   if (!request_timer_) {
-    request_timer_.emplace(socket_.get_executor());
+    request_timer_ = std::make_unique<net::asio::steady_timer>(socket_.get_executor());
   }
   timer_armed_ = true;
   request_timer_->expires_after(context_.request_timeout);

@@ -1,7 +1,9 @@
 // One client connection of the store server.
 //
-// Owns the socket, the read buffer, the decoder (and so the connection's
-// dialect) and the queue of bytes waiting to be written. Runs on its own
+// Owns the socket, the bytes of a request not yet complete (nothing while the
+// connection is idle: reads go to the thread's shared buffer), the decoder
+// (and so the connection's dialect) and the queue of bytes waiting to be
+// written. Runs on its own
 // io_context's single thread: every socket operation, the read loop, the
 // write loop and the request timer run there. deliver() is the one entry
 // point called from other threads (with the store lock held), for WAIT
@@ -18,6 +20,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "ddprun/net/asio.hpp"
 #include "ddprun/proto/tcpstore_codec.hpp"
@@ -43,11 +47,16 @@ struct SessionContext {
 };
 
 // Per-thread connection counts, which the server balances new connections by,
-// and what the thread's sessions count for the metrics.
+// what the thread's sessions count for the metrics, and the one read buffer
+// they share (used only inside one read's handler on that thread, so no
+// session holds it while waiting).
 struct ThreadLoad {
+  static constexpr std::size_t kReadBufferBytes = 64 * 1024;
+
   std::atomic<int> connections{0};
   std::atomic<int> active{0};  // connections that have sent at least one request
   ThreadMetrics metrics;       // written by this thread's sessions only
+  std::vector<char> read_buffer = std::vector<char>(kReadBufferBytes);
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -66,18 +75,36 @@ class Session : public std::enable_shared_from_this<Session> {
   void shutdown();
 
  private:
+  // What one pass over buffered bytes did.
+  struct Executed {
+    std::size_t consumed = 0;          // bytes of complete requests run
+    std::size_t completed = 0;         // requests run
+    std::optional<std::string> error;  // why the connection must close, if it must
+  };
+
+  // Stop reading a client that does not read its replies past this backlog.
+  static constexpr std::size_t kMaxOutputBacklog = 16 * 1024 * 1024;
+  // A reply buffer larger than this (a big GET) is given back once sent.
+  static constexpr std::size_t kKeepOutputBlockBytes = 64 * 1024;
+
   void startRead();
-  void onRead(const net::error_code& error, std::size_t bytes);
+  void onReadable(const net::error_code& error);
+  void onReadError(const net::error_code& error);
   void processInput();
-  std::optional<std::string> executeBuffered(std::size_t& completed);
+  void processFresh(std::string_view input);
+  void afterExecuting(const Executed& executed);
+  Executed executeBuffered(std::string_view input);
   std::optional<std::string> executeRequestCaught();
   std::optional<std::string> executeRequest();
   void prepareBufferForMore(std::size_t needed);
+  void releaseInput();
   void appendOutput(std::string_view bytes);
   bool outputBacklogged();
   void flushIfIdle();
   void startWrite();
+  bool takeOutput();
   void onWrite(const net::error_code& error);
+  void resumeReadingIfDrained();
   void armRequestTimer();
   void onRequestTimer(const net::error_code& error, std::uint64_t completed_at_arm);
   void closeAfterFlush(const std::string& reason);
@@ -100,7 +127,9 @@ class Session : public std::enable_shared_from_this<Session> {
   proto::Request request_;
   std::string scratch_;  // one request's reply, before it joins out_
 
-  std::string in_;  // bytes [in_begin_, in_end_) are buffered, unparsed
+  // Bytes [in_begin_, in_end_) of a request not yet complete (or held back
+  // while reading is paused); empty, with no heap block, otherwise.
+  std::string in_;
   std::size_t in_begin_ = 0;
   std::size_t in_end_ = 0;
   std::size_t needed_ = 0;  // the partial request's known minimum size
@@ -114,7 +143,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool writing_ = false;
   std::string sending_;  // the buffer of the write in flight
 
-  std::optional<net::asio::steady_timer> request_timer_;
+  // Made on first use: most connections never leave a request incomplete,
+  // and an Asio timer is larger than the rest of a session's idle state.
+  std::unique_ptr<net::asio::steady_timer> request_timer_;
   bool timer_armed_ = false;
 };
 

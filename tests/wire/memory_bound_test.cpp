@@ -2,6 +2,8 @@
 // ddprund commit that memory (the nmap/OOM problem PyTorch issue #106294
 // describes), while legitimately large values just below the limit work.
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -28,6 +30,21 @@ constexpr int kClaimingClients = 50;
 // sits far from both, so allocator noise cannot fail the test and a server
 // committing even 1.3 MiB per claimed value cannot pass it.
 constexpr std::size_t kMaxGrowthKiB = 64 * 1024;
+
+// Raises the soft fd limit (never the hard one) to at least `needed`; false
+// when the hard limit is lower. A daemon started afterwards inherits it.
+bool raiseFdLimitTo(rlim_t needed) {
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur >= needed) {
+    return true;
+  }
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
+    return false;
+  }
+  limit.rlim_cur = needed;
+  return ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
+}
 
 std::string claimHeader(int i) {
   const std::string set =
@@ -113,6 +130,75 @@ TEST(MemoryBoundTest, ClientThatNeverReadsItsRepliesIsClosed) {
       << daemon.stderrText();
   EXPECT_LT(daemon.residentKiB().value_or(0), 128u * 1024) << "KiB resident after the backlog";
   ASSERT_TRUE(control.roundTrip());
+}
+
+// What an idle connection costs ddprund: one that has been answered once
+// and waits for more, as a worker blocked in WAIT or a 1.13 client's callback
+// connection does. At 100,000 store clients this is the daemon's memory.
+// ddprund holds no read buffer while a connection is idle; about a kilobyte
+// is left (the session, Asio's per-socket state and pending wait, the
+// registry's entry). With a 1 KiB read buffer per connection it was 2.1 KB.
+TEST(MemoryBoundTest, AnIdleConnectionCostsUnderOneAndAHalfKilobytes) {
+  constexpr int kIdleConnections = 3000;  // fits the common hard fd limit of 4096
+  constexpr double kMaxBytesPerConnection = 1536;
+  if (!raiseFdLimitTo(kIdleConnections + 256)) {
+    GTEST_SKIP() << "needs a hard fd limit of at least " << kIdleConnections + 256;
+  }
+  DaemonProcess daemon;  // inherits the raised limit
+  WireClient control(daemon.port(), Dialect::Legacy113);
+  ASSERT_TRUE(control.roundTrip());
+  const auto baseline = daemon.residentKiB();
+  ASSERT_TRUE(baseline.has_value());
+
+  const std::string probe = encode(Dialect::Legacy113, Command::Check, {}, {});  // READY at once
+  std::vector<RawConnection> idle;
+  idle.reserve(kIdleConnections);
+  for (int i = 0; i < kIdleConnections; ++i) {
+    idle.emplace_back(daemon.port());
+    ASSERT_TRUE(idle.back().sendAll(probe));
+    ASSERT_TRUE(idle.back().recvExact(1, 10s).has_value()) << "connection " << i;
+  }
+  const auto connected = daemon.residentKiB();
+  ASSERT_TRUE(connected.has_value());
+  const double per_connection =
+      (static_cast<double>(*connected) - static_cast<double>(*baseline)) * 1024 / kIdleConnections;
+  EXPECT_LT(per_connection, kMaxBytesPerConnection)
+      << "VmRSS went from " << *baseline << " KiB to " << *connected << " KiB for "
+      << kIdleConnections << " idle connections";
+  EXPECT_TRUE(control.roundTrip());
+}
+
+// A connection that once fetched a large value and then went quiet keeps
+// none of the reply's buffers. The daemon runs with a fixed mmap threshold,
+// so each buffer over 64 KiB is its own mapping and freeing it lowers VmRSS
+// at once (with glibc's default, freed blocks stay resident in the heap and
+// RSS could not tell kept from freed).
+TEST(MemoryBoundTest, ConnectionsThatFetchedLargeValuesKeepNoReplyBuffers) {
+  constexpr int kReaders = 8;
+  constexpr std::size_t kValueBytes = 2 * 1024 * 1024;
+  ::setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=65536", 1);
+  DaemonProcess daemon;
+  ::unsetenv("GLIBC_TUNABLES");
+  WireClient writer(daemon.port(), Dialect::Modern);
+  writer.set("/big", std::string(kValueBytes, 'v'));
+  ASSERT_TRUE(writer.roundTrip());
+  const auto baseline = daemon.residentKiB();
+  ASSERT_TRUE(baseline.has_value());
+
+  std::vector<WireClient> readers;
+  for (int i = 0; i < kReaders; ++i) {
+    readers.emplace_back(daemon.port(), Dialect::Modern);
+    const auto value = readers.back().get("/big");
+    ASSERT_TRUE(value.has_value() && value->size() == kValueBytes) << "reader " << i;
+    ASSERT_TRUE(readers.back().roundTrip());  // the big reply's write has completed
+  }
+  // Kept reply buffers would be at least one value per reader (16 MiB);
+  // everything else these connections hold is a few KiB.
+  const auto after = daemon.residentKiB();
+  ASSERT_TRUE(after.has_value());
+  EXPECT_LT(*after, *baseline + kValueBytes / 1024)
+      << "VmRSS went from " << *baseline << " KiB to " << *after << " KiB after " << kReaders
+      << " connections each fetched " << kValueBytes / 1024 << " KiB";
 }
 
 }  // namespace

@@ -1,0 +1,46 @@
+// The store-scale tables (see store_scale.hpp), in Markdown, each figure
+// beside its target. Stateless; any thread.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "barrier.hpp"
+#include "raw_load.hpp"
+
+namespace ddprun::bench {
+
+// The targets for the store at scale.
+inline constexpr double kBarrierTargetSeconds = 5.0;   // first connect to last release
+inline constexpr double kServerRssTargetMiB = 1024.0;  // the server's peak, at 100,000
+inline constexpr double kCpuPerOpTargetRatio = 0.5;    // ddprund's CPU/op over LibTorch's
+
+// One barrier run, or why it was not run (not_run non-empty).
+struct BarrierRow {
+  std::string server;
+  BarrierBytes bytes = BarrierBytes::Torch113;
+  BarrierResult result;
+  std::string not_run;
+};
+
+// One connection count of the raw load, every run against each server.
+struct CpuPerOpRow {
+  int connections = 0;
+  std::vector<RawLoadResult> ddprund;
+  std::vector<RawLoadResult> libtorch;  // empty when LibTorch's server was not run
+  std::string libtorch_missing;         // why not
+};
+
+void printBarrierScaleTable(std::ostream& out, const std::vector<BarrierRow>& rows);
+// Where the asked count could not be run (fd limit), ddprund's runs at the
+// count that fit, scaled linearly to the asked one; says it is an estimate.
+void printExtrapolation(std::ostream& out, const std::vector<BarrierRow>& rows, int asked);
+void printCpuPerOpTable(std::ostream& out, const std::vector<CpuPerOpRow>& rows);
+// ddprund's cost per connection count (one barrier run each).
+void printGrowthTable(std::ostream& out, const std::vector<BarrierRow>& rows);
+
+// The run with the median server CPU per operation (failed runs sort first).
+RawLoadResult medianByCpuPerOp(std::vector<RawLoadResult> runs);
+
+}  // namespace ddprun::bench
