@@ -20,6 +20,11 @@
 // one line `agents=N join_to_round_ms=X recovery_ms=Y daemon_rss_mib=Z
 // daemon_cpu_s=W ...`; the Markdown table and the targets follow.
 //
+// Then, unless --skip-store, the store at scale (store_scale.hpp): the
+// ADD+WAIT barrier at 100,000 connections, the server's CPU per operation
+// beside LibTorch's server, and how ddprund's cost grows with clients, each
+// beside its target, so one run prints every figure of the scale targets.
+//
 // This file only reads the flags. Exit status: 0 when every N ran (targets
 // missed or not: the table says), 1 with one line when a run failed
 // (ddprund died, a phase ran past --phase-timeout, an agent was told
@@ -32,6 +37,7 @@
 
 #include "machine.hpp"
 #include "rdzv_scale_runs.hpp"
+#include "store_scale.hpp"
 
 namespace bench = ddprun::bench;
 
@@ -46,6 +52,43 @@ namespace {
 std::string defaultDdprund() {
   const char* built = DDPRUN_BENCH_DDPRUND_PATH;
   return built != nullptr ? built : (bench::selfDirectory() / "ddprund").string();
+}
+
+// What the store half of the run needs beside the agents' options.
+struct StoreHalf {
+  bool skip = false;
+  bench::StoreScaleOptions options;
+};
+
+void addStoreOptions(CLI::App& app, StoreHalf& store) {
+  app.add_flag("--skip-store", store.skip,
+               "Only the agents: no store barrier, CPU per operation or growth tables");
+  app.add_option("--store-clients", store.options.barrier_connections,
+                 "Connections in the store's ADD+WAIT barrier")
+      ->check(CLI::Range(2, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--store-growth", store.options.growth,
+                 "Store connection counts of the growth table, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(2, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--store-cpu-connections", store.options.cpu_connections,
+                 "Connections of the raw load the CPU per operation is measured under")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str();
+  app.add_option("--store-cpu-seconds", store.options.duration_s,
+                 "Measured seconds of each raw load run (after a warm-up of a third as long)")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str();
+  app.add_option("--store-repeat", store.options.repeat,
+                 "Raw load runs per server, alternating; the median is shown")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  app.add_option("--libtorch-server", store.options.libtorch_server,
+                 "LibTorch's TCPStore server helper (built with LibTorch; missing: its rows say "
+                 "so)")
+      ->capture_default_str();
 }
 
 void addOptions(CLI::App& app, bench::ScaleOptions& options) {
@@ -107,8 +150,13 @@ void checkVictim(const bench::ScaleOptions& options) {
 int main(int argc, char** argv) {
   bench::ScaleOptions options;
   options.ddprund = defaultDdprund();
-  CLI::App app{"ddprund's rendezvous with N simulated agents: round, recovery, exit barrier"};
+  StoreHalf store;
+  store.options.libtorch_server = bench::selfDirectory() / "libtorch_store_server";
+  CLI::App app{
+      "ddprund at scale: its rendezvous with N simulated agents (round, recovery, exit "
+      "barrier), then its store with up to 100,000 clients"};
   addOptions(app, options);
+  addStoreOptions(app, store);
   try {
     app.parse(argc, argv);
     checkVictim(options);
@@ -123,6 +171,13 @@ int main(int argc, char** argv) {
   }
   try {
     bench::runRdzvScale(options, std::cout);
+    if (!store.skip) {
+      store.options.ddprund = options.ddprund;
+      store.options.ddprund_threads = options.ddprund_threads;
+      store.options.warmup_s = store.options.duration_s / 3;
+      std::cout << "\n## The store at scale\n";
+      bench::runStoreScale(store.options, std::cout);
+    }
     return 0;
   } catch (const std::exception& error) {
     std::cerr << "rdzv_scale: " << error.what() << '\n';

@@ -27,7 +27,7 @@ using namespace std::chrono_literals;
 // Each phase takes milliseconds here; a stuck one is named well within the
 // command's timeout.
 test_support::CommandResult rdzvScale(std::vector<std::string> args) {
-  std::vector<std::string> argv = {DDPRUN_RDZV_SCALE, "--phase-timeout", "20"};
+  std::vector<std::string> argv = {DDPRUN_RDZV_SCALE, "--phase-timeout", "20", "--skip-store"};
   argv.insert(argv.end(), args.begin(), args.end());
   test_support::CommandOptions options;
   options.env = {{"PATH", "/usr/bin:/bin"}};
@@ -79,6 +79,28 @@ TEST(RdzvScaleTest, EightAgentsRunAJobToItsEndAndSayHowItWent) {
   EXPECT_GE(std::stoi(match[1]), 8);
 }
 
+// Without --skip-store the same run goes on to the store's tables, each
+// beside its target: one run prints every scale figure.
+TEST(RdzvScaleTest, OneRunPrintsTheAgentsAndThenTheStoreAtScale) {
+  test_support::CommandOptions options;
+  options.env = {{"PATH", "/usr/bin:/bin"}};
+  options.timeout = 60s;
+  const auto result = test_support::runCommand(
+      {DDPRUN_RDZV_SCALE, "--agents", "4", "--hold", "0", "--store-clients", "40",
+       "--store-growth", "40", "--store-cpu-connections", "4", "--store-cpu-seconds", "0.15",
+       "--store-repeat", "1", "--libtorch-server", "/nonexistent/libtorch_store_server"},
+      options);
+  ASSERT_EQ(result.code, 0) << result.errors;
+  const std::size_t agents = result.output.find("agents=4 join_to_round_ms=");
+  const std::size_t store = result.output.find("\n## The store at scale\n");
+  ASSERT_NE(agents, std::string::npos) << result.output;
+  ASSERT_NE(store, std::string::npos) << result.output;
+  EXPECT_LT(agents, store);
+  // ddprund's barrier row: 40 connections, every client answered.
+  EXPECT_NE(result.output.find("| ddprund | 1.13 |", store), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("| ddprund | 2.x |", store), std::string::npos) << result.output;
+}
+
 // Node 0 is lost: the next survivor becomes node 0 and must send
 // store_ready before the others are told the new round.
 TEST(RdzvScaleTest, ALostNodeZeroIsRecoveredFrom) {
@@ -124,7 +146,7 @@ TEST(RdzvScaleTest, ADaemonThatDiesEndsTheRunWithOneLine) {
   const int errors_fd = ::open(errors.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   ASSERT_GE(errors_fd, 0);
   launcher::SpawnOptions options;
-  options.argv = {DDPRUN_RDZV_SCALE, "--agents", "4", "--hold", "60"};
+  options.argv = {DDPRUN_RDZV_SCALE, "--agents", "4", "--hold", "60", "--skip-store"};
   options.env = {{"PATH", "/usr/bin:/bin"}};
   options.stderr_fd = errors_fd;
   const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
