@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 
 #include "connection_limits.hpp"
 #include "ddprun/proto/tcpstore_codec.hpp"
+#include "ddprun/test_support/fd_limit.hpp"
 #include "ddprun/test_support/proc_status.hpp"
 #include "machine.hpp"
 
@@ -383,12 +383,11 @@ void recordEnd(const BarrierOptions& options, const CpuBaseline& baseline, Barri
 // is read before, between the two, and at the end.
 void connectAndRelease(const BarrierOptions& options, BarrierResult& result) {
   // Running out of fds midway would also leave none to read /proc with.
-  rlimit limit{};
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  if (limit.rlim_cur < static_cast<rlim_t>(options.connections) + kFdsBesideConnections) {
+  const std::uint64_t limit = test_support::currentFdLimit().soft;
+  if (limit < static_cast<std::uint64_t>(options.connections) + kFdsBesideConnections) {
     throw std::runtime_error("not run: " + std::to_string(options.connections) +
                              " connections need more fds than the limit of " +
-                             std::to_string(limit.rlim_cur));
+                             std::to_string(limit));
   }
   result.rss_before_kib = serverKiB(options.server_pid, "VmRSS");
   BarrierRun run(options, result);
