@@ -1,10 +1,5 @@
 #include "barrier.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,8 +14,10 @@
 
 #include "connection_limits.hpp"
 #include "ddprun/proto/tcpstore_codec.hpp"
+#include "ddprun/test_support/fd_limit.hpp"
 #include "ddprun/test_support/proc_status.hpp"
 #include "machine.hpp"
+#include "nonblocking_socket.hpp"
 
 namespace ddprun::bench {
 namespace {
@@ -89,8 +86,6 @@ double secondsBetween(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-std::string errnoText() { return std::strerror(errno); }
-
 // "60 s", "0.25 s": a deadline as the result's error states it.
 std::string secondsText(std::chrono::milliseconds deadline) {
   std::ostringstream out;
@@ -105,17 +100,8 @@ class BarrierRun {
       : options_(options),
         result_(result),
         requests_(options.bytes),
-        conns_(static_cast<std::size_t>(options.connections)) {
-    if (::inet_pton(AF_INET, options.host.c_str(), &server_.sin_addr) != 1) {
-      throw std::runtime_error("not an IPv4 address: " + options.host);
-    }
-    server_.sin_family = AF_INET;
-    server_.sin_port = htons(options.port);
-    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-    if (epoll_fd_ < 0) {
-      throw std::runtime_error("epoll_create1: " + errnoText());
-    }
-  }
+        conns_(static_cast<std::size_t>(options.connections)),
+        server_(ipv4Address(options.host, options.port)) {}
 
   ~BarrierRun() {
     for (auto& conn : conns_) {
@@ -123,7 +109,6 @@ class BarrierRun {
         ::close(conn.fd);
       }
     }
-    ::close(epoll_fd_);
   }
 
   BarrierRun(const BarrierRun&) = delete;
@@ -138,7 +123,7 @@ class BarrierRun {
     int in_flight = 0;
     while (result_.connected < options_.connections) {
       for (; in_flight < result_.connect_window && next < conns_.size(); ++next, ++in_flight) {
-        startConnect(next);
+        connectOne(next);
       }
       const int before = result_.connected;
       const bool in_time = pollOnce(deadline);
@@ -178,49 +163,18 @@ class BarrierRun {
   }
 
  private:
-  void startConnect(std::size_t index) {
-    Conn& conn = conns_[index];
-    conn.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (conn.fd < 0) {
-      throw std::runtime_error("socket: " + errnoText() + " after " + std::to_string(index) +
-                               " connections (the fd limit is too low)");
-    }
-    int one = 1;
-    ::setsockopt(conn.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (result_.source_addresses > 1) {
-      bindSource(conn.fd, index);
-    }
-    if (::connect(conn.fd, reinterpret_cast<const sockaddr*>(&server_), sizeof(server_)) != 0 &&
-        errno != EINPROGRESS) {
-      throw std::runtime_error("connect " + std::to_string(index) + ": " + errnoText() +
-                               (errno == EADDRNOTAVAIL ? " (ephemeral ports ran out)" : ""));
-    }
-    conn.state = ConnState::Connecting;
-    watch(index, EPOLLOUT, EPOLL_CTL_ADD);
-  }
-
   // Spreads connections over 127.0.0.1.. so each source address has its own
-  // ephemeral port range; the port is still chosen at connect time.
-  void bindSource(int fd, std::size_t index) {
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
-    const auto offset =
-        static_cast<std::uint32_t>(index % static_cast<std::size_t>(result_.source_addresses));
-    sockaddr_in source{};
-    source.sin_family = AF_INET;
-    source.sin_addr.s_addr = htonl(INADDR_LOOPBACK + offset);
-    if (::bind(fd, reinterpret_cast<const sockaddr*>(&source), sizeof(source)) != 0) {
-      throw std::runtime_error("bind 127.0.0.x: " + errnoText());
+  // ephemeral port range.
+  void connectOne(std::size_t index) {
+    const std::uint32_t source =
+        result_.source_addresses > 1 ? loopbackSource(index, result_.source_addresses) : 0;
+    try {
+      conns_[index].fd = startConnect(server_, source);
+    } catch (const std::runtime_error& error) {
+      throw std::runtime_error("connection " + std::to_string(index) + ": " + error.what());
     }
-  }
-
-  void watch(std::size_t index, std::uint32_t events, int op) {
-    epoll_event event{};
-    event.events = events;
-    event.data.u64 = index;
-    if (::epoll_ctl(epoll_fd_, op, conns_[index].fd, &event) != 0) {
-      throw std::runtime_error("epoll_ctl: " + errnoText());
-    }
+    conns_[index].state = ConnState::Connecting;
+    epoll_.add(conns_[index].fd, EPOLLOUT, index);
   }
 
   // Requests are tiny and the socket buffer empty, so a short write means
@@ -241,11 +195,7 @@ class BarrierRun {
       return false;
     }
     std::array<epoll_event, 1024> events{};
-    const int n = ::epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()),
-                               static_cast<int>(std::min<long long>(left.count(), 100)));
-    if (n < 0 && errno != EINTR) {
-      throw std::runtime_error("epoll_wait: " + errnoText());
-    }
+    const int n = epoll_.wait(events, static_cast<int>(std::min<long long>(left.count(), 100)));
     for (int i = 0; i < n; ++i) {
       handleEvent(events[static_cast<std::size_t>(i)].data.u64);
     }
@@ -292,15 +242,12 @@ class BarrierRun {
   }
 
   void finishConnect(std::size_t index) {
-    int error = 0;
-    socklen_t length = sizeof(error);
-    ::getsockopt(conns_[index].fd, SOL_SOCKET, SO_ERROR, &error, &length);
-    if (error != 0) {
+    if (const int error = socketError(conns_[index].fd); error != 0) {
       throw std::runtime_error("connect " + std::to_string(index) + ": " + std::strerror(error));
     }
     sendAll(index, requests_.probe);
     conns_[index].state = ConnState::Probing;
-    watch(index, EPOLLIN, EPOLL_CTL_MOD);
+    epoll_.modify(conns_[index].fd, EPOLLIN, index);
   }
 
   void checkProbeReply(std::size_t index) const {
@@ -345,8 +292,8 @@ class BarrierRun {
   BarrierResult& result_;
   const Requests requests_;
   std::vector<Conn> conns_;
-  sockaddr_in server_{};
-  int epoll_fd_ = -1;
+  const sockaddr_in server_;
+  Epoll epoll_;
   Clock::time_point start_{};
   Clock::time_point last_release_{};
 };
@@ -383,12 +330,11 @@ void recordEnd(const BarrierOptions& options, const CpuBaseline& baseline, Barri
 // is read before, between the two, and at the end.
 void connectAndRelease(const BarrierOptions& options, BarrierResult& result) {
   // Running out of fds midway would also leave none to read /proc with.
-  rlimit limit{};
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  if (limit.rlim_cur < static_cast<rlim_t>(options.connections) + kFdsBesideConnections) {
+  const std::uint64_t limit = test_support::currentFdLimit().soft;
+  if (limit < static_cast<std::uint64_t>(options.connections) + kFdsBesideConnections) {
     throw std::runtime_error("not run: " + std::to_string(options.connections) +
                              " connections need more fds than the limit of " +
-                             std::to_string(limit.rlim_cur));
+                             std::to_string(limit));
   }
   result.rss_before_kib = serverKiB(options.server_pid, "VmRSS");
   BarrierRun run(options, result);

@@ -1,7 +1,5 @@
 #include "connection_limits.hpp"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -25,32 +23,9 @@ std::array<std::int64_t, N> readSysctl(const char* path, std::array<std::int64_t
   return values;
 }
 
-std::uint64_t fsNrOpen() {
-  return static_cast<std::uint64_t>(readSysctl<1>("/proc/sys/fs/nr_open", {1048576})[0]);
-}
-
 }  // namespace
 
-FdLimit raiseFdLimitFor(std::uint64_t needed) {
-  rlimit limit{};
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  bool refused = false;
-  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
-    // Only a privileged process may raise the hard limit; a refusal leaves
-    // the old one, which the caller reports against what it needs.
-    rlimit higher = limit;
-    higher.rlim_max = std::max<rlim_t>(limit.rlim_max, std::min<rlim_t>(fsNrOpen(), needed));
-    higher.rlim_cur = higher.rlim_max;
-    refused = ::setrlimit(RLIMIT_NOFILE, &higher) != 0;
-  }
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  limit.rlim_cur = limit.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &limit);
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  return {limit.rlim_cur, limit.rlim_max, refused};
-}
-
-int connectionsThatFit(const FdLimit& limit) {
+int connectionsThatFit(const test_support::FdLimit& limit) {
   if (limit.soft <= kFdsBesideConnections) {
     return 0;
   }
@@ -75,11 +50,10 @@ int acceptQueueLimit() {
 int connectWindowFor(int requested) { return std::max(1, std::min(requested, acceptQueueLimit())); }
 
 std::string describeConnectionLimits() {
-  rlimit limit{};
-  ::getrlimit(RLIMIT_NOFILE, &limit);
+  const test_support::FdLimit limit = test_support::currentFdLimit();
   std::ostringstream out;
-  out << "fd limit (RLIMIT_NOFILE) soft " << limit.rlim_cur << ", hard " << limit.rlim_max
-      << ", fs.nr_open " << fsNrOpen() << "; net.ipv4.ip_local_port_range gives "
+  out << "fd limit (RLIMIT_NOFILE) soft " << limit.soft << ", hard " << limit.hard
+      << ", fs.nr_open " << test_support::fsNrOpen() << "; net.ipv4.ip_local_port_range gives "
       << ephemeralPorts() << " ports per source address; net.core.somaxconn " << acceptQueueLimit();
   return out.str();
 }

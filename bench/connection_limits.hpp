@@ -1,26 +1,16 @@
 // The kernel limits a loopback benchmark with many connections runs into, and
-// how the benchmarks stay inside them: the fd limit (raised, the hard one too
-// where the process may), ephemeral ports per source address (connections are
-// spread over 127.0.0.x), and the accept queue (connects in flight never
-// exceed it). Reads /proc/sys; stateless; any thread.
+// how the benchmarks stay inside them: the fd limit (raised by
+// test_support::raiseFdLimit), ephemeral ports per source address
+// (connections are spread over 127.0.0.x), and the accept queue (connects in
+// flight never exceed it). Reads /proc/sys; stateless; any thread.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "ddprun/test_support/fd_limit.hpp"
+
 namespace ddprun::bench {
-
-struct FdLimit {
-  std::uint64_t soft = 0;
-  std::uint64_t hard = 0;
-  bool hard_refused = false;  // the hard limit was too low and raising it was refused
-};
-
-// Raises RLIMIT_NOFILE so this process (and every child spawned after, which
-// inherits it) can hold `needed` descriptors: the soft limit to the hard one,
-// and, when that is too low and the process is privileged (root with
-// CAP_SYS_RESOURCE), the hard limit too, as far as fs.nr_open allows.
-FdLimit raiseFdLimitFor(std::uint64_t needed);
 
 // Descriptors a process keeps for itself besides its connections (listener,
 // epoll, logs, /proc reads, LibTorch's threads), with room to spare.
@@ -29,7 +19,7 @@ inline constexpr std::uint64_t kFdsBesideConnections = 256;
 // The largest connection count, in whole thousands, that a server and this
 // process can each hold under `limit` (both have the same limit: the server
 // inherits it).
-int connectionsThatFit(const FdLimit& limit);
+int connectionsThatFit(const test_support::FdLimit& limit);
 
 // Ephemeral ports the kernel hands out per (source address, destination):
 // net.ipv4.ip_local_port_range, inclusive.

@@ -38,21 +38,6 @@ double processCpuSeconds(bool include_children) {
   return total;
 }
 
-std::uint64_t raiseFdLimit() {
-  rlimit limit{};
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  std::uint64_t most = 0;
-  if (std::ifstream("/proc/sys/fs/nr_open") >> most; most > limit.rlim_max) {
-    rlimit raised{most, most};
-    ::setrlimit(RLIMIT_NOFILE, &raised);  // refused without CAP_SYS_RESOURCE: kept as it was
-    ::getrlimit(RLIMIT_NOFILE, &limit);
-  }
-  limit.rlim_cur = limit.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &limit);
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  return limit.rlim_cur;
-}
-
 std::string loadAverageText() {
   double load[3] = {0.0, 0.0, 0.0};
   if (::getloadavg(load, 3) != 3) {

@@ -1,10 +1,9 @@
 // What a benchmark reads about itself and the machine it shares: CPU time
-// (its own, its children's, everyone's), its fd limit, and where its sibling
-// programs are. The functions are stateless; any thread.
+// (its own, its children's, everyone's) and where its sibling programs are.
+// The functions are stateless; any thread.
 #pragma once
 
 #include <chrono>
-#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -17,11 +16,6 @@ double machineBusySeconds();
 // CPU seconds this process has used (user + system); with include_children,
 // also every descendant it (or a launcher under it) has reaped.
 double processCpuSeconds(bool include_children = false);
-
-// Raises the soft RLIMIT_NOFILE to the hard limit, after raising the hard
-// limit itself to the system's most (/proc/sys/fs/nr_open) where allowed
-// (root); returns the new soft limit. Children started later inherit it.
-std::uint64_t raiseFdLimit();
 
 // "load average: 0.42, 0.61, 0.80" (1, 5 and 15 minutes), as uptime prints it.
 std::string loadAverageText();

@@ -48,9 +48,11 @@ int startConnect(const sockaddr_in& server, std::uint32_t source_ip) {
   }
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&server), sizeof(server)) != 0 &&
       errno != EINPROGRESS) {
+    const bool ports_ran_out = errno == EADDRNOTAVAIL;
     const std::string why = errnoText();
     ::close(fd);
-    throw std::runtime_error("connect: " + why);
+    throw std::runtime_error("connect: " + why +
+                             (ports_ran_out ? " (ephemeral ports ran out)" : ""));
   }
   return fd;
 }

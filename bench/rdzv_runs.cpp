@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "child_runs.hpp"
+#include "ddprun/test_support/fd_limit.hpp"
 #include "format.hpp"
 #include "launch_report.hpp"
 #include "machine.hpp"
@@ -310,7 +311,7 @@ void measureRecovery(RdzvBench& bench) {
 
 void runRdzvBench(const RdzvOptions& options, std::ostream& out) {
   const std::string load_before = loadAverageText();
-  raiseFdLimit();  // inherited: ddprund holds three connections per agent
+  test_support::raiseFdLimit();  // inherited: ddprund holds three connections per agent
   RdzvBench setup;
   setup.options = options;
   findPrograms(setup);

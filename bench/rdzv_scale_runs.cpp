@@ -8,6 +8,7 @@
 #include "agent_swarm.hpp"
 #include "child_runs.hpp"
 #include "ddprun/launcher/rdzv_conf.hpp"
+#include "ddprun/test_support/fd_limit.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "format.hpp"
 #include "machine.hpp"
@@ -251,7 +252,7 @@ std::uint64_t descriptorsFor(int agents) {
 }
 
 void checkFdLimit(int agents) {
-  const std::uint64_t limit = raiseFdLimit();
+  const std::uint64_t limit = test_support::raiseFdLimit().soft;
   if (limit < descriptorsFor(agents)) {
     throw std::runtime_error(
         std::to_string(agents) + " agents need " + std::to_string(descriptorsFor(agents)) +
@@ -311,7 +312,7 @@ void runRdzvScale(const ScaleOptions& given, std::ostream& out) {
   const ScaleOptions options = withDefaults(given);
   const std::string machine_before = machineText();
   // Before any ddprund starts: each inherits the raised limit.
-  const std::uint64_t limit = raiseFdLimit();
+  const std::uint64_t limit = test_support::raiseFdLimit().soft;
   std::vector<ScaleResult> results;
   for (const int asked : options.agents) {
     const int agents = std::min(asked, agentsHeldBy(limit));

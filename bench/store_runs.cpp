@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
+#include "ddprun/test_support/fd_limit.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "load_gen.hpp"
-#include "machine.hpp"
 #include "report.hpp"
 #include "servers.hpp"
 #include "store_scale.hpp"
@@ -142,7 +142,7 @@ void runStoreBench(const StoreOptions& options, std::ostream& out) {
   ::signal(SIGPIPE, SIG_IGN);
   if (!options.skip_load && !options.skip_client_load) {
     ReportContext context;
-    context.setup = describeSetup(options, raiseFdLimit());
+    context.setup = describeSetup(options, test_support::raiseFdLimit().soft);
     const ServerConfig config{options.ddprund, options.libtorch_server, options.ddprund_threads};
     const test_support::TempDir scratch("store_bench");
     const auto rows = runLoadPoints(config, scratch, options, context);

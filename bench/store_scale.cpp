@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "connection_limits.hpp"
+#include "ddprun/test_support/fd_limit.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "raw_load.hpp"
 #include "servers.hpp"
@@ -26,7 +27,7 @@ milliseconds toMs(double seconds) { return milliseconds(static_cast<long long>(s
 
 // What every run of one runStoreScale call shares.
 struct ScaleContext {
-  ScaleContext(const StoreScaleOptions& opts, FdLimit limit)
+  ScaleContext(const StoreScaleOptions& opts, test_support::FdLimit limit)
       : options(opts),
         config{opts.ddprund, opts.libtorch_server, opts.ddprund_threads},
         fd_limit(limit),
@@ -46,7 +47,7 @@ struct ScaleContext {
 
   const StoreScaleOptions& options;
   ServerConfig config;
-  FdLimit fd_limit;
+  test_support::FdLimit fd_limit;
   int fit;  // the most connections both ends can hold
   test_support::TempDir scratch{"store_scale"};
   std::vector<std::string> notes;
@@ -207,7 +208,7 @@ void runStoreScale(const StoreScaleOptions& options, std::ostream& out) {
   // the server inherits the limit raised here.
   const int largest = largestConnectionCount(options);
   const std::uint64_t needed = static_cast<std::uint64_t>(largest) + kFdsBesideConnections;
-  ScaleContext context(options, raiseFdLimitFor(needed));
+  ScaleContext context(options, test_support::raiseFdLimit(needed));
   std::vector<BarrierRow> barriers;
   if (!options.barrier_bytes.empty()) {
     barriers = runBarriers(context);

@@ -5,9 +5,6 @@
 #include "store_scale.hpp"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +14,7 @@
 #include "barrier.hpp"
 #include "connection_limits.hpp"
 #include "ddprun/test_support/daemon_process.hpp"
+#include "ddprun/test_support/silent_listener.hpp"
 
 namespace ddprun::bench {
 namespace {
@@ -76,23 +74,13 @@ TEST(BarrierTest, SpreadsConnectionsOverSourceAddresses) {
 }
 
 TEST(BarrierTest, ReportsHowFarItGotWhenTheServerNeverAnswers) {
-  // A listener nobody accepts from: the kernel completes every handshake,
-  // but no probe is ever answered.
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(::listen(listener, kConnections), 0);
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  // The kernel completes every handshake, but no probe is ever answered.
+  const test_support::SilentListener listener(kConnections);
   BarrierOptions options;
-  options.port = ntohs(address.sin_port);
+  options.port = listener.port();
   options.connections = kConnections;
   options.connect_timeout = 300ms;
   const BarrierResult result = runBarrier(options);
-  ::close(listener);
   EXPECT_EQ(result.connected, 0);
   EXPECT_FALSE(result.allReleased());
   EXPECT_EQ(result.error, "connected 0 of 200 in 0.3 s");

@@ -3,9 +3,6 @@
 // (exit 1, one line naming the endpoint, within --timeout), and a ddprund
 // that holds no job.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +13,7 @@
 #include "ddprun/test_support/command.hpp"
 #include "ddprun/test_support/daemon_process.hpp"
 #include "ddprun/test_support/files.hpp"
+#include "ddprun/test_support/silent_listener.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -85,20 +83,11 @@ TEST(DdprunStatusCliTest, AnEndpointWhereNothingListensIsOneLineAndExitStatus1) 
 // Something accepts the connection and never answers: given up at the
 // timeout, in one line.
 TEST(DdprunStatusCliTest, AnEndpointThatNeverAnswersIsGivenUpAtTheTimeout) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(::listen(listener, 4), 0);  // the kernel completes connections; nobody reads them
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  const std::string endpoint = loopback(ntohs(address.sin_port));
+  const test_support::SilentListener listener(4);
+  const std::string endpoint = loopback(listener.port());
   const auto start = Clock::now();
   const auto result = status({"--rdzv-endpoint", endpoint, "--timeout", "1"});
   const auto took = Clock::now() - start;
-  ::close(listener);
   EXPECT_GE(took, 900ms);
   EXPECT_LT(took, 10s);
   EXPECT_EQ(result.code, 1);

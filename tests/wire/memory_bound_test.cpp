@@ -3,7 +3,6 @@
 // describes), while legitimately large values just below the limit work.
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +11,7 @@
 
 #include "ddprun/test_support/daemon_process.hpp"
 #include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/fd_limit.hpp"
 #include "ddprun/test_support/hex.hpp"
 #include "wire_client.hpp"
 
@@ -30,21 +30,6 @@ constexpr int kClaimingClients = 50;
 // sits far from both, so allocator noise cannot fail the test and a server
 // committing even 1.3 MiB per claimed value cannot pass it.
 constexpr std::size_t kMaxGrowthKiB = 64 * 1024;
-
-// Raises the soft fd limit (never the hard one) to at least `needed`; false
-// when the hard limit is lower. A daemon started afterwards inherits it.
-bool raiseFdLimitTo(rlim_t needed) {
-  rlimit limit{};
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  if (limit.rlim_cur >= needed) {
-    return true;
-  }
-  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
-    return false;
-  }
-  limit.rlim_cur = needed;
-  return ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
-}
 
 std::string claimHeader(int i) {
   const std::string set =
@@ -141,7 +126,7 @@ TEST(MemoryBoundTest, ClientThatNeverReadsItsRepliesIsClosed) {
 TEST(MemoryBoundTest, AnIdleConnectionCostsUnderOneAndAHalfKilobytes) {
   constexpr int kIdleConnections = 3000;  // fits the common hard fd limit of 4096
   constexpr double kMaxBytesPerConnection = 1536;
-  if (!raiseFdLimitTo(kIdleConnections + 256)) {
+  if (test_support::raiseFdLimit(kIdleConnections + 256).soft < kIdleConnections + 256) {
     GTEST_SKIP() << "needs a hard fd limit of at least " << kIdleConnections + 256;
   }
   DaemonProcess daemon;  // inherits the raised limit
