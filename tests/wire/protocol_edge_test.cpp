@@ -3,6 +3,9 @@
 // orderings 2.1+ clients rely on after a client-side wait timeout.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -161,6 +164,29 @@ TEST_F(ProtocolEdgeTest, CancelWaitWithNothingPendingStillGetsWaitCanceled) {
   WireClient client(port(), Dialect::Modern);
   expectReplies(client.raw(), encode(Dialect::Modern, Command::CancelWait), u8Reply(1));
   EXPECT_TRUE(client.roundTrip());
+}
+
+// The rest of a request cut short, and the next request, all queued in the
+// daemon's socket before it reads again (it is stopped meanwhile), the
+// client then only waiting for the reply. The daemon reads an incomplete
+// request's rest into a buffer sized to what is missing, so one read leaves
+// bytes behind, and no new bytes will arrive to wake it: its next readiness
+// wait must see those already queued. (Asio registers sockets
+// edge-triggered; its wait re-arms the registration, which reports them.)
+TEST_F(ProtocolEdgeTest, BytesQueuedPastAnIncompleteRequestAreAllRead) {
+  RawConnection conn(port());
+  const std::string set =
+      encode(Dialect::Modern, Command::Set, {"/queued"}, {std::string(1000, 'v')});
+  const std::string add = encode(Dialect::Modern, Command::Add, {"/queued-count"}, {}, 1);
+  ASSERT_TRUE(conn.sendAll(validateRequest() + set.substr(0, 20)));
+  ASSERT_TRUE(WireClient(port(), Dialect::Modern).roundTrip());  // it has read those 20
+  ASSERT_EQ(::kill(daemon_.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(conn.sendAll(set.substr(20) + add));  // about 1 KiB: the kernel queues it all
+  ASSERT_EQ(::kill(daemon_.pid(), SIGCONT), 0);
+  const auto got = conn.recvExact(8, kReplyTimeout);
+  ASSERT_TRUE(got.has_value()) << "no reply to the ADD behind the incomplete SET"
+                               << (conn.peerClosed() ? " (closed)" : "");
+  EXPECT_EQ(*got, i64Reply(1));
 }
 
 }  // namespace
