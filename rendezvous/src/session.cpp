@@ -84,15 +84,17 @@ void Session::start() {
 }
 
 void Session::startRead() {
-  if (closed_ || closing_ || read_paused_) {
+  if (closed_ || closing_ || read_paused_ || read_waiting_) {
     return;
   }
+  read_waiting_ = true;
   socket_.async_wait(
       net::tcp::socket::wait_read,
       [self = shared_from_this()](const net::error_code& error) { self->onReadable(error); });
 }
 
 void Session::onReadable(const net::error_code& error) {
+  read_waiting_ = false;
   if (error) {
     onReadError(error);
     return;

@@ -135,6 +135,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::size_t needed_ = 0;  // the partial request's known minimum size
   std::uint64_t completed_ = 0;
   bool read_paused_ = false;  // output backlog too large: stop reading
+  // A readiness wait is queued. Never two: a write that drains a backlog
+  // resumes reading from inside a read's handling, and both ends ask for one.
+  bool read_waiting_ = false;
   bool closing_ = false;      // a bad request: flushing earlier replies, then closing
   bool closed_ = false;
 
