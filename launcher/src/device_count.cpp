@@ -1,75 +1,99 @@
 #include "ddprun/launcher/device_count.hpp"
 
-#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
-// The driver API entry points used, with the driver's C signatures (CUresult
-// is an int-sized enum, 0 is CUDA_SUCCESS; CUdevice is an int).
-using CuInit = int (*)(unsigned int flags);
-using CuDeviceGetCount = int (*)(int* count);
-using CuDeviceGet = int (*)(int* device, int ordinal);
-using CuDeviceGetPciBusId = int (*)(char* bus_id, int length, int device);
+using Clock = std::chrono::steady_clock;
 
-struct VisibleGpus {
-  GpuCount count;
-  std::vector<std::string> bus_ids;
-};
+// A driver can hang (a GPU fallen off the bus): the agent gives up and says so.
+constexpr std::chrono::seconds kCountingDeadline{60};
+constexpr std::size_t kMaxAnswer = 1 << 20;
 
-// Each GPU's PCI bus id, empty where the driver gives none.
-std::vector<std::string> busIds(void* driver, int count) {
-  auto get_device = reinterpret_cast<CuDeviceGet>(dlsym(driver, "cuDeviceGet"));
-  auto get_bus_id = reinterpret_cast<CuDeviceGetPciBusId>(dlsym(driver, "cuDeviceGetPCIBusId"));
-  std::vector<std::string> ids;
-  for (int ordinal = 0; ordinal < count; ++ordinal) {
-    int device = 0;
-    char bus_id[64] = {};
-    const bool named = get_device != nullptr && get_bus_id != nullptr &&
-                       get_device(&device, ordinal) == 0 &&
-                       get_bus_id(bus_id, static_cast<int>(sizeof(bus_id)), device) == 0;
-    ids.emplace_back(named ? bus_id : "");
-  }
-  return ids;
+GpuCount noneBecause(std::string why) {
+  GpuCount none;
+  none.why_none = "counting GPUs: " + std::move(why);
+  return none;
 }
 
-VisibleGpus askTheDriver() {
-  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (driver == nullptr) {
-    return {{0, "the CUDA driver (libcuda.so.1) is not installed"}, {}};
+// Everything the child writes until it closes its stdout, or nullopt at the
+// deadline.
+std::optional<std::string> readUntilClosed(int fd, Clock::time_point deadline) {
+  std::string text;
+  char buffer[4096];
+  while (text.size() < kMaxAnswer) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    pollfd readable{fd, POLLIN, 0};
+    const int ready = ::poll(&readable, 1, static_cast<int>(std::max<long>(left.count(), 0)));
+    if (ready == 0) {
+      return std::nullopt;
+    }
+    if (ready < 0) {
+      continue;  // EINTR
+    }
+    const ssize_t got = ::read(fd, buffer, sizeof(buffer));
+    if (got <= 0) {
+      break;
+    }
+    text.append(buffer, static_cast<std::size_t>(got));
   }
-  auto init = reinterpret_cast<CuInit>(dlsym(driver, "cuInit"));
-  auto get_count = reinterpret_cast<CuDeviceGetCount>(dlsym(driver, "cuDeviceGetCount"));
-  VisibleGpus result;
-  GpuCount& gpus = result.count;
-  if (init == nullptr || get_count == nullptr) {
-    gpus.why_none = "libcuda.so.1 lacks cuInit/cuDeviceGetCount";
-  } else if (const int error = init(0); error != 0) {
-    // 100 is CUDA_ERROR_NO_DEVICE: a driver, but nothing visible.
-    gpus.why_none = "cuInit failed with CUDA error " + std::to_string(error) +
-                    (error == 100 ? " (no device visible; check CUDA_VISIBLE_DEVICES)" : "");
-  } else if (const int error_count = get_count(&gpus.count); error_count != 0) {
-    gpus.count = 0;
-    gpus.why_none = "cuDeviceGetCount failed with CUDA error " + std::to_string(error_count);
-  } else if (gpus.count == 0) {
-    gpus.why_none = "the CUDA driver reports no device";
-  } else {
-    result.bus_ids = busIds(driver, gpus.count);
-  }
-  dlclose(driver);
-  return result;
+  return text;
 }
 
-// cuInit can take a second on a machine with GPUs: asked once per process,
-// whether --nproc-per-node gpu, --numa-binding or both want to know.
-const VisibleGpus& visibleGpus() {
-  static const VisibleGpus gpus = askTheDriver();
+GpuCount countInChild() {
+  int ends[2];
+  if (::pipe2(ends, O_CLOEXEC) != 0) {
+    return noneBecause("cannot create a pipe");
+  }
+  SpawnOptions options;
+  options.argv = {"/proc/self/exe", "devices", "--json"};
+  options.env = inheritedEnvironment();
+  options.stdout_fd = ends[1];
+  std::optional<Subprocess> child;
+  try {
+    child.emplace(options);
+  } catch (const SpawnError& error) {
+    ::close(ends[0]);
+    ::close(ends[1]);
+    return noneBecause(error.what());
+  }
+  ::close(ends[1]);
+  const auto deadline = Clock::now() + kCountingDeadline;
+  const std::optional<std::string> answer = readUntilClosed(ends[0], deadline);
+  ::close(ends[0]);
+  const auto status = child->waitFor(std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::max(deadline - Clock::now(), Clock::duration(std::chrono::seconds(1)))));
+  if (!answer || !status) {
+    // ~Subprocess kills and reaps it.
+    return noneBecause("NVML and the CUDA driver gave no answer in " +
+                       std::to_string(kCountingDeadline.count()) + " s");
+  }
+  if (!status->success()) {
+    return noneBecause("the child asking NVML and the CUDA driver was " + status->describe());
+  }
+  try {
+    return proto::visibleGpusFromJson(*answer);
+  } catch (const Error& error) {
+    return noneBecause(error.what());
+  }
+}
+
+const GpuCount& visibleGpus() {
+  static const GpuCount gpus = countInChild();
   return gpus;
 }
 
 }  // namespace
 
-GpuCount countVisibleGpus() { return visibleGpus().count; }
+GpuCount countVisibleGpus() { return visibleGpus(); }
 
 std::vector<std::string> visibleGpuPciBusIds() { return visibleGpus().bus_ids; }
 

@@ -63,6 +63,8 @@ int resolveNproc(const launcher::NprocPerNode& nproc) {
       if (gpus.count == 0) {
         throw ConfigError("--nproc-per-node gpu: no CUDA GPU is visible: " + gpus.why_none);
       }
+      log().info("--nproc-per-node gpu: {} GPU(s) visible, counted by {}", gpus.count,
+                 gpus.counted_by);
       return gpus.count;
     }
     case Kind::kAuto: {

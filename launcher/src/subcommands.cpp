@@ -3,6 +3,7 @@
 #include <array>
 #include <string_view>
 
+#include "devices_command.hpp"
 #include "status_command.hpp"
 #include "timeline_command.hpp"
 
@@ -15,7 +16,8 @@ struct Subcommand {
 };
 
 // Each subcommand is one entry here and a file of its own.
-constexpr std::array<Subcommand, 2> kSubcommands{{
+constexpr std::array<Subcommand, 3> kSubcommands{{
+    {"devices", &runDevicesCommand},
     {"status", &runStatusCommand},
     {"timeline", &runTimelineCommand},
 }};

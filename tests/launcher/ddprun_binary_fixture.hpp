@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/proto/visible_gpus.hpp"
 #include "ddprun/test_support/text.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"
@@ -96,6 +97,9 @@ class DdprunBinaryTest : public ::testing::Test {
   test_support::TempDir dir_;
   std::vector<std::pair<std::string, std::string>> extra_env_;
 };
+
+// The GPUs the agent under test will count: it gets no CUDA_VISIBLE_DEVICES.
+inline proto::VisibleGpus gpusVisibleHere() { return proto::probeVisibleGpus(std::nullopt); }
 
 // The one run directory under <log-dir>: <run id>_<random>.
 inline std::filesystem::path runDir(const std::filesystem::path& log_dir) {

@@ -17,7 +17,6 @@
 #include <optional>
 #include <sstream>
 
-#include "ddprun/launcher/device_count.hpp"
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"
@@ -170,7 +169,7 @@ TEST_F(DdprunBinaryTest, TooFewDescriptorsForTheWorkersAreRefusedUpFront) {
 
 // With no GPU: one clear line and exit 2; with GPUs: one worker per GPU.
 TEST_F(DdprunBinaryTest, NprocGpuCountsVisibleGpusOrSaysWhyNone) {
-  const GpuCount gpus = countVisibleGpus();
+  const proto::VisibleGpus gpus = gpusVisibleHere();
   const auto log_dir = dir_.path() / "logs";
   const Outcome outcome = run({"--nproc-per-node", "gpu", "--log-dir", log_dir.string(),
                                "--standalone", "--no-python", DDPRUN_FAKE_WORKER});

@@ -20,6 +20,8 @@ std::optional<std::size_t> procStatusKiB(pid_t pid, const char* field) {
   return std::nullopt;
 }
 
+std::optional<std::size_t> threadCountOf(pid_t pid) { return procStatusKiB(pid, "Threads"); }
+
 double cpuSecondsOf(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;

@@ -1,23 +1,27 @@
-// Counts the CUDA GPUs a worker would see, without linking CUDA: the driver
-// library (libcuda.so.1) is loaded with dlopen, and its own device count
-// honours CUDA_VISIBLE_DEVICES exactly as the workers' CUDA will.
-// The driver is asked once per process; safe from any thread.
+// Counts the CUDA GPUs a worker would see, as PyTorch does (NVML, then the
+// CUDA driver; ddprun/proto/visible_gpus.hpp), in a short-lived child:
+// `<this ddprun> devices --json`. Neither library is ever loaded into the
+// agent, so counting leaves no driver threads, CUDA state or memory in a
+// process that lives as long as the job. Must run in the ddprun executable
+// (the child is /proc/self/exe); tests ask proto::probeVisibleGpus instead.
+// Asked once per process; safe from any thread.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "ddprun/proto/visible_gpus.hpp"
+
 namespace ddprun::launcher {
 
-struct GpuCount {
-  int count = 0;
-  std::string why_none;  // when count is 0: e.g. "libcuda.so.1 is not installed"
-};
+// count, counted_by ("NVML", "the CUDA driver"), why_none when count is 0,
+// and each GPU's PCI bus id in CUDA ordinal order.
+using GpuCount = proto::VisibleGpus;
 
 GpuCount countVisibleGpus();
 
-// Each visible GPU's PCI bus id as the driver spells it, in CUDA ordinal
-// order; empty for a GPU the driver gives none. Empty when none is visible.
+// Each visible GPU's PCI bus id as the library spells it, in CUDA ordinal
+// order; empty for a GPU it gives none. Empty when none is visible.
 std::vector<std::string> visibleGpuPciBusIds();
 
 }  // namespace ddprun::launcher

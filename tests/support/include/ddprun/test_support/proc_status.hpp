@@ -15,6 +15,10 @@ namespace ddprun::test_support {
 // nullopt once the process is gone (a zombie has no memory left to report).
 std::optional<std::size_t> procStatusKiB(pid_t pid, const char* field);
 
+// How many threads the process has (/proc/<pid>/status Threads); nullopt
+// once it is gone.
+std::optional<std::size_t> threadCountOf(pid_t pid);
+
 // User + system CPU seconds the process has used so far; 0 once it is gone.
 double cpuSecondsOf(pid_t pid);
 
