@@ -169,7 +169,7 @@ TEST_F(DdprunBinaryTest, TooFewDescriptorsForTheWorkersAreRefusedUpFront) {
 
 // With no GPU: one clear line and exit 2; with GPUs: one worker per GPU.
 TEST_F(DdprunBinaryTest, NprocGpuCountsVisibleGpusOrSaysWhyNone) {
-  const proto::VisibleGpus gpus = gpusVisibleHere();
+  const proto::VisibleGpus gpus = testing::gpusVisibleHere();
   const auto log_dir = dir_.path() / "logs";
   const Outcome outcome = run({"--nproc-per-node", "gpu", "--log-dir", log_dir.string(),
                                "--standalone", "--no-python", DDPRUN_FAKE_WORKER});

@@ -201,7 +201,7 @@ TEST_F(DdprunBinaryTest, UnderSrunWithoutGpusOnNodeTheVisibleGpusElseOneWorker) 
   const Outcome outcome = runFor({"--dry-run", "--no-python", DDPRUN_FAKE_WORKER}, 20s);
   ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
   // The agent counts GPUs as this test does (a GPU machine sees them).
-  const int gpus = gpusVisibleHere().count;
+  const int gpus = testing::gpusVisibleHere().count;
   const std::string workers =
       gpus > 0 ? std::to_string(gpus) + (gpus == 1 ? " worker" : " workers") +
                      " per node (visible GPUs; no SLURM_GPUS_ON_NODE)"
