@@ -1,8 +1,10 @@
 # Finds LibTorch (Debian's libtorch-dev, or a PyTorch wheel's share/cmake) and a
-# Python interpreter that can import torch. Sets DDPRUN_HAVE_TORCH and
-# DDPRUN_TORCH_PYTHON.
+# Python interpreter that can import torch. Sets DDPRUN_HAVE_TORCH,
+# DDPRUN_TORCH_HAS_CUDA (LibTorch was built with CUDA and ships c10d's NCCL
+# process group: train then trains on GPUs) and DDPRUN_TORCH_PYTHON.
 
 set(DDPRUN_HAVE_TORCH OFF)
+set(DDPRUN_TORCH_HAS_CUDA OFF)
 if(NOT DDPRUN_WITH_TORCH STREQUAL "OFF")
   if(DDPRUN_WITH_TORCH STREQUAL "ON")
     find_package(Torch REQUIRED)
@@ -18,7 +20,15 @@ if(NOT DDPRUN_WITH_TORCH STREQUAL "OFF")
     target_include_directories(ddprun_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
     target_compile_definitions(ddprun_torch INTERFACE USE_C10D_GLOO)
     add_library(ddprun::torch ALIAS ddprun_torch)
-    message(STATUS "ddprun: LibTorch found; building worker, compat tests and store_bench")
+    # Debian's libtorch-dev ships c10d's NCCL header but no CUDA libraries.
+    find_path(DDPRUN_NCCL_GROUP_HEADER torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp
+              PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH)
+    if(TORCH_CUDA_LIBRARIES AND DDPRUN_NCCL_GROUP_HEADER)
+      set(DDPRUN_TORCH_HAS_CUDA ON)
+      target_compile_definitions(ddprun_torch INTERFACE USE_C10D_NCCL)
+    endif()
+    message(STATUS "ddprun: LibTorch found (CUDA: ${DDPRUN_TORCH_HAS_CUDA}); building worker, "
+                   "compat tests and store_bench")
   else()
     message(STATUS "ddprun: LibTorch not found; worker, compat tests and store_bench are skipped")
   endif()

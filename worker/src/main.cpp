@@ -17,6 +17,7 @@
 #include "ddprun/worker/snapshot_signal.hpp"
 #include "ddprun/worker/train_options.hpp"
 #include "ddprun/worker/trainer.hpp"
+#include "ddprun/worker/training_device.hpp"
 
 namespace {
 
@@ -72,10 +73,11 @@ int train(const TrainOptions& options, ddprun::worker::SnapshotSignal& snapshot_
     torch::set_num_threads(options.threads);
   }
   const std::chrono::milliseconds timeout = std::chrono::seconds(options.timeout_s);
-  auto context = launchedWithoutAgent()
-                     ? ddprun::worker::singleProcessGroup(timeout)
-                     : ddprun::worker::connectProcessGroup(ddprun::proto::fromProcessEnvironment(),
-                                                           options.backend, timeout);
+  const bool alone = launchedWithoutAgent();
+  const auto env = alone ? ddprun::proto::WorkerEnv{} : ddprun::proto::fromProcessEnvironment();
+  ddprun::worker::noteUnusedGpus(options.backend, env.local_rank, std::cerr);
+  auto context = alone ? ddprun::worker::singleProcessGroup(options.backend, timeout)
+                       : ddprun::worker::connectProcessGroup(env, options.backend, timeout);
   try {
     ddprun::worker::Trainer(options, context, std::cout, &snapshot_signal).run();
   } catch (...) {

@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/worker/training_device.hpp"
 
 namespace ddprun::worker {
 namespace {
@@ -61,21 +62,29 @@ std::string agentStorePrefix(int restart_count) {
   return "/worker/attempt_" + std::to_string(restart_count);
 }
 
+// The group for `device`'s backend over `store`.
+c10::intrusive_ptr<c10d::ProcessGroup> groupFor(const TrainingDevice& device,
+                                                const c10::intrusive_ptr<c10d::Store>& store,
+                                                int rank, int world_size,
+                                                std::chrono::milliseconds timeout) {
+  return device.backend == "nccl" ? cuda_support::ncclGroup(store, rank, world_size, timeout)
+                                  : glooGroup(store, rank, world_size, timeout);
+}
+
 DistributedContext connectProcessGroup(const proto::WorkerEnv& env, const std::string& backend,
                                        std::chrono::milliseconds timeout) {
-  if (backend == "nccl") {
-    throw ConfigError(
-        "--backend nccl: this train was built against a CPU-only LibTorch (Gloo only)");
-  }
-  DistributedContext context{env, connectStore(env, timeout), {}, "gloo"};
-  context.group = glooGroup(context.store, env.rank, env.world_size, timeout);
+  const TrainingDevice device = chooseTrainingDevice(backend, env.local_rank);
+  DistributedContext context{env, connectStore(env, timeout), {}, device.backend, device.device};
+  context.group = groupFor(device, context.store, env.rank, env.world_size, timeout);
   return context;
 }
 
-DistributedContext singleProcessGroup(std::chrono::milliseconds timeout) {
-  DistributedContext context{
-      proto::WorkerEnv{}, c10::make_intrusive<c10d::HashStore>(), {}, "gloo"};
-  context.group = glooGroup(context.store, 0, 1, timeout);
+DistributedContext singleProcessGroup(const std::string& backend,
+                                      std::chrono::milliseconds timeout) {
+  const TrainingDevice device = chooseTrainingDevice(backend, 0);
+  DistributedContext context{proto::WorkerEnv{}, c10::make_intrusive<c10d::HashStore>(), {},
+                             device.backend, device.device};
+  context.group = groupFor(device, context.store, 0, 1, timeout);
   return context;
 }
 

@@ -59,7 +59,7 @@ std::string serializePayload(TrainingState state) {
 void deserializePayload(const std::string& path, std::string_view bytes, TrainingState state) {
   try {
     torch::serialize::InputArchive root;
-    root.load_from(bytes.data(), bytes.size());
+    root.load_from(bytes.data(), bytes.size(), state.device);
     torch::serialize::InputArchive model;
     torch::serialize::InputArchive optimizer;
     root.read("model", model);
@@ -70,7 +70,7 @@ void deserializePayload(const std::string& path, std::string_view bytes, Trainin
     root.read("rng_cpu", generator_state);
     auto generator = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(generator_state);
+    generator.set_state(generator_state.to(torch::kCPU));
   } catch (const c10::Error& error) {
     // LibTorch's message is many lines with a C++ backtrace; keep its first.
     std::string message = error.what_without_backtrace();

@@ -77,10 +77,10 @@ Task makeTask(const std::string& name, std::optional<double> lr, uint64_t seed) 
   throw ConfigError("unknown task '" + name + "' (mlp, fmnist or autoencoder)");
 }
 
-double accuracy(torch::nn::Sequential& model, const Dataset& data) {
+double accuracy(torch::nn::Sequential& model, const Dataset& data, torch::Device device) {
   torch::NoGradGuard no_grad;
-  const auto predicted = model->forward(data.inputs).argmax(1);
-  return predicted.eq(data.targets).to(torch::kFloat64).mean().item<double>();
+  const auto predicted = model->forward(data.inputs.to(device)).argmax(1);
+  return predicted.eq(data.targets.to(device)).to(torch::kFloat64).mean().item<double>();
 }
 
 }  // namespace ddprun::worker

@@ -33,7 +33,11 @@ Trainer::Trainer(const TrainOptions& options, DistributedContext& context, std::
       snapshot_signal_(snapshot_signal),
       data_(loadTaskData(options)),
       task_(makeTask(options.task, options.lr, options.seed)),
-      sampler_(data_.train.size(), context.env.rank, context.env.world_size, options.seed) {}
+      sampler_(data_.train.size(), context.env.rank, context.env.world_size, options.seed) {
+  // Module::to keeps each parameter (it swaps its data), so the optimiser
+  // made with them still holds them.
+  task_.model->to(context_.device);
+}
 
 void Trainer::run() {
   const int64_t first_epoch = resume();
@@ -85,7 +89,8 @@ int64_t Trainer::resume() {
   // job (attempt > 0) resumes from the snapshot this job wrote.
   if (!options_.ignore_snapshot || context_.env.restart_count > 0) {
     const auto header =
-        readSnapshot(options_.snapshot_path, task_.name, {*task_.model, *task_.optimizer});
+        readSnapshot(options_.snapshot_path, task_.name,
+                     {*task_.model, *task_.optimizer, context_.device});
     if (header) {
       epochs_run = header->epochs_run;
       reportTimelineEvent({"resumed from snapshot",
@@ -116,8 +121,8 @@ Trainer::EpochResult Trainer::trainEpoch(int64_t epoch) {
   double loss_sum = 0;
   for (int64_t begin = 0; begin < shard; begin += options_.batch_size) {
     const auto batch = indices.narrow(0, begin, std::min(options_.batch_size, shard - begin));
-    const auto inputs = data_.train.inputs.index_select(0, batch);
-    const auto targets = data_.train.targets.index_select(0, batch);
+    const auto inputs = data_.train.inputs.index_select(0, batch).to(context_.device);
+    const auto targets = data_.train.targets.index_select(0, batch).to(context_.device);
     task_.optimizer->zero_grad();
     const auto output = parallel_->forward([&] { return task_.model->forward(inputs); });
     const auto loss = task_.loss(output, targets);
@@ -130,7 +135,7 @@ Trainer::EpochResult Trainer::trainEpoch(int64_t epoch) {
   // reach some ranks only, or rank 0 after the others).
   const double asked = snapshot_signal_ != nullptr && snapshot_signal_->takeRequest() ? 1 : 0;
   std::vector<at::Tensor> totals{
-      torch::tensor({loss_sum, static_cast<double>(shard), asked}, torch::kFloat64)};
+      torch::tensor({loss_sum, static_cast<double>(shard), asked}, onDevice(torch::kFloat64))};
   context_.group->allreduce(totals)->wait();
   const double global_loss = totals[0][0].item<double>();
   const double global_samples = totals[0][1].item<double>();
@@ -194,7 +199,7 @@ void Trainer::logEpoch(int64_t epoch, const EpochResult& result) {
   log_ << "epoch " << epoch << "/" << options_.total_epochs << " | loss " << std::fixed
        << std::setprecision(6) << result.mean_loss;
   if (task_.reports_accuracy && data_.test) {
-    log_ << " | accuracy " << std::setprecision(2) << 100.0 * accuracy(task_.model, *data_.test)
+    log_ << " | accuracy " << std::setprecision(2) << 100.0 * accuracy(task_.model, *data_.test, context_.device)
          << "%";
   }
   log_ << " | " << result.samples << " samples in " << std::setprecision(3) << result.seconds
@@ -202,7 +207,7 @@ void Trainer::logEpoch(int64_t epoch, const EpochResult& result) {
 }
 
 int64_t Trainer::rankZeroValue(int64_t value) {
-  std::vector<at::Tensor> tensors{torch::tensor({value}, torch::kInt64)};
+  std::vector<at::Tensor> tensors{torch::tensor({value}, onDevice(torch::kInt64))};
   context_.group->broadcast(tensors)->wait();
   return tensors[0].item<int64_t>();
 }

@@ -1,13 +1,15 @@
 // The worker's process group, built from the environment its launcher gave it:
 // a c10d::TCPStore client at MASTER_ADDR:MASTER_PORT (under the agent-store
 // convention of torchrun, or hosted by rank 0 when no agent hosts one) and a
-// ProcessGroupGloo on top of it. Built once, on the main thread.
+// ProcessGroupGloo (CPU) or ProcessGroupNCCL (cuda:LOCAL_RANK, where
+// LibTorch has CUDA) on top of it. Built once, on the main thread.
 #pragma once
 
 #include <chrono>
 #include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/types.h>
 
 #include "ddprun/proto/env_contract.hpp"
 
@@ -17,7 +19,8 @@ struct DistributedContext {
   proto::WorkerEnv env;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroup> group;
-  std::string backend;  // "gloo"
+  std::string backend;  // "gloo" or "nccl"
+  torch::Device device{torch::kCPU};  // where the model, batches and collectives live
 };
 
 // The store key prefix torchrun's workers use for attempt `restart_count` when
@@ -26,13 +29,14 @@ std::string agentStorePrefix(int restart_count);
 
 // Connects to (or, as rank 0 without an agent store, hosts) the store and
 // builds the process group; blocks until every rank has joined or `timeout`
-// passes. `backend` is "auto", "gloo" or "nccl"; this build has Gloo only and
-// refuses "nccl" with a ConfigError.
+// passes. `backend` is "auto", "gloo" or "nccl" (training_device.hpp: a
+// CPU-only LibTorch refuses "nccl" with a ConfigError).
 DistributedContext connectProcessGroup(const proto::WorkerEnv& env, const std::string& backend,
                                        std::chrono::milliseconds timeout);
 
 // A world of one over an in-process store, for `train` run by hand without a
 // launcher (the tutorials' single-GPU script).
-DistributedContext singleProcessGroup(std::chrono::milliseconds timeout);
+DistributedContext singleProcessGroup(const std::string& backend,
+                                      std::chrono::milliseconds timeout);
 
 }  // namespace ddprun::worker

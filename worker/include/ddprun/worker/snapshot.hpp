@@ -37,6 +37,9 @@ struct SnapshotHeader {
 struct TrainingState {
   torch::nn::Module& model;
   torch::optim::Optimizer& optimizer;
+  // Where a read snapshot's tensors go, whichever device wrote them, so a
+  // snapshot written on a GPU resumes on a CPU and the other way round.
+  torch::Device device = torch::kCPU;
 };
 
 // Writes `path` atomically. `midway`, if set, runs after half the bytes are

@@ -29,6 +29,6 @@ struct Task {
 Task makeTask(const std::string& name, std::optional<double> lr, uint64_t seed);
 
 // The fraction of `data` the classifier labels correctly (no gradients).
-double accuracy(torch::nn::Sequential& model, const Dataset& data);
+double accuracy(torch::nn::Sequential& model, const Dataset& data, torch::Device device);
 
 }  // namespace ddprun::worker

@@ -59,6 +59,10 @@ class Trainer {
   void logEpoch(int64_t epoch, const EpochResult& result);
   int64_t rankZeroValue(int64_t value);  // rank 0's `value`, on every rank
   bool isRankZero() const { return context_.env.rank == 0; }
+  // A collective's tensor lives where the backend wants it (NCCL: the GPU).
+  torch::TensorOptions onDevice(torch::ScalarType type) const {
+    return torch::TensorOptions().dtype(type).device(context_.device);
+  }
 
   const TrainOptions& options_;
   DistributedContext& context_;

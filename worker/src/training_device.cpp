@@ -1,0 +1,63 @@
+#include "ddprun/worker/training_device.hpp"
+
+#include <cstdlib>
+#include <ostream>
+
+#include "ddprun/proto/errors.hpp"
+
+namespace ddprun::worker {
+namespace {
+
+TrainingDevice onGpu(int local_rank) {
+  const int gpus = cuda_support::deviceCount();
+  if (local_rank >= gpus) {
+    throw ConfigError("--backend nccl: LOCAL_RANK " + std::to_string(local_rank) + " needs GPU " +
+                      std::to_string(local_rank) + ", but LibTorch sees " + std::to_string(gpus) +
+                      " (CUDA_VISIBLE_DEVICES, or more workers than GPUs?)");
+  }
+  cuda_support::useDevice(local_rank);
+  return {torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank)), "nccl"};
+}
+
+}  // namespace
+
+TrainingDevice chooseTrainingDevice(const std::string& backend, int local_rank) {
+  if (backend == "gloo") {
+    return {};
+  }
+  const bool has_cuda = cuda_support::compiledIn();
+  if (backend == "nccl") {
+    if (!has_cuda) {
+      throw ConfigError(
+          "--backend nccl: this train was built against a CPU-only LibTorch (Gloo only)");
+    }
+    return onGpu(local_rank);
+  }
+  return has_cuda && cuda_support::deviceCount() > 0 ? onGpu(local_rank) : TrainingDevice{};
+}
+
+std::optional<std::string> unusedGpusNotice(const proto::VisibleGpus& visible,
+                                            bool libtorch_has_cuda) {
+  if (libtorch_has_cuda || visible.count == 0) {
+    return std::nullopt;
+  }
+  return "train: " + std::to_string(visible.count) + " GPU" + (visible.count == 1 ? " is" : "s are") +
+         " visible (counted by " + visible.counted_by +
+         "), but this train was built against a LibTorch without CUDA: training on the CPU "
+         "with Gloo";
+}
+
+void noteUnusedGpus(const std::string& backend, int local_rank, std::ostream& out) {
+  if (backend != "auto" || local_rank != 0 || cuda_support::compiledIn()) {
+    return;  // the user chose, another rank of this node says it, or the GPUs are used
+  }
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const auto notice = unusedGpusNotice(
+      proto::probeVisibleGpus(visible ? std::optional<std::string>(visible) : std::nullopt),
+      false);
+  if (notice) {
+    out << *notice << std::endl;
+  }
+}
+
+}  // namespace ddprun::worker
