@@ -34,7 +34,7 @@ std::vector<std::string> visibleGpuBusIds() {
   const auto unnamed = std::find(bus_ids.begin(), bus_ids.end(), std::string());
   if (unnamed != bus_ids.end()) {
     // GPUs that cannot be placed: binding as if there were none would be wrong.
-    throw ConfigError("--numa-binding: the CUDA driver cannot give GPU " +
+    throw ConfigError("--numa-binding: neither NVML nor the CUDA driver gives GPU " +
                       std::to_string(unnamed - bus_ids.begin()) + "'s PCI bus id");
   }
   return bus_ids;

@@ -1,7 +1,8 @@
 // Where the CUDA GPUs the workers will see sit, for --numa-binding: each
-// one's PCI address, from the CUDA driver device_count.hpp asks (CUDA is
-// never linked, and CUDA_VISIBLE_DEVICES applies), and the NUMA node Linux gives that PCI device in sysfs, the file torchrun
-// reads. Stateless; any thread.
+// one's PCI address, from NVML or the CUDA driver as device_count.hpp counts
+// them (in a child; CUDA_VISIBLE_DEVICES applies), and the NUMA node Linux
+// gives that PCI device in sysfs, the file torchrun reads. Stateless; any
+// thread.
 #pragma once
 
 #include <filesystem>
