@@ -23,7 +23,10 @@ if(NOT DDPRUN_WITH_TORCH STREQUAL "OFF")
     # Debian's libtorch-dev ships c10d's NCCL header but no CUDA libraries.
     find_path(DDPRUN_NCCL_GROUP_HEADER torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp
               PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH)
-    if(TORCH_CUDA_LIBRARIES AND DDPRUN_NCCL_GROUP_HEADER)
+    # That header includes nccl.h: without NCCL's headers the CPU seam is built.
+    find_path(DDPRUN_NCCL_HEADER nccl.h PATHS ${TORCH_INCLUDE_DIRS} ${CUDA_INCLUDE_DIRS}
+              ${CUDA_TOOLKIT_ROOT_DIR}/include)
+    if(TORCH_CUDA_LIBRARIES AND DDPRUN_NCCL_GROUP_HEADER AND DDPRUN_NCCL_HEADER)
       set(DDPRUN_TORCH_HAS_CUDA ON)
       target_compile_definitions(ddprun_torch INTERFACE USE_C10D_NCCL)
     endif()

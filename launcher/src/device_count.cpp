@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/proto/errors.hpp"
@@ -15,7 +17,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // A driver can hang (a GPU fallen off the bus): the agent gives up and says so.
-constexpr std::chrono::seconds kCountingDeadline{60};
+constexpr double kDefaultDeadlineSeconds = 60;
+constexpr const char* kDeadlineVariable = "DDPRUN_GPU_COUNT_TIMEOUT";
 constexpr std::size_t kMaxAnswer = 1 << 20;
 
 GpuCount noneBecause(std::string why) {
@@ -48,7 +51,29 @@ std::optional<std::string> readUntilClosed(int fd, Clock::time_point deadline) {
   return text;
 }
 
+// DDPRUN_GPU_COUNT_TIMEOUT seconds, 60 when unset.
+std::chrono::milliseconds countingDeadline() {
+  const char* text = std::getenv(kDeadlineVariable);
+  if (text == nullptr || *text == '\0') {
+    return std::chrono::milliseconds(static_cast<long>(kDefaultDeadlineSeconds * 1000));
+  }
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  if (*end != '\0' || !(seconds > 0) || seconds > 86400) {
+    throw ConfigError(std::string(kDeadlineVariable) + "='" + text +
+                      "': expected seconds, above 0 and at most 86400");
+  }
+  return std::chrono::milliseconds(static_cast<long>(seconds * 1000));
+}
+
+std::string secondsText(std::chrono::milliseconds duration) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g s", static_cast<double>(duration.count()) / 1000);
+  return text;
+}
+
 GpuCount countInChild() {
+  const std::chrono::milliseconds limit = countingDeadline();
   int ends[2];
   if (::pipe2(ends, O_CLOEXEC) != 0) {
     return noneBecause("cannot create a pipe");
@@ -66,15 +91,19 @@ GpuCount countInChild() {
     return noneBecause(error.what());
   }
   ::close(ends[1]);
-  const auto deadline = Clock::now() + kCountingDeadline;
+  const auto deadline = Clock::now() + limit;
   const std::optional<std::string> answer = readUntilClosed(ends[0], deadline);
   ::close(ends[0]);
-  const auto status = child->waitFor(std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::max(deadline - Clock::now(), Clock::duration(std::chrono::seconds(1)))));
-  if (!answer || !status) {
-    // ~Subprocess kills and reaps it.
-    return noneBecause("NVML and the CUDA driver gave no answer in " +
-                       std::to_string(kCountingDeadline.count()) + " s");
+  std::optional<ExitStatus> status;
+  if (answer) {
+    status = child->waitFor(std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::max(deadline - Clock::now(), Clock::duration(std::chrono::seconds(1)))));
+  }
+  if (!status) {
+    // A driver stuck in the kernel outlives even SIGKILL: never wait on it.
+    child->killAndAbandon();
+    return noneBecause("NVML and the CUDA driver gave no answer in " + secondsText(limit) + " (" +
+                       kDeadlineVariable + ")");
   }
   if (!status->success()) {
     return noneBecause("the child asking NVML and the CUDA driver was " + status->describe());

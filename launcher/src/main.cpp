@@ -68,8 +68,11 @@ int resolveNproc(const launcher::NprocPerNode& nproc) {
       return gpus.count;
     }
     case Kind::kAuto: {
-      const int gpus = launcher::countVisibleGpus().count;
-      return gpus > 0 ? gpus : cpus;
+      const launcher::GpuCount gpus = launcher::countVisibleGpus();
+      if (gpus.counted_by.empty()) {  // the count itself failed, not "no GPU"
+        log().warn("--nproc-per-node auto: {}; using the {} CPUs", gpus.why_none, cpus);
+      }
+      return gpus.count > 0 ? gpus.count : cpus;
     }
     case Kind::kGpusElseDefault:
       return std::max(1, launcher::countVisibleGpus().count);
@@ -299,6 +302,10 @@ int runAgent(const LaunchConfig& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every child ddprun starts before its agent (the GPU count, the torch
+  // probe) is waited for: an inherited SIG_IGN would have the kernel reap
+  // them unseen, and each wait would spin to its deadline.
+  std::signal(SIGCHLD, SIG_DFL);
   // A scheduler's warning may come while ddprun still starts (the torch probe
   // can take seconds): it must not end ddprun before the agent forwards it.
   // A --signals-to-handle that names one gets its handler once the agent runs.

@@ -311,6 +311,14 @@ Subprocess::~Subprocess() {
   }
 }
 
+void Subprocess::killAndAbandon() {
+  if (pid_ > 0 && !status_) {
+    killpg(pid_, SIGKILL);
+    kill(pid_, SIGKILL);
+    disown(std::exchange(pid_, -1));
+  }
+}
+
 bool Subprocess::signalGroup(int signal) const {
   if (pid_ <= 0 || status_) {
     return false;

@@ -16,6 +16,7 @@ namespace ddprun::proto::detail {
 struct NvmlDevices {
   std::vector<std::string> uuids;    // "GPU-8c0d…"
   std::vector<std::string> bus_ids;  // "00000000:3B:00.0"; "" where NVML gives none
+  std::vector<std::string> names;    // "NVIDIA H100 80GB HBM3"; "" where NVML gives none
 };
 
 struct NvmlAnswer {

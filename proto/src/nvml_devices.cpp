@@ -26,6 +26,7 @@ using GetCount = int (*)(unsigned* count);
 using GetHandle = int (*)(unsigned index, NvmlDevice* device);
 using GetUuid = int (*)(NvmlDevice device, char* uuid, unsigned length);
 using GetPciInfo = int (*)(NvmlDevice device, NvmlPciInfo* pci);
+using GetName = int (*)(NvmlDevice device, char* name, unsigned length);
 
 template <typename Function>
 Function entry(void* library, const char* name) {
@@ -61,6 +62,12 @@ bool readDevice(void* library, unsigned index, NvmlDevices& devices, std::string
   const bool named = get_pci != nullptr && get_pci(device, &pci) == 0;
   pci.bus_id[sizeof(pci.bus_id) - 1] = '\0';
   devices.bus_ids.emplace_back(named ? pci.bus_id : "");
+  std::array<char, 96> name{};  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
+  const auto get_name = entry<GetName>(library, "nvmlDeviceGetName");
+  const bool has_name =
+      get_name != nullptr && get_name(device, name.data(), static_cast<unsigned>(name.size())) == 0;
+  name.back() = '\0';
+  devices.names.emplace_back(has_name ? name.data() : "");
   return true;
 }
 

@@ -1,6 +1,8 @@
 #include "ddprun/proto/visible_gpus.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <cctype>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -33,18 +35,26 @@ std::string trimmed(const std::string& text) {
 }
 
 // The number an entry starts with, as the driver's strtoul reads it ("1gpu"
-// is 1); -1 for none or a negative one.
-long leadingOrdinal(const std::string& entry) {
-  std::size_t end = (!entry.empty() && (entry[0] == '+' || entry[0] == '-')) ? 1 : 0;
-  const std::size_t digits_start = end;
-  while (end < entry.size() && end < 18 && std::isdigit(static_cast<unsigned char>(entry[end]))) {
+// is 1, "007" is 7); -1 for none or a negative one; kHugeOrdinal for one
+// of more than 18 digits (past any device, and never a long long overflow).
+long long leadingOrdinal(const std::string& entry) {
+  const bool sign = !entry.empty() && (entry[0] == '+' || entry[0] == '-');
+  std::size_t end = sign ? 1 : 0;
+  while (end < entry.size() && std::isdigit(static_cast<unsigned char>(entry[end]))) {
     ++end;
   }
+  const std::size_t digits_start = sign ? 1 : 0;
   if (end == digits_start) {
     return -1;
   }
-  const long value = std::stol(entry.substr(0, end));
-  return value < 0 ? -1 : value;
+  if (entry[0] == '-') {
+    return entry.find_first_not_of('0', 1) < end ? -1 : 0;  // "-0" is 0
+  }
+  const std::size_t significant = std::min(entry.find_first_not_of('0', digits_start), end);
+  if (end - significant > 18) {
+    return kHugeOrdinal;
+  }
+  return significant == end ? 0 : std::stoll(entry.substr(significant, end - significant));
 }
 
 std::vector<std::string> uuidPrefixes(const std::string& value, const std::string& prefix) {
@@ -61,17 +71,17 @@ std::vector<std::string> uuidPrefixes(const std::string& value, const std::strin
   return entries;
 }
 
-std::vector<int> ordinals(const std::string& value) {
-  std::vector<int> entries;
+std::vector<long long> ordinals(const std::string& value) {
+  std::vector<long long> entries;
   for (const std::string& entry : splitOnCommas(value)) {
-    const long ordinal = leadingOrdinal(trimmed(entry));
+    const long long ordinal = leadingOrdinal(trimmed(entry));
     if (std::find(entries.begin(), entries.end(), ordinal) != entries.end()) {
       return {};
     }
     if (ordinal < 0) {
       break;
     }
-    entries.push_back(static_cast<int>(ordinal));
+    entries.push_back(ordinal);
   }
   return entries;
 }
@@ -94,12 +104,12 @@ std::vector<int> selectedIndices(const std::optional<VisibleDeviceList>& list,
     for (int index = 0; index < physical; ++index) {
       indices.push_back(index);
     }
-  } else if (const auto* wanted = std::get_if<std::vector<int>>(&*list)) {
-    for (const int index : *wanted) {
+  } else if (const auto* wanted = std::get_if<std::vector<long long>>(&*list)) {
+    for (const long long index : *wanted) {
       if (index >= physical) {
         break;  // an ordinal past the last device hides the rest
       }
-      indices.push_back(index);
+      indices.push_back(static_cast<int>(index));
     }
   } else {
     indices = ordinalsOfUuidPrefixes(std::get<std::vector<std::string>>(*list), devices.uuids);
@@ -107,14 +117,39 @@ std::vector<int> selectedIndices(const std::optional<VisibleDeviceList>& list,
   return indices;
 }
 
+// CUDA numbers devices fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID;
+// NVML in PCI order. The two agree when every device is the same model.
+bool nvmlOrderIsCudaOrder(const detail::NvmlDevices& devices) {
+  const char* order = std::getenv("CUDA_DEVICE_ORDER");
+  if (order != nullptr && std::string_view(order) == "PCI_BUS_ID") {
+    return true;
+  }
+  return std::all_of(devices.names.begin(), devices.names.end(),
+                     [&](const std::string& name) { return name == devices.names.front(); });
+}
+
+// The bus ids of CUDA ordinals 0..count-1 where NVML's order is not CUDA's:
+// the driver's own, or unknown ("") if it cannot say or disagrees on the count.
+std::vector<std::string> busIdsInCudaOrder(int count) {
+  const VisibleGpus driver = detail::askCudaDriver();
+  return driver.count == count ? driver.bus_ids
+                               : std::vector<std::string>(static_cast<std::size_t>(count));
+}
+
 VisibleGpus countWithNvml(const std::optional<VisibleDeviceList>& list,
-                          const detail::NvmlDevices& devices) {
+                          const detail::NvmlDevices& devices, GpuLibraries libraries) {
   VisibleGpus gpus;
   gpus.counted_by = "NVML";
   for (const int index : selectedIndices(list, devices)) {
     gpus.bus_ids.push_back(devices.bus_ids[static_cast<std::size_t>(index)]);
   }
   gpus.count = static_cast<int>(gpus.bus_ids.size());
+  const bool by_uuid = list && std::holds_alternative<std::vector<std::string>>(*list);
+  if (gpus.count > 0 && !by_uuid && !nvmlOrderIsCudaOrder(devices)) {
+    gpus.bus_ids = libraries == GpuLibraries::kNvmlThenDriver
+                       ? busIdsInCudaOrder(gpus.count)
+                       : std::vector<std::string>(static_cast<std::size_t>(gpus.count));
+  }
   if (gpus.count == 0) {
     gpus.why_none = devices.uuids.empty()
                         ? "NVML reports no device"
@@ -159,7 +194,8 @@ std::vector<int> ordinalsOfUuidPrefixes(const std::vector<std::string>& prefixes
   return selected;
 }
 
-VisibleGpus probeVisibleGpus(const std::optional<std::string>& cuda_visible_devices) {
+VisibleGpus probeVisibleGpus(const std::optional<std::string>& cuda_visible_devices,
+                             GpuLibraries libraries) {
   const std::optional<VisibleDeviceList> list = parseVisibleDevices(cuda_visible_devices);
   if (list && isEmpty(*list)) {
     VisibleGpus none;
@@ -174,9 +210,14 @@ VisibleGpus probeVisibleGpus(const std::optional<std::string>& cuda_visible_devi
   if (!list || !isMigList(*list)) {
     const detail::NvmlAnswer nvml = detail::askNvml();
     if (nvml.devices) {
-      return countWithNvml(list, *nvml.devices);
+      return countWithNvml(list, *nvml.devices, libraries);
     }
     nvml_why_not = nvml.why_not;
+  }
+  if (libraries == GpuLibraries::kNvmlOnly) {
+    VisibleGpus none;
+    none.why_none = nvml_why_not;
+    return none;
   }
   VisibleGpus gpus = detail::askCudaDriver();
   if (gpus.count == 0) {

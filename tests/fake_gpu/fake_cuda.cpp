@@ -3,7 +3,8 @@
 // CUDA_VISIBLE_DEVICES: a comma-separated list of ordinals or of GPU UUIDs
 // ("GPU-" and a unique prefix); the first entry that names no device hides
 // it and every entry after it; a device named twice hides them all; with
-// none visible cuInit fails with CUDA_ERROR_NO_DEVICE.
+// none visible cuInit fails with CUDA_ERROR_NO_DEVICE. Ordinals count the
+// fastest model first (FAKE_GPU_FAST) unless CUDA_DEVICE_ORDER=PCI_BUS_ID.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -26,6 +27,23 @@ constexpr int kInvalidDevice = 101;
 bool started = false;
 std::vector<int> visible;  // CUDA ordinal -> physical index
 
+// Physical indices in CUDA's enumeration order.
+std::vector<int> enumerationOrder() {
+  std::vector<int> order;
+  const int fast = fake_gpu::setting("FAST", -1);
+  const char* by = std::getenv("CUDA_DEVICE_ORDER");
+  const bool pci_order = by != nullptr && std::strcmp(by, "PCI_BUS_ID") == 0;
+  if (!pci_order && fast >= 0 && fast < fake_gpu::physicalCount()) {
+    order.push_back(fast);
+  }
+  for (int index = 0; index < fake_gpu::physicalCount(); ++index) {
+    if (order.empty() || order.front() != index) {
+      order.push_back(index);
+    }
+  }
+  return order;
+}
+
 // The physical index `entry` names; -1 when it names none.
 int deviceNamedBy(const std::string& entry) {
   const int physical = fake_gpu::physicalCount();
@@ -44,18 +62,15 @@ int deviceNamedBy(const std::string& entry) {
   if (entry.empty() || !std::isdigit(static_cast<unsigned char>(entry[0]))) {
     return -1;
   }
-  const long index = std::strtol(entry.c_str(), nullptr, 10);
-  return index < physical ? static_cast<int>(index) : -1;
+  const long ordinal = std::strtol(entry.c_str(), nullptr, 10);
+  return ordinal < physical ? enumerationOrder()[static_cast<std::size_t>(ordinal)] : -1;
 }
 
 std::vector<int> visibleDevices() {
   std::vector<int> devices;
   const char* list = std::getenv("CUDA_VISIBLE_DEVICES");
   if (list == nullptr) {
-    for (int index = 0; index < fake_gpu::physicalCount(); ++index) {
-      devices.push_back(index);
-    }
-    return devices;
+    return enumerationOrder();
   }
   std::stringstream entries(list);
   for (std::string entry; std::getline(entries, entry, ',');) {

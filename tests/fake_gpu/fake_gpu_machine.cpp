@@ -31,6 +31,10 @@ std::string uuidOf(int index) {
   return uuid;
 }
 
+std::string nameOf(int index) {
+  return index == setting("FAST", -1) ? "Fake GPU Fast" : "Fake GPU";
+}
+
 unsigned busOf(int index) { return 0x18u + 0x10u * static_cast<unsigned>(index); }
 
 void startLikeADriver(const char* call) {
@@ -39,6 +43,11 @@ void startLikeADriver(const char* call) {
   }
   if (const char* crash = std::getenv("FAKE_GPU_CRASH"); crash && std::strcmp(crash, call) == 0) {
     raise(SIGSEGV);
+  }
+  if (const char* hang = std::getenv("FAKE_GPU_HANG"); hang && std::strcmp(hang, call) == 0) {
+    for (;;) {
+      pause();
+    }
   }
   std::thread([] {
     for (;;) {

@@ -92,6 +92,19 @@ int nvmlDeviceGetUUID(void* handle, char* uuid, unsigned length) {
   return kSuccess;
 }
 
+int nvmlDeviceGetName(void* handle, char* name, unsigned length) {
+  const int index = indexOf(handle);
+  if (index < 0) {
+    return kInvalidArgument;
+  }
+  const std::string text = fake_gpu::nameOf(index);
+  if (text.size() + 1 > length) {
+    return kInsufficientSize;
+  }
+  std::memcpy(name, text.c_str(), text.size() + 1);
+  return kSuccess;
+}
+
 int nvmlDeviceGetPciInfo_v3(void* handle, PciInfo* pci) {
   const int index = indexOf(handle);
   if (index < 0) {

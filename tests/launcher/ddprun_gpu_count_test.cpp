@@ -103,7 +103,8 @@ TEST_P(DdprunGpuCountTest, EightGpusAreEightWorkersWithLocalRanks0To7) {
 TEST_P(DdprunGpuCountTest, VisibleDevicesDecideTheCount) {
   const std::vector<std::pair<std::string, int>> cases = {
       {"2,5", 2}, {"GPU-5,GPU-2", 2}, {"0,9,1", 1}, {"3,x,1", 1}, {"GPU-1,GPU-,GPU-2", 1},
-      {"7", 1},   {"1,1", 0},         {"9", 0},     {"GPU-9", 0}};
+      {"7", 1},   {"1,1", 0},         {"9", 0},     {"GPU-9", 0}, {"1,2147483648", 1},
+      {"4294967296", 0}, {"99999999999999999999", 0}};
   for (const auto& [visible, expected] : cases) {
     std::filesystem::remove_all(dir_.path());
     std::filesystem::create_directories(dir_.path());
@@ -234,6 +235,82 @@ TEST_F(DdprunGpuFailureTest, CountingLeavesNoThreadOrMemoryInTheAgent) {
           << plain[process].rss_kib << " KiB without";
     }
   }
+}
+
+// An ignored SIGCHLD stays ignored through exec (env --ignore-signal, as a
+// parent that ignores it leaves it); the count's child must still be waited
+// for, not spun on until the deadline.
+TEST_F(DdprunGpuFailureTest, AnInheritedIgnoredSigchldStillCounts) {
+  fakeMachine(2, Libraries::kNvmlAndDriver);
+  std::string command = "exec 2>'" + (dir_.path() / "stderr").string() + "' >'" +
+                        (dir_.path() / "stdout").string() +
+                        "'; exec /usr/bin/env --ignore-signal=CHLD '" + DDPRUN_BINARY + "'";
+  for (const std::string& arg : gpuJob("gpu")) {
+    command += " '" + arg + "'";
+  }
+  SpawnOptions options;
+  options.argv = {"/bin/sh", "-c", command};
+  options.env = extra_env_;
+  options.env.emplace_back("PATH", "/usr/bin:/bin");
+  Subprocess ddprun(options);
+  const Outcome outcome = waitFor(ddprun, 20s);
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  EXPECT_EQ(localRanksStarted(), upTo(2));
+}
+
+// A library that never answers: one line at DDPRUN_GPU_COUNT_TIMEOUT, the
+// child killed, and nothing left running.
+TEST_F(DdprunGpuFailureTest, ALibraryThatNeverAnswersIsOneLineAtTheDeadline) {
+  fakeMachine(8, Libraries::kNvmlAndDriver,
+              {{"FAKE_GPU_HANG", "nvmlInit_v2"}, {"DDPRUN_GPU_COUNT_TIMEOUT", "0.5"}});
+  const Outcome outcome = runFor(gpuJob("gpu"), 20s);
+  EXPECT_EQ(outcome.status.code, 2) << outcome.stderr_text;
+  EXPECT_EQ(outcome.stderr_text,
+            "ddprun: --nproc-per-node gpu: no CUDA GPU is visible: counting GPUs: NVML and the "
+            "CUDA driver gave no answer in 0.5 s (DDPRUN_GPU_COUNT_TIMEOUT)\n");
+  const auto calls = libraryCalls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_TRUE(test_support::eventually([&] { return ::kill(calls[0].first, 0) != 0; }, 10s))
+      << "the hung child (pid " << calls[0].first << ") is still there";
+
+  fakeMachine(8, Libraries::kNvmlAndDriver, {{"DDPRUN_GPU_COUNT_TIMEOUT", "soon"}});
+  const Outcome bad = runFor(gpuJob("gpu"), 20s);
+  EXPECT_EQ(bad.status.code, 2) << bad.stderr_text;
+  EXPECT_EQ(countOf(bad.stderr_text, "DDPRUN_GPU_COUNT_TIMEOUT='soon': expected seconds"), 1)
+      << bad.stderr_text;
+}
+
+// auto falls back to the CPUs when no GPU is visible, but a count that
+// failed outright is said, not taken for "no GPU".
+TEST_F(DdprunGpuFailureTest, AutoSaysWhenTheCountItselfFailed) {
+  fakeMachine(5, Libraries::kNvmlAndDriver, {{"FAKE_GPU_CRASH", "nvmlInit_v2"}});
+  const Outcome outcome = runFor(gpuJob("auto"), 30s);
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  EXPECT_EQ(countOf(outcome.stderr_text,
+                    "--nproc-per-node auto: counting GPUs: the child asking NVML and the CUDA "
+                    "driver was killed by SIGSEGV (signal 11); using the"),
+            1)
+      << outcome.stderr_text;
+}
+
+// NVML lists devices in PCI order, CUDA fastest first: on a node with two
+// models, NVML counts but a CUDA ordinal's bus id comes from the driver.
+TEST_F(DdprunGpuFailureTest, OnMixedModelsBusIdsFollowCudasOrder) {
+  fakeMachine(4, Libraries::kNvmlAndDriver, {{"FAKE_GPU_FAST", "3"}});
+  Outcome outcome = runFor({"devices"}, 20s);
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  EXPECT_EQ(outcome.stdout_text,
+            "4 CUDA GPUs visible to workers (counted by NVML; CUDA_VISIBLE_DEVICES unset)\n"
+            "  cuda:0   0000:48:00.0\n"
+            "  cuda:1   0000:18:00.0\n"
+            "  cuda:2   0000:28:00.0\n"
+            "  cuda:3   0000:38:00.0\n");
+  fakeMachine(4, Libraries::kNvmlAndDriver,
+              {{"FAKE_GPU_FAST", "3"}, {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}});
+  outcome = runFor({"devices"}, 20s);
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  EXPECT_NE(outcome.stdout_text.find("  cuda:0   00000000:18:00.0\n"), std::string::npos)
+      << outcome.stdout_text;
 }
 
 // `ddprun devices` lists what the workers would see, in CUDA ordinal order.

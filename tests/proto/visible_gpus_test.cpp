@@ -9,7 +9,8 @@
 namespace ddprun::proto {
 namespace {
 
-using Ordinals = std::vector<int>;
+using Ordinals = std::vector<long long>;
+using Indices = std::vector<int>;
 using Uuids = std::vector<std::string>;
 
 TEST(VisibleDevicesTest, UnsetMeansEveryDevice) { EXPECT_FALSE(parseVisibleDevices(std::nullopt)); }
@@ -19,6 +20,16 @@ TEST(VisibleDevicesTest, OrdinalsAreReadAsStrtoulReadsThem) {
   EXPECT_EQ(parseVisibleDevices(" 3 , 1"), VisibleDeviceList(Ordinals{3, 1}));
   EXPECT_EQ(parseVisibleDevices("1gpu,2x"), VisibleDeviceList(Ordinals{1, 2}));
   EXPECT_EQ(parseVisibleDevices("+4"), VisibleDeviceList(Ordinals{4}));
+}
+
+// Leading zeros do not count, and no length overflows: an ordinal of any
+// size is past every device.
+TEST(VisibleDevicesTest, OrdinalsOfAnyLengthAreReadWithoutOverflow) {
+  EXPECT_EQ(parseVisibleDevices("0000000000000000000001"), VisibleDeviceList(Ordinals{1}));
+  EXPECT_EQ(parseVisibleDevices("1,2147483648,4294967296"),
+            VisibleDeviceList(Ordinals{1, 2147483648LL, 4294967296LL}));
+  EXPECT_EQ(parseVisibleDevices("99999999999999999999"), VisibleDeviceList(Ordinals{kHugeOrdinal}));
+  EXPECT_EQ(parseVisibleDevices("-0,1"), VisibleDeviceList(Ordinals{0, 1}));
 }
 
 TEST(VisibleDevicesTest, AnEntryThatIsNoOrdinalEndsTheList) {
@@ -41,13 +52,13 @@ TEST(VisibleDevicesTest, UuidListsKeepTheirPrefixAndEndAtAnotherKind) {
 
 TEST(VisibleDevicesTest, UuidPrefixesSelectOneDeviceEachInTheirOrder) {
   const Uuids uuids = {"GPU-aa11", "GPU-ab22", "GPU-c333"};
-  EXPECT_EQ(ordinalsOfUuidPrefixes({"GPU-c", "GPU-aa"}, uuids), (Ordinals{2, 0}));
-  EXPECT_EQ(ordinalsOfUuidPrefixes({"GPU-ab22"}, uuids), (Ordinals{1}));
+  EXPECT_EQ(ordinalsOfUuidPrefixes({"GPU-c", "GPU-aa"}, uuids), (Indices{2, 0}));
+  EXPECT_EQ(ordinalsOfUuidPrefixes({"GPU-ab22"}, uuids), (Indices{1}));
   // Ambiguous ("GPU-a") or unknown ("GPU-d") ends the list.
-  EXPECT_EQ(ordinalsOfUuidPrefixes({"GPU-c", "GPU-a", "GPU-aa"}, uuids), (Ordinals{2}));
-  EXPECT_EQ(ordinalsOfUuidPrefixes({"GPU-d", "GPU-c"}, uuids), (Ordinals{}));
+  EXPECT_EQ(ordinalsOfUuidPrefixes({"GPU-c", "GPU-a", "GPU-aa"}, uuids), (Indices{2}));
+  EXPECT_EQ(ordinalsOfUuidPrefixes({"GPU-d", "GPU-c"}, uuids), (Indices{}));
   // Two prefixes of one device empty it.
-  EXPECT_EQ(ordinalsOfUuidPrefixes({"GPU-c3", "GPU-c333"}, uuids), (Ordinals{}));
+  EXPECT_EQ(ordinalsOfUuidPrefixes({"GPU-c3", "GPU-c333"}, uuids), (Indices{}));
 }
 
 TEST(VisibleDevicesTest, AnEmptyListIsAnsweredWithoutAskingALibrary) {

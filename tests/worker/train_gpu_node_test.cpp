@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "ddprun/test_support/text.hpp"
+#include "ddprun/worker/training_device.hpp"
 #include "train_runner.hpp"
 
 namespace ddprun::worker::testing {
@@ -19,6 +20,12 @@ constexpr const char* kNotice =
 
 class TrainGpuNodeTest : public ::testing::Test {
  protected:
+  void SetUp() override {
+    if (cuda_support::compiledIn()) {
+      GTEST_SKIP() << "this train's LibTorch has CUDA: these cases are for a CPU-only one";
+    }
+  }
+
   RunOutcome onTwoGpus(std::vector<std::string> argv) const {
     return runner_.run(std::move(argv),
                        {{"LD_LIBRARY_PATH",

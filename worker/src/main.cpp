@@ -75,7 +75,7 @@ int train(const TrainOptions& options, ddprun::worker::SnapshotSignal& snapshot_
   const std::chrono::milliseconds timeout = std::chrono::seconds(options.timeout_s);
   const bool alone = launchedWithoutAgent();
   const auto env = alone ? ddprun::proto::WorkerEnv{} : ddprun::proto::fromProcessEnvironment();
-  ddprun::worker::noteUnusedGpus(options.backend, env.local_rank, std::cerr);
+  ddprun::worker::noteUnusedGpus(options.backend, env.rank, std::cerr);
   auto context = alone ? ddprun::worker::singleProcessGroup(options.backend, timeout)
                        : ddprun::worker::connectProcessGroup(env, options.backend, timeout);
   try {

@@ -8,10 +8,11 @@
 namespace ddprun::worker {
 namespace {
 
-TrainingDevice onGpu(int local_rank) {
+TrainingDevice onGpu(const std::string& backend, int local_rank) {
   const int gpus = cuda_support::deviceCount();
   if (local_rank >= gpus) {
-    throw ConfigError("--backend nccl: LOCAL_RANK " + std::to_string(local_rank) + " needs GPU " +
+    throw ConfigError("--backend " + backend + ": LOCAL_RANK " + std::to_string(local_rank) +
+                      " needs GPU " +
                       std::to_string(local_rank) + ", but LibTorch sees " + std::to_string(gpus) +
                       " (CUDA_VISIBLE_DEVICES, or more workers than GPUs?)");
   }
@@ -31,9 +32,10 @@ TrainingDevice chooseTrainingDevice(const std::string& backend, int local_rank) 
       throw ConfigError(
           "--backend nccl: this train was built against a CPU-only LibTorch (Gloo only)");
     }
-    return onGpu(local_rank);
+    return onGpu(backend, local_rank);
   }
-  return has_cuda && cuda_support::deviceCount() > 0 ? onGpu(local_rank) : TrainingDevice{};
+  return has_cuda && cuda_support::deviceCount() > 0 ? onGpu(backend, local_rank)
+                                                     : TrainingDevice{};
 }
 
 std::optional<std::string> unusedGpusNotice(const proto::VisibleGpus& visible,
@@ -47,13 +49,16 @@ std::optional<std::string> unusedGpusNotice(const proto::VisibleGpus& visible,
          "with Gloo";
 }
 
-void noteUnusedGpus(const std::string& backend, int local_rank, std::ostream& out) {
-  if (backend != "auto" || local_rank != 0 || cuda_support::compiledIn()) {
-    return;  // the user chose, another rank of this node says it, or the GPUs are used
+void noteUnusedGpus(const std::string& backend, int rank, std::ostream& out) {
+  if (backend != "auto" || rank != 0 || cuda_support::compiledIn()) {
+    return;  // the user chose, rank 0 says it for the job, or the GPUs are used
   }
+  // NVML only: a hung or failing driver must not stop a job that never
+  // needed it (NVML's init opens no CUDA context).
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   const auto notice = unusedGpusNotice(
-      proto::probeVisibleGpus(visible ? std::optional<std::string>(visible) : std::nullopt),
+      proto::probeVisibleGpus(visible ? std::optional<std::string>(visible) : std::nullopt,
+                              proto::GpuLibraries::kNvmlOnly),
       false);
   if (notice) {
     out << *notice << std::endl;

@@ -13,9 +13,9 @@
 namespace ddprun::launcher {
 
 // The PCI bus ids of the visible CUDA GPUs in CUDA's order (GPU i is local
-// rank i's), as the driver writes them ("0000:3B:00.0"); empty when there is
-// no driver or no visible GPU. Throws ConfigError when the driver lists a GPU
-// whose address it cannot give.
+// rank i's), as NVML or the driver writes them ("00000000:3B:00.0",
+// "0000:3B:00.0"); empty when no GPU is visible. Throws ConfigError when a
+// GPU is counted whose address neither library gives.
 std::vector<std::string> visibleGpuBusIds();
 
 // The NUMA node of the PCI device `bus_id`: <pci_devices>/<bus id in

@@ -121,6 +121,11 @@ class Subprocess {
   // if it already had.
   ExitStatus stop(std::chrono::milliseconds grace);
   std::optional<ExitStatus> exitStatus() const { return status_; }
+  // SIGKILLs the group and gives the child up unreaped, for a child that
+  // may be stuck in the kernel (a hung driver's ioctl), where the blocking
+  // reap of ~Subprocess could wait for ever. It stays a zombie until this
+  // process, or the subreaper above it, reaps it or exits.
+  void killAndAbandon();
 
   // The children of this process that a Subprocess owns and has not reaped.
   // Any thread.

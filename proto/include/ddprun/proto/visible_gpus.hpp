@@ -31,8 +31,10 @@ struct VisibleGpus {
 
 // CUDA_VISIBLE_DEVICES as PyTorch reads it: unset (nullopt) means every
 // device; otherwise ordinals or "GPU-"/"MIG-" UUID prefixes, where an entry
-// that is not one ends the list and a repeated entry empties it.
-using VisibleDeviceList = std::variant<std::vector<int>, std::vector<std::string>>;
+// that is not one ends the list and a repeated entry empties it. An ordinal
+// too large for a long long is read as kHugeOrdinal (past any device).
+inline constexpr long long kHugeOrdinal = 1'000'000'000'000'000'000LL;
+using VisibleDeviceList = std::variant<std::vector<long long>, std::vector<std::string>>;
 std::optional<VisibleDeviceList> parseVisibleDevices(const std::optional<std::string>& value);
 
 // The CUDA ordinals -> physical indices a parsed list selects from `uuids`
@@ -42,9 +44,16 @@ std::optional<VisibleDeviceList> parseVisibleDevices(const std::optional<std::st
 std::vector<int> ordinalsOfUuidPrefixes(const std::vector<std::string>& prefixes,
                                         const std::vector<std::string>& uuids);
 
+// Which libraries a probe may load: both (NVML, then the driver where NVML
+// cannot answer or cannot say which PCI device a CUDA ordinal is), or NVML
+// alone (no CUDA state at all, for a process that must not start the driver).
+enum class GpuLibraries { kNvmlThenDriver, kNvmlOnly };
+
 // Counts in this process. `cuda_visible_devices` is the value the workers
-// will get (nullopt: unset).
-VisibleGpus probeVisibleGpus(const std::optional<std::string>& cuda_visible_devices);
+// will get (nullopt: unset); the driver, where asked, reads this process's
+// own CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, so pass that value.
+VisibleGpus probeVisibleGpus(const std::optional<std::string>& cuda_visible_devices,
+                             GpuLibraries libraries = GpuLibraries::kNvmlThenDriver);
 
 // The probe's answer as one line of JSON, and back, for a parent that had a
 // child count. fromJson throws ddprun::Error naming what is wrong.

@@ -32,9 +32,10 @@ TrainingDevice chooseTrainingDevice(const std::string& backend, int local_rank);
 std::optional<std::string> unusedGpusNotice(const proto::VisibleGpus& visible,
                                             bool libtorch_has_cuda);
 
-// Says unusedGpusNotice's line on `out` when this build has no CUDA, this is
-// LOCAL_RANK 0 (once per node) and NVML or the driver sees a GPU.
-void noteUnusedGpus(const std::string& backend, int local_rank, std::ostream& out);
+// Says unusedGpusNotice's line on `out` when this build has no CUDA,
+// --backend is auto, this is rank 0 (once per job, even when
+// --virtual-local-rank makes every LOCAL_RANK 0) and NVML sees a GPU.
+void noteUnusedGpus(const std::string& backend, int rank, std::ostream& out);
 
 namespace cuda_support {
 
