@@ -19,6 +19,7 @@
 #include "ddprun/rendezvous/metrics_endpoint.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "ddprun/rendezvous/token_file.hpp"
+#include "ddprun/version.hpp"
 #include "descriptor_limit.hpp"
 #include "log.hpp"
 
@@ -149,11 +150,13 @@ int main(int argc, char** argv) {
   CLI::App app("ddprund: a c10d TCPStore-compatible rendezvous store (PyTorch 1.13 to 2.10+)");
   DaemonFlags flags;
   defineFlags(app, flags);
+  app.set_version_flag("--version", std::string("ddprund (ddprun) ") + ddprun::kVersion,
+                       "Print ddprund's version and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() == 0) {
-      return app.exit(error);  // --help
+      return app.exit(error);  // --help, --version
     }
     // One line naming the flag and what is wrong with it; exit 2, as ddprun.
     const std::string what = error.what();
