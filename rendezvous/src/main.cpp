@@ -77,14 +77,18 @@ void defineFlags(CLI::App& app, DaemonFlags& flags) {
                  "Seconds a started request may stay incomplete before the connection is closed")
       ->check(CLI::Validator(checkSeconds, "SECONDS", "seconds"))
       ->capture_default_str();
-  app.add_option("--max-key-bytes", s.limits.max_key_bytes)->capture_default_str();
-  app.add_option("--max-value-bytes", s.limits.max_value_bytes)->capture_default_str();
+  app.add_option("--max-key-bytes", s.limits.max_key_bytes, "Longest key a client may send, bytes")
+      ->capture_default_str();
+  app.add_option("--max-value-bytes", s.limits.max_value_bytes,
+                 "Largest value a client may send, bytes")
+      ->capture_default_str();
   app.add_option("--max-keys", s.limits.max_keys_per_request, "Most keys in one request")
       ->capture_default_str();
-  app.add_option("--max-request-bytes", s.limits.max_request_bytes)
+  app.add_option("--max-request-bytes", s.limits.max_request_bytes,
+                 "Largest request a client may send, bytes")
       ->check(CLI::Range(std::size_t{16}, std::numeric_limits<std::size_t>::max()))
       ->capture_default_str();
-  app.add_option("--log-level", flags.log_level)
+  app.add_option("--log-level", flags.log_level, "Least severe log message written to stderr")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
   app.add_option("--metrics-port", flags.metrics_port,
