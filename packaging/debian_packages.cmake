@@ -26,11 +26,9 @@ if(TARGET train)
   list(APPEND CPACK_COMPONENTS_ALL train)
 endif()
 
-# Installed under /usr. The install step runs with that prefix (and the
-# package's staging directory as DESTDIR), so what it writes from the prefix,
-# the unit's ExecStart, names /usr/bin/ddprund.
-set(CPACK_SET_DESTDIR ON)
-set(CPACK_INSTALL_PREFIX /usr)
+# Installed under /usr. CPack runs each component's install with that prefix
+# and the package's staging directory as DESTDIR, so what the install writes
+# from the prefix, the unit's ExecStart, names /usr/bin/ddprund.
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 
 set(CPACK_DEBIAN_DDPRUN_PACKAGE_NAME ddprun)
