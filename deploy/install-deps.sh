@@ -12,6 +12,8 @@ packages=(
   slurmctld slurmd slurm-client munge  # a real Slurm cluster in the tests; scontrol for the hostlist tests
   etcd-server etcd-client  # a real etcd cluster in the tests (the etcd rendezvous backend)
   prometheus  # a real Prometheus server scraping a job, and promtool, in the metrics tests
+  help2man file  # the man pages, made from each program's --help; file: CPack's shlibdeps
+  debootstrap systemd man-db  # the package test: a fresh Debian 12 chroot, systemd-analyze, man -w
 )
 # The libFuzzer target (-DDDPRUN_FUZZ=ON) needs clang; install on request.
 if [[ "${DDPRUN_WITH_CLANG:-0}" == 1 ]]; then

@@ -37,11 +37,15 @@ const OptionSpec* exactly(std::string_view name) {
 
 // The option `name` abbreviates, nullptr when none. Both spellings of one
 // option are one option ("--nproc" is --nproc-per-node): argparse counts
-// spellings and calls that ambiguous, which no user means.
+// spellings and calls that ambiguous, which no user means. An option taken
+// only whole is no candidate.
 const OptionSpec* byPrefix(std::string_view name) {
   std::vector<const OptionSpec*> matches;
   std::string candidates;
   for (const OptionSpec* spec : everyOption()) {
+    if (spec->whole_name_only) {
+      continue;
+    }
     for (const std::string& spelling : spellings(*spec)) {
       if (spelling.starts_with("--") && spelling.starts_with(name)) {
         matches.push_back(spec);

@@ -286,7 +286,11 @@ LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& 
     throw ConfigError(error.what());
   }
   const Reader reader(raw, env);
-  // Like --help, it acts at once: no script is needed, nothing else is read.
+  // Like --help, these act at once: no script is needed, nothing else is read.
+  if (reader.flag("version")) {
+    config.show_version = true;
+    return config;
+  }
   if (const auto shell = reader.get("print_completion")) {
     if (shell->text != "bash" && shell->text != "zsh") {
       failValue(shell->what, shell->text, "expected bash or zsh");
@@ -326,10 +330,10 @@ std::string helpText() {
   CLI::App app(
       "ddprun, a drop-in for torchrun (torch.distributed.run): starts and supervises the workers "
       "of\na distributed PyTorch job on this node. Every option but --logs-specs, --numa-binding,"
-      "\n--print-completion, --dry-run and --metrics-* also reads PET_<OPTION> from the\n"
-      "environment (PET_NPROC_PER_NODE); the command line wins. A long option may be\n"
-      "abbreviated to any unambiguous prefix. Under srun, with no rendezvous option given, the\n"
-      "launch is derived from the Slurm step (--no-slurm: never).");
+      "\n--print-completion, --dry-run, --metrics-* and --version also reads PET_<OPTION> from\n"
+      "the environment (PET_NPROC_PER_NODE); the command line wins. A long option but\n"
+      "--version may be abbreviated to any unambiguous prefix. Under srun, with no rendezvous\n"
+      "option given, the launch is derived from the Slurm step (--no-slurm: never).");
   RawCommandLine raw(app);
   app.formatter(argparseStyleFormatter(usage()));
   return app.help();

@@ -15,6 +15,9 @@ constexpr const char* kScriptArgsHelp =
     "worker's local rank";
 
 class ArgparseStyleFormatter : public CLI::Formatter {
+  static constexpr std::size_t kIndent = 2;  // CLI11's, before every option
+  static constexpr std::size_t kGap = 2;     // argparse's least, between name and help
+
  public:
   explicit ArgparseStyleFormatter(std::string usage) : usage_(std::move(usage)) {
     column_width(32);
@@ -38,6 +41,23 @@ class ArgparseStyleFormatter : public CLI::Formatter {
       text += make_option(option, positional);
     }
     return text;
+  }
+
+  // argparse leaves at least two spaces between an option and its help, and
+  // help2man (the man page) needs them to tell the two apart; CLI11 starts
+  // the help on the name's line when the name is just shorter than the
+  // column, one space after it. Such a name gets a line of its own.
+  std::string make_option(const CLI::Option* option, bool positional) const override {
+    const std::string name = make_option_name(option, positional) + make_option_opts(option);
+    const std::string help = make_option_desc(option);
+    std::ostringstream out;
+    if (help.empty() || kIndent + name.size() + kGap <= get_column_width()) {
+      CLI::detail::format_help(out, name, help, get_column_width());
+    } else {
+      out << std::string(kIndent, ' ') << name << "\n";
+      CLI::detail::format_help(out, "", help, get_column_width());
+    }
+    return out.str();
   }
 
   // "-m, --module" as argparse writes it, not CLI11's "-m,--module".

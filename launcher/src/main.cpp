@@ -36,6 +36,7 @@
 #include "ddprun/launcher/worker_environment.hpp"
 #include "ddprun/launcher/worker_limits.hpp"
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/version.hpp"
 #include "guardian.hpp"
 #include "log.hpp"
 #include "subcommands.hpp"
@@ -325,6 +326,10 @@ int main(int argc, char** argv) {
   }
   if (config.show_help) {
     std::fputs(launcher::helpText().c_str(), stdout);
+    return 0;
+  }
+  if (config.show_version) {
+    std::printf("ddprun %s\n", ddprun::kVersion);
     return 0;
   }
   if (config.print_completion) {

@@ -91,6 +91,10 @@ constexpr OptionSpec kOptions[] = {
      G::kDdprun},
     {"--metrics-host,--metrics_host", "metrics_host", false, false, "ADDR",
      "Address the metrics listen on (default: every address)", G::kDdprun},
+    // Whole name only: torchrun has no --version, and `--v` is its
+    // --virtual-local-rank.
+    {"--version", "version", true, false, "", "Print ddprun's version and exit (never abbreviated)",
+     G::kDdprun, H::kText, "", true},
 };
 
 std::vector<std::string> splitOn(const std::string& text, char separator) {

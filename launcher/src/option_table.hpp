@@ -33,6 +33,9 @@ struct OptionSpec {
   OptionGroup group;
   ValueHint hint = ValueHint::kText;
   const char* choices = "";  // space-separated, for ValueHint::kChoices
+  // Taken only when spelled in full, never as an abbreviation: an option of
+  // ddprun's own that would otherwise make a torchrun abbreviation ambiguous.
+  bool whole_name_only = false;
 };
 
 // Every option, in the order --help lists them.

@@ -19,6 +19,7 @@
 #include "ddprun/rendezvous/metrics_endpoint.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "ddprun/rendezvous/token_file.hpp"
+#include "ddprun/version.hpp"
 #include "descriptor_limit.hpp"
 #include "log.hpp"
 
@@ -76,14 +77,18 @@ void defineFlags(CLI::App& app, DaemonFlags& flags) {
                  "Seconds a started request may stay incomplete before the connection is closed")
       ->check(CLI::Validator(checkSeconds, "SECONDS", "seconds"))
       ->capture_default_str();
-  app.add_option("--max-key-bytes", s.limits.max_key_bytes)->capture_default_str();
-  app.add_option("--max-value-bytes", s.limits.max_value_bytes)->capture_default_str();
+  app.add_option("--max-key-bytes", s.limits.max_key_bytes, "Longest key a client may send, bytes")
+      ->capture_default_str();
+  app.add_option("--max-value-bytes", s.limits.max_value_bytes,
+                 "Largest value a client may send, bytes")
+      ->capture_default_str();
   app.add_option("--max-keys", s.limits.max_keys_per_request, "Most keys in one request")
       ->capture_default_str();
-  app.add_option("--max-request-bytes", s.limits.max_request_bytes)
+  app.add_option("--max-request-bytes", s.limits.max_request_bytes,
+                 "Largest request a client may send, bytes")
       ->check(CLI::Range(std::size_t{16}, std::numeric_limits<std::size_t>::max()))
       ->capture_default_str();
-  app.add_option("--log-level", flags.log_level)
+  app.add_option("--log-level", flags.log_level, "Least severe log message written to stderr")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
   app.add_option("--metrics-port", flags.metrics_port,
@@ -149,11 +154,13 @@ int main(int argc, char** argv) {
   CLI::App app("ddprund: a c10d TCPStore-compatible rendezvous store (PyTorch 1.13 to 2.10+)");
   DaemonFlags flags;
   defineFlags(app, flags);
+  app.set_version_flag("--version", std::string("ddprund (ddprun) ") + ddprun::kVersion,
+                       "Print ddprund's version and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() == 0) {
-      return app.exit(error);  // --help
+      return app.exit(error);  // --help, --version
     }
     // One line naming the flag and what is wrong with it; exit 2, as ddprun.
     const std::string what = error.what();

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/version.hpp"
 
 namespace ddprun::worker {
 namespace {
@@ -81,6 +82,8 @@ std::optional<TrainOptions> parseTrainOptions(const std::vector<std::string>& ar
   addTrainingFlags(app, options);
   addSnapshotFlags(app, options);
   addFaultFlags(app, options);
+  app.set_version_flag("--version", std::string("train (ddprun) ") + kVersion,
+                       "Print train's version and exit");
   // The tutorials' scripts take `total_epochs save_every` as positionals.
   app.add_option("total_epochs", options.total_epochs, "Same as --total-epochs")
       ->check(CLI::PositiveNumber);
@@ -92,6 +95,9 @@ std::optional<TrainOptions> parseTrainOptions(const std::vector<std::string>& ar
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
+    return std::nullopt;
+  } catch (const CLI::CallForVersion& version) {
+    std::cout << version.what() << '\n';
     return std::nullopt;
   } catch (const CLI::ParseError& error) {
     throw ConfigError(std::string("bad command line: ") + error.what() + " (see train --help)");

@@ -25,7 +25,8 @@ std::string randomUuid();
 // with one line naming the flag (or PET_ variable) and why it is wrong; the
 // caller prints it with usage() and exits 2. -h/--help before the script
 // returns a config with show_help set, --print-completion one with
-// print_completion set. Long options may be abbreviated as argparse allows.
+// print_completion set, --version one with show_version set. Long options may
+// be abbreviated as argparse allows (--version only spelled in full).
 LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& env,
                               const RunIdGenerator& make_run_id = randomUuid);
 

@@ -160,6 +160,9 @@ struct LaunchConfig {
   // --print-completion SHELL ("bash" or "zsh"): the caller prints
   // completionScript(SHELL) and exits 0; nothing else is meaningful then.
   std::optional<std::string> print_completion;
+  // --version: the caller prints "ddprun <version>" and exits 0; nothing
+  // else is meaningful then.
+  bool show_version = false;
   // --dry-run: the caller prints the launch plan as JSON and exits 0, starting nothing.
   bool dry_run = false;
   // --no-slurm: never derive the launch from a Slurm step's environment.

@@ -39,8 +39,8 @@ struct TrainOptions {
   std::optional<std::string> inspect_snapshot;  // print a snapshot's header and exit
 };
 
-// Parses argv[1..]. Returns nullopt after printing --help. Throws ConfigError
-// with one line naming the flag on bad input.
+// Parses argv[1..]. Returns nullopt after printing --help or --version.
+// Throws ConfigError with one line naming the flag on bad input.
 std::optional<TrainOptions> parseTrainOptions(const std::vector<std::string>& args);
 
 const char* failModeName(FailMode mode);
