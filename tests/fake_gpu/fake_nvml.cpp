@@ -31,6 +31,20 @@ int indexOf(void* handle) {
   return slot >= devices && slot < devices + fake_gpu::physicalCount() ? *slot : -1;
 }
 
+// A device's text (UUID, name) into the caller's buffer, as NVML does.
+int copyOut(void* handle, std::string (*text_of)(int), char* buffer, unsigned length) {
+  const int index = indexOf(handle);
+  if (index < 0) {
+    return kInvalidArgument;
+  }
+  const std::string text = text_of(index);
+  if (text.size() + 1 > length) {
+    return kInsufficientSize;
+  }
+  std::memcpy(buffer, text.c_str(), text.size() + 1);
+  return kSuccess;
+}
+
 }  // namespace
 
 extern "C" {
@@ -80,29 +94,11 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned index, void** handle) {
 }
 
 int nvmlDeviceGetUUID(void* handle, char* uuid, unsigned length) {
-  const int index = indexOf(handle);
-  if (index < 0) {
-    return kInvalidArgument;
-  }
-  const std::string text = fake_gpu::uuidOf(index);
-  if (text.size() + 1 > length) {
-    return kInsufficientSize;
-  }
-  std::memcpy(uuid, text.c_str(), text.size() + 1);
-  return kSuccess;
+  return copyOut(handle, fake_gpu::uuidOf, uuid, length);
 }
 
 int nvmlDeviceGetName(void* handle, char* name, unsigned length) {
-  const int index = indexOf(handle);
-  if (index < 0) {
-    return kInvalidArgument;
-  }
-  const std::string text = fake_gpu::nameOf(index);
-  if (text.size() + 1 > length) {
-    return kInsufficientSize;
-  }
-  std::memcpy(name, text.c_str(), text.size() + 1);
-  return kSuccess;
+  return copyOut(handle, fake_gpu::nameOf, name, length);
 }
 
 int nvmlDeviceGetPciInfo_v3(void* handle, PciInfo* pci) {
