@@ -30,11 +30,13 @@ function(ddprun_add_library)
   ddprun_apply_warnings(${target})
 endfunction()
 
-# ddprun_add_test(NAME name SRCS ... DEPS ... LABELS ... [TIMEOUT seconds])
+# ddprun_add_test(NAME name SRCS ... DEPS ... LABELS ... [TIMEOUT seconds] [SERIAL])
 # One GoogleTest executable; each test case becomes a ctest test carrying LABELS
 # and a ctest timeout (default 120 s), so a hung case fails instead of stalling CI.
+# SERIAL: its cases run alone (ctest's RUN_SERIAL), for one heavy enough to
+# disturb the timing of tests beside it.
 function(ddprun_add_test)
-  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ENV" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ENV" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
@@ -46,6 +48,9 @@ function(ddprun_add_test)
   set(properties LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
   if(ARG_ENV)
     list(APPEND properties ENVIRONMENT "${ARG_ENV}")
+  endif()
+  if(ARG_SERIAL)
+    list(APPEND properties RUN_SERIAL TRUE)
   endif()
   gtest_discover_tests(${ARG_NAME} PROPERTIES ${properties} DISCOVERY_TIMEOUT 60)
 endfunction()

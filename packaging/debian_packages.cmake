@@ -22,8 +22,19 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_GROUPING IGNORE)
 set(CPACK_COMPONENTS_ALL ddprun)
-if(TARGET train)
-  list(APPEND CPACK_COMPONENTS_ALL train)
+# ddprun-train only over a LibTorch a Debian package owns: dpkg-shlibdeps
+# finds no package for another (a PyTorch wheel's), CPack lets that pass,
+# and the package would depend on no LibTorch at all.
+if(TARGET train AND TORCH_LIBRARY)
+  get_filename_component(torch_library "${TORCH_LIBRARY}" REALPATH)
+  execute_process(COMMAND dpkg-query --search "${torch_library}"
+                  RESULT_VARIABLE torch_not_packaged OUTPUT_QUIET ERROR_QUIET)
+  if(torch_not_packaged)
+    message(WARNING "ddprun: no ddprun-train package: LibTorch (${torch_library}) is not "
+                    "installed by a Debian package, so the package could not depend on it")
+  else()
+    list(APPEND CPACK_COMPONENTS_ALL train)
+  endif()
 endif()
 
 # Installed under /usr. CPack runs each component's install with that prefix

@@ -2,7 +2,7 @@
 // directory the caller owns, and commands run inside it as root.
 //
 // Each command runs in a mount namespace of its own (unshare), where /proc,
-// a devpts of its own and the apt cache are mounted before the chroot: the
+// the host's /dev and the apt cache are bind-mounted before the chroot: the
 // kernel drops those mounts when the command ends, however it ends (a
 // timeout's SIGKILL included), and the caller's namespace never sees them,
 // so removing the directory afterwards never reaches into the host's /proc.
