@@ -4,6 +4,7 @@
 // Gloo) shows the kill, the restart, the resume and the snapshots after it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -42,13 +43,19 @@ TEST(TrainTimelineTest, TheTimelineShowsTheKillTheResumeAndTheSnapshotsAfterIt) 
   EXPECT_EQ(check.open_slices, 0);
   const std::vector<json> events = json::parse(text).get<std::vector<json>>();
 
-  // The killed rank first; its peer may fail after it (its Gloo connection
-  // reset) before the agent's SIGTERM reaches it, and is then listed too.
+  // The killed rank's failure. Its peer may fail too (its Gloo connection
+  // reset) before the agent's SIGTERM reaches it; on a loaded machine the
+  // agent can even see the peer's exit first (seen under -j2), so the kill
+  // is looked for among the failures, not at their head.
   const auto failed = named(events, "worker failed");
-  ASSERT_GE(failed.size(), 1u) << text;
-  EXPECT_EQ(failed[0]["args"]["rank"], 1);
-  EXPECT_EQ(failed[0]["args"]["signal"], "SIGKILL");
-  EXPECT_EQ(failed[0]["args"]["round"], 0);
+  const auto killed = std::find_if(failed.begin(), failed.end(), [](const json& event) {
+    return event["args"]["rank"] == 1 && event["args"]["signal"] == "SIGKILL";
+  });
+  ASSERT_NE(killed, failed.end()) << text;
+  EXPECT_EQ((*killed)["args"]["round"], 0);
+  for (const json& event : failed) {
+    EXPECT_EQ(event["args"]["round"], 0) << "a failure after the restart: " << text;
+  }
   ASSERT_EQ(named(events, "restart").size(), 1u) << text;
 
   const auto resumed = named(events, "resumed from snapshot");
