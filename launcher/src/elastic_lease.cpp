@@ -13,6 +13,7 @@
 #include "ddprun/launcher/elastic_membership.hpp"
 #include "ddprun/launcher/option_values.hpp"
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/rendezvous_status.hpp"
 #include "log.hpp"
 #include "store_connection.hpp"
 #include "wait_notice.hpp"
@@ -181,13 +182,16 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
       // still serves (or loses it, and the round with it).
       const std::uint64_t asked = checks_asked_;
       if ((Clock::now() >= next_beat || asked > checks_answered_) && !closed_) {
-        const std::string awaited = asked > checks_answered_ ? awaited_event_ : std::string();
+        const bool checking = asked > checks_answered_;
+        const std::string awaited = checking ? awaited_event_ : std::string();
         lock.unlock();
         beat(lease);
         const bool held = !awaited.empty() && lease.check({awaited});
+        const std::int64_t round = checking ? runningRound(lease) : -1;
         lock.lock();
         next_beat = Clock::now() + options_.keep_alive_interval;
         pending_event_ = held ? awaited : std::string();
+        checked_round_ = std::max(checked_round_, round);
       }
       if (asked > checks_answered_) {
         checks_answered_ = asked;
@@ -213,6 +217,19 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
 // a new connection would close this one, and to a daemon that only stalled a
 // closed lease is a lost agent, and a new round for all. Only a connection
 // that breaks, or a silence that long, is the daemon's loss.
+std::int64_t ElasticMembership::runningRound(rdzv::StoreClient& lease) {
+  try {
+    const std::string answer =
+        lease.query(protocol::queryKey(protocol::statusQuestion(options_.run_id)));
+    return protocol::decodeJobStatus(answer).round;
+  } catch (const TimeoutError&) {
+    throw;  // the rendezvous stopped answering: the caller's loss handling
+  } catch (const std::exception& error) {
+    log().debug("the rendezvous could not say its round: {}", error.what());
+    return -1;
+  }
+}
+
 void ElasticMembership::beat(rdzv::StoreClient& lease) {
   lease.set(protocol::verbKey(options_.run_id, Verb::kHeartbeat), options_.agent_id);
   lease.sendPing();

@@ -271,7 +271,8 @@ std::optional<ElasticRound> ElasticMembership::nextRound() {
 bool ElasticMembership::roundStands() {
   std::unique_lock lock(mutex_);
   const auto over = [this] {
-    return over_round_ > returned_ || (latest_ && latest_->round > returned_);
+    return over_round_ > returned_ || (latest_ && latest_->round > returned_) ||
+           checked_round_ > returned_;
   };
   const std::uint64_t ticket = ++checks_asked_;
   changed_.notify_all();

@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
+#include <thread>
 
 #include "ddprun/rendezvous/server.hpp"
 
@@ -30,18 +32,33 @@ class ElasticMembershipTest : public ::testing::Test {
     server_->start();
   }
 
-  // One node's membership in a one-node job, in its first round.
-  std::unique_ptr<ElasticMembership> joinFirstRound() {
+  // Agent `id`'s membership of a job of min..max nodes, joined.
+  std::unique_ptr<ElasticMembership> member(const std::string& id, int min_nodes, int max_nodes) {
+    ElasticOptions options = optionsFor(id);
+    options.min_nodes = min_nodes;
+    options.max_nodes = max_nodes;
+    options.last_call_timeout = 100ms;
+    auto membership = std::make_unique<ElasticMembership>(options);
+    EXPECT_TRUE(membership->join());
+    return membership;
+  }
+
+  ElasticOptions optionsFor(const std::string& id) {
     ElasticOptions options;
     options.host = "127.0.0.1";
     options.port = server_->port();
     options.run_id = "job";
-    options.agent_id = "node-a";
+    options.agent_id = id;
     options.keep_alive_interval = 200ms;
     options.keep_alive_max_attempt = 2;
     options.join_timeout = 10s;
     options.store_port = 29999;  // announced only: no worker connects to it here
-    auto membership = std::make_unique<ElasticMembership>(options);
+    return options;
+  }
+
+  // One node's membership in a one-node job, in its first round.
+  std::unique_ptr<ElasticMembership> joinFirstRound() {
+    auto membership = std::make_unique<ElasticMembership>(optionsFor("node-a"));
     EXPECT_TRUE(membership->join());
     const auto round = membership->nextRound();
     EXPECT_TRUE(round.has_value());
@@ -75,6 +92,27 @@ TEST_F(ElasticMembershipTest, ARoundOfALostDaemonStands) {
   auto membership = joinFirstRound();
   server_->stop();
   EXPECT_TRUE(membership->roundStands());
+}
+
+// A third node joins a running round of two: the round is over at once, but
+// node b learns its place in the next only once node 0 has emptied its
+// workers' store. b's workers fail first (node 0's were stopped): its round
+// must not stand, or b would end the whole job for a membership change.
+TEST_F(ElasticMembershipTest, ARoundOverWhoseNextPlaceIsStillHeldDoesNotStand) {
+  serve("");
+  auto a = member("node-a", 2, 3);
+  auto b = member("node-b", 2, 3);
+  std::optional<ElasticRound> b_round;
+  std::thread b_waits([&] { b_round = b->nextRound(); });
+  ASSERT_TRUE(a->nextRound().has_value());
+  a->storeReady();
+  b_waits.join();
+  ASSERT_TRUE(b_round.has_value());
+  ASSERT_TRUE(b->roundStands());
+
+  auto c = member("node-c", 2, 3);  // the third of three: the next round, now
+  // node-a is told (and does not empty its store here); b's place is held.
+  EXPECT_FALSE(b->roundStands());
 }
 
 }  // namespace

@@ -176,6 +176,9 @@ class ElasticMembership {
   void runLease();
   bool serveLease(rdzv::StoreClient& lease);
   void beat(rdzv::StoreClient& lease);
+  // The run's round as the rendezvous answers its status question now; -1
+  // when it cannot say (an older daemon, a bad answer).
+  std::int64_t runningRound(rdzv::StoreClient& lease);
   void takeClockSample(rdzv::StoreClient& lease);
   bool hostedByAnotherAgent();
   std::unique_ptr<rdzv::StoreClient> recover();
@@ -226,6 +229,10 @@ class ElasticMembership {
   std::uint64_t checks_answered_ = 0;
   std::string awaited_event_;  // the key of the event the reader waits for ("": none)
   std::string pending_event_;  // an awaited event the daemon already holds (a check saw it)
+  // The run's round as the rendezvous last answered a check (-1: not asked,
+  // or no answer). A member's event of a newer round is held until node 0
+  // has emptied its store: this says the round moved on before that event.
+  std::int64_t checked_round_ = -1;
   bool spare_ = false;                   // the round is full: standing by
   bool suspended_ = false;               // the round fell below min_nodes
   bool finished_ = false;                // the daemon said every member of the round is done
