@@ -115,7 +115,8 @@ void killWhatIsLeft(pid_t agent, int wait_status, WorkerCgroup* cgroup) {
 int forkAgentUnderGuardian(WorkerCgroup* cgroup, const std::vector<int>& agent_handles) {
   sigset_t waited = forwardedSignals();
   sigaddset(&waited, SIGCHLD);
-  std::signal(SIGCHLD, SIG_DFL);  // an inherited SIG_IGN would reap the agent unseen
+  // SIGCHLD is at its default here: main() resets it first thing, since an
+  // inherited SIG_IGN would reap the agent (and every other child) unseen.
   sigset_t previous;
   sigprocmask(SIG_BLOCK, &waited, &previous);  // none is lost before sigwaitinfo
   prctl(PR_SET_CHILD_SUBREAPER, 1);

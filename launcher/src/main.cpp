@@ -303,9 +303,9 @@ int runAgent(const LaunchConfig& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Every child ddprun starts before its agent (the GPU count, the torch
-  // probe) is waited for: an inherited SIG_IGN would have the kernel reap
-  // them unseen, and each wait would spin to its deadline.
+  // Every child ddprun starts is waited for (the GPU count, the torch probe,
+  // the agent under its guardian): an inherited SIG_IGN would have the
+  // kernel reap them unseen, and each wait would spin to its deadline.
   std::signal(SIGCHLD, SIG_DFL);
   // A scheduler's warning may come while ddprun still starts (the torch probe
   // can take seconds): it must not end ddprun before the agent forwards it.

@@ -301,8 +301,7 @@ Subprocess::Subprocess(Subprocess&& other) noexcept
 
 Subprocess::~Subprocess() {
   if (pid_ > 0 && !status_) {
-    killpg(pid_, SIGKILL);
-    kill(pid_, SIGKILL);  // in case it left its group
+    killNow();
     waitpid(pid_, nullptr, 0);
     disown(pid_);
   }
@@ -313,10 +312,14 @@ Subprocess::~Subprocess() {
 
 void Subprocess::killAndAbandon() {
   if (pid_ > 0 && !status_) {
-    killpg(pid_, SIGKILL);
-    kill(pid_, SIGKILL);
+    killNow();
     disown(std::exchange(pid_, -1));
   }
+}
+
+void Subprocess::killNow() const {
+  killpg(pid_, SIGKILL);
+  kill(pid_, SIGKILL);  // in case it left its group
 }
 
 bool Subprocess::signalGroup(int signal) const {

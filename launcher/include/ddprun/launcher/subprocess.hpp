@@ -133,6 +133,7 @@ class Subprocess {
 
  private:
   void reaped(int wait_status);
+  void killNow() const;  // SIGKILL to its group and to it, unreaped
 
   pid_t pid_ = -1;
   int pidfd_ = -1;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
