@@ -72,7 +72,8 @@ std::string secondsText(std::chrono::milliseconds duration) {
   return text;
 }
 
-GpuCount countInChild() {
+// `devices --json`, and `extra` after it, in a child.
+GpuCount countInChild(const char* extra) {
   const std::chrono::milliseconds limit = countingDeadline();
   int ends[2];
   if (::pipe2(ends, O_CLOEXEC) != 0) {
@@ -80,6 +81,9 @@ GpuCount countInChild() {
   }
   SpawnOptions options;
   options.argv = {"/proc/self/exe", "devices", "--json"};
+  if (extra != nullptr) {
+    options.argv.emplace_back(extra);
+  }
   options.env = inheritedEnvironment();
   options.stdout_fd = ends[1];
   std::optional<Subprocess> child;
@@ -115,15 +119,18 @@ GpuCount countInChild() {
   }
 }
 
-const GpuCount& visibleGpus() {
-  static const GpuCount gpus = countInChild();
+}  // namespace
+
+// The count alone never starts the driver for bus ids (seconds on a node
+// with two GPU models); --numa-binding's bus ids, asked after it, may.
+GpuCount countVisibleGpus() {
+  static const GpuCount gpus = countInChild("--count-only");
   return gpus;
 }
 
-}  // namespace
-
-GpuCount countVisibleGpus() { return visibleGpus(); }
-
-std::vector<std::string> visibleGpuPciBusIds() { return visibleGpus().bus_ids; }
+std::vector<std::string> visibleGpuPciBusIds() {
+  static const GpuCount gpus = countInChild(nullptr);
+  return gpus.bus_ids;
+}
 
 }  // namespace ddprun::launcher

@@ -41,7 +41,11 @@ int runDevicesCommand(const std::vector<std::string>& args) {
       "ddprun devices");
   app.footer("Exit status: 0 it could ask (a GPU visible or not); 2 bad flags.");
   bool json = false;
+  bool count_only = false;
   app.add_flag("--json", json, "Print the answer as one line of JSON, for scripts");
+  app.add_flag("--count-only", count_only,
+               "Never start the CUDA driver only to learn bus ids NVML cannot give in CUDA's "
+               "order (two GPU models): they are then left out");
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 wants them reversed
   try {
     app.parse(reversed);
@@ -50,12 +54,13 @@ int runDevicesCommand(const std::vector<std::string>& args) {
     return 0;
   } catch (const CLI::ParseError& error) {
     const std::string what = error.what();
-    std::fprintf(stderr, "ddprun devices: %s\nusage: ddprun devices [--json]\n",
+    std::fprintf(stderr, "ddprun devices: %s\nusage: ddprun devices [--json] [--count-only]\n",
                  what.substr(0, what.find('\n')).c_str());
     return 2;
   }
   const std::optional<std::string> visible = cudaVisibleDevices();
-  const proto::VisibleGpus gpus = proto::probeVisibleGpus(visible);
+  const proto::VisibleGpus gpus =
+      proto::probeVisibleGpus(visible, proto::GpuLibraries::kNvmlThenDriver, !count_only);
   if (json) {
     std::printf("%s\n", proto::toJson(gpus).c_str());
   } else {

@@ -137,7 +137,7 @@ std::vector<std::string> busIdsInCudaOrder(int count) {
 }
 
 VisibleGpus countWithNvml(const std::optional<VisibleDeviceList>& list,
-                          const detail::NvmlDevices& devices, GpuLibraries libraries) {
+                          const detail::NvmlDevices& devices, bool driver_bus_ids) {
   VisibleGpus gpus;
   gpus.counted_by = "NVML";
   for (const int index : selectedIndices(list, devices)) {
@@ -146,9 +146,8 @@ VisibleGpus countWithNvml(const std::optional<VisibleDeviceList>& list,
   gpus.count = static_cast<int>(gpus.bus_ids.size());
   const bool by_uuid = list && std::holds_alternative<std::vector<std::string>>(*list);
   if (gpus.count > 0 && !by_uuid && !nvmlOrderIsCudaOrder(devices)) {
-    gpus.bus_ids = libraries == GpuLibraries::kNvmlThenDriver
-                       ? busIdsInCudaOrder(gpus.count)
-                       : std::vector<std::string>(static_cast<std::size_t>(gpus.count));
+    gpus.bus_ids = driver_bus_ids ? busIdsInCudaOrder(gpus.count)
+                                  : std::vector<std::string>(static_cast<std::size_t>(gpus.count));
   }
   if (gpus.count == 0) {
     gpus.why_none = devices.uuids.empty()
@@ -195,7 +194,7 @@ std::vector<int> ordinalsOfUuidPrefixes(const std::vector<std::string>& prefixes
 }
 
 VisibleGpus probeVisibleGpus(const std::optional<std::string>& cuda_visible_devices,
-                             GpuLibraries libraries) {
+                             GpuLibraries libraries, bool exact_bus_ids) {
   const std::optional<VisibleDeviceList> list = parseVisibleDevices(cuda_visible_devices);
   if (list && isEmpty(*list)) {
     VisibleGpus none;
@@ -210,7 +209,8 @@ VisibleGpus probeVisibleGpus(const std::optional<std::string>& cuda_visible_devi
   if (!list || !isMigList(*list)) {
     const detail::NvmlAnswer nvml = detail::askNvml();
     if (nvml.devices) {
-      return countWithNvml(list, *nvml.devices, libraries);
+      return countWithNvml(list, *nvml.devices,
+                           exact_bus_ids && libraries == GpuLibraries::kNvmlThenDriver);
     }
     nvml_why_not = nvml.why_not;
   }

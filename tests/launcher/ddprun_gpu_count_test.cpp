@@ -313,6 +313,20 @@ TEST_F(DdprunGpuFailureTest, OnMixedModelsBusIdsFollowCudasOrder) {
       << outcome.stdout_text;
 }
 
+// The count alone needs no bus id: on two models NVML counts and the
+// driver (whose start can take seconds) is never started for it.
+TEST_F(DdprunGpuFailureTest, OnMixedModelsTheCountAloneNeverStartsTheDriver) {
+  fakeMachine(4, Libraries::kNvmlAndDriver, {{"FAKE_GPU_FAST", "3"}});
+  const Outcome outcome = runFor(gpuJob("gpu"), 30s);
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  EXPECT_EQ(localRanksStarted(), upTo(4));
+  std::vector<std::string> calls;
+  for (const auto& [pid, call] : libraryCalls()) {
+    calls.push_back(call);
+  }
+  EXPECT_EQ(calls, std::vector<std::string>{"nvmlInit_v2"});
+}
+
 // `ddprun devices` lists what the workers would see, in CUDA ordinal order.
 TEST_F(DdprunGpuFailureTest, DevicesListsTheVisibleGpusAndWhatCountedThem) {
   fakeMachine(8, Libraries::kNvmlAndDriver, {{"CUDA_VISIBLE_DEVICES", "5,2"}});

@@ -52,8 +52,12 @@ enum class GpuLibraries { kNvmlThenDriver, kNvmlOnly };
 // Counts in this process. `cuda_visible_devices` is the value the workers
 // will get (nullopt: unset); the driver, where asked, reads this process's
 // own CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, so pass that value.
+// `exact_bus_ids` false: where NVML's order is not CUDA's (two models), the
+// bus ids are left unknown ("") rather than asked of the driver, whose
+// start can take seconds: for a caller that needs only the count.
 VisibleGpus probeVisibleGpus(const std::optional<std::string>& cuda_visible_devices,
-                             GpuLibraries libraries = GpuLibraries::kNvmlThenDriver);
+                             GpuLibraries libraries = GpuLibraries::kNvmlThenDriver,
+                             bool exact_bus_ids = true);
 
 // The probe's answer as one line of JSON, and back, for a parent that had a
 // child count. fromJson throws ddprun::Error naming what is wrong.
