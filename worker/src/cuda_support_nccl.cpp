@@ -1,11 +1,13 @@
 // cuda_support for a LibTorch built with CUDA and NCCL. Compiled only there
-// (DDPRUN_TORCH_HAS_CUDA); written against LibTorch 1.13's c10d, where a
-// ProcessGroupNCCL is itself a ProcessGroup (as ProcessGroupGloo is in
-// process_group.cpp).
+// (DDPRUN_TORCH_HAS_CUDA); c10d_compat makes the ProcessGroupNCCL a
+// ProcessGroup on every version (1.13: it is one; 2.x: a group's CUDA
+// backend).
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
+
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
+#include "ddprun/worker/c10d_compat.hpp"
 #include "ddprun/worker/training_device.hpp"
 
 namespace ddprun::worker::cuda_support {
@@ -21,7 +23,9 @@ c10::intrusive_ptr<c10d::ProcessGroup> ncclGroup(const c10::intrusive_ptr<c10d::
                                                  std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
-  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size, options);
+  return c10d_compat::asProcessGroup(
+      c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size, options), store, rank,
+      world_size, c10::DeviceType::CUDA, "nccl");
 }
 
 }  // namespace ddprun::worker::cuda_support

@@ -2,6 +2,8 @@
 
 #include <torch/csrc/distributed/c10d/comm.hpp>
 
+#include "ddprun/worker/c10d_compat.hpp"
+
 namespace ddprun::worker {
 namespace {
 
@@ -29,10 +31,9 @@ DataParallel::DataParallel(torch::nn::Module& module, c10::intrusive_ptr<c10d::P
   for (const auto& item : module_.named_parameters()) {
     names[index++] = item.key();
   }
-  reducer_ = std::make_unique<c10d::Reducer>(
-      parameters, std::move(bucket_indices), std::move(bucket_limits), group_, expect_sparse,
-      kBucketBytesCap, /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
-      std::move(names), kFirstBucketBytes);
+  reducer_ = c10d_compat::makeReducer({std::move(parameters), std::move(bucket_indices),
+                                       std::move(bucket_limits), group_, std::move(expect_sparse),
+                                       kBucketBytesCap, std::move(names), kFirstBucketBytes});
 }
 
 void DataParallel::broadcastFromRankZero() {

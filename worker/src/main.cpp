@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "ddprun/proto/env_contract.hpp"
+#include "ddprun/worker/c10d_compat.hpp"
 #include "ddprun/worker/error_file.hpp"
 #include "ddprun/worker/process_group.hpp"
 #include "ddprun/worker/snapshot.hpp"
@@ -89,6 +90,7 @@ int train(const TrainOptions& options, ddprun::worker::SnapshotSignal& snapshot_
     std::cout.flush();
     std::_Exit(code);
   }
+  ddprun::worker::c10d_compat::shutdownNccl(context.group, context.backend);
   return 0;
 }
 
