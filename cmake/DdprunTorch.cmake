@@ -1,10 +1,12 @@
 # Finds LibTorch (Debian's libtorch-dev, or a PyTorch wheel's share/cmake) and a
 # Python interpreter that can import torch. Sets DDPRUN_HAVE_TORCH,
 # DDPRUN_TORCH_HAS_CUDA (LibTorch was built with CUDA and ships c10d's NCCL
-# process group: train then trains on GPUs) and DDPRUN_TORCH_PYTHON.
+# process group: train then trains on GPUs), DDPRUN_TORCH_HAS_GLOO (Gloo's
+# headers are there: train can train on the CPU) and DDPRUN_TORCH_PYTHON.
 
 set(DDPRUN_HAVE_TORCH OFF)
 set(DDPRUN_TORCH_HAS_CUDA OFF)
+set(DDPRUN_TORCH_HAS_GLOO OFF)
 if(NOT DDPRUN_WITH_TORCH STREQUAL "OFF")
   if(DDPRUN_WITH_TORCH STREQUAL "ON")
     find_package(Torch REQUIRED)
@@ -18,20 +20,30 @@ if(NOT DDPRUN_WITH_TORCH STREQUAL "OFF")
     add_library(ddprun_torch INTERFACE)
     target_link_libraries(ddprun_torch INTERFACE ${TORCH_LIBRARIES})
     target_include_directories(ddprun_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
-    target_compile_definitions(ddprun_torch INTERFACE USE_C10D_GLOO)
+    # c10d's Gloo header needs Gloo's own, which Debian's libgloo-dev has
+    # (beside LibTorch's in /usr/include) and a PyTorch wheel does not.
+    find_path(DDPRUN_GLOO_HEADER gloo/algorithm.h PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH)
+    if(DDPRUN_GLOO_HEADER)
+      set(DDPRUN_TORCH_HAS_GLOO ON)
+      target_compile_definitions(ddprun_torch INTERFACE USE_C10D_GLOO)
+    endif()
     add_library(ddprun::torch ALIAS ddprun_torch)
     # Debian's libtorch-dev ships c10d's NCCL header but no CUDA libraries.
     find_path(DDPRUN_NCCL_GROUP_HEADER torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp
               PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH)
     # That header includes nccl.h: without NCCL's headers the CPU seam is built.
+    # A PyTorch wheel's LibTorch finds it in the NCCL wheel beside torch/
+    # (site-packages/nvidia/nccl/include, or nvidia/cu13/include).
+    file(GLOB _ddprun_wheel_includes "${TORCH_INSTALL_PREFIX}/../nvidia/*/include")
     find_path(DDPRUN_NCCL_HEADER nccl.h PATHS ${TORCH_INCLUDE_DIRS} ${CUDA_INCLUDE_DIRS}
-              ${CUDA_TOOLKIT_ROOT_DIR}/include)
+              ${CUDA_TOOLKIT_ROOT_DIR}/include ${_ddprun_wheel_includes})
     if(TORCH_CUDA_LIBRARIES AND DDPRUN_NCCL_GROUP_HEADER AND DDPRUN_NCCL_HEADER)
       set(DDPRUN_TORCH_HAS_CUDA ON)
       target_compile_definitions(ddprun_torch INTERFACE USE_C10D_NCCL)
+      target_include_directories(ddprun_torch SYSTEM INTERFACE "${DDPRUN_NCCL_HEADER}")
     endif()
-    message(STATUS "ddprun: LibTorch found (CUDA: ${DDPRUN_TORCH_HAS_CUDA}); building worker, "
-                   "compat tests and store_bench")
+    message(STATUS "ddprun: LibTorch found (CUDA: ${DDPRUN_TORCH_HAS_CUDA}, Gloo: "
+                   "${DDPRUN_TORCH_HAS_GLOO})")
   else()
     message(STATUS "ddprun: LibTorch not found; worker, compat tests and store_bench are skipped")
   endif()

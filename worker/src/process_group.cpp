@@ -1,10 +1,7 @@
 #include "ddprun/worker/process_group.hpp"
 
-#include <cstdlib>
-#include <sstream>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "ddprun/proto/errors.hpp"
@@ -32,30 +29,6 @@ c10::intrusive_ptr<c10d::Store> connectStore(const proto::WorkerEnv& env,
   return store;
 }
 
-// GLOO_SOCKET_IFNAME (comma-separated) picks the interfaces, as in PyTorch;
-// otherwise Gloo's default device (the hostname's address, else loopback).
-std::vector<std::shared_ptr<gloo::transport::Device>> glooDevices() {
-  std::vector<std::shared_ptr<gloo::transport::Device>> devices;
-  if (const char* names = std::getenv("GLOO_SOCKET_IFNAME"); names != nullptr && *names) {
-    std::stringstream list(names);
-    std::string name;
-    while (std::getline(list, name, ',')) {
-      devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
-    }
-  } else {
-    devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  }
-  return devices;
-}
-
-c10::intrusive_ptr<c10d::ProcessGroup> glooGroup(const c10::intrusive_ptr<c10d::Store>& store,
-                                                 int rank, int world_size,
-                                                 std::chrono::milliseconds timeout) {
-  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  options->devices = glooDevices();
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, options);
-}
-
 }  // namespace
 
 std::string agentStorePrefix(int restart_count) {
@@ -68,7 +41,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> groupFor(const TrainingDevice& device,
                                                 int rank, int world_size,
                                                 std::chrono::milliseconds timeout) {
   return device.backend == "nccl" ? cuda_support::ncclGroup(store, rank, world_size, timeout)
-                                  : glooGroup(store, rank, world_size, timeout);
+                                  : gloo_support::glooGroup(store, rank, world_size, timeout);
 }
 
 DistributedContext connectProcessGroup(const proto::WorkerEnv& env, const std::string& backend,
@@ -82,8 +55,11 @@ DistributedContext connectProcessGroup(const proto::WorkerEnv& env, const std::s
 DistributedContext singleProcessGroup(const std::string& backend,
                                       std::chrono::milliseconds timeout) {
   const TrainingDevice device = chooseTrainingDevice(backend, 0);
-  DistributedContext context{proto::WorkerEnv{}, c10::make_intrusive<c10d::HashStore>(), {},
-                             device.backend, device.device};
+  DistributedContext context{proto::WorkerEnv{},
+                             c10::make_intrusive<c10d::HashStore>(),
+                             {},
+                             device.backend,
+                             device.device};
   context.group = groupFor(device, context.store, 0, 1, timeout);
   return context;
 }

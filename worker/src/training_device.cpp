@@ -12,19 +12,28 @@ TrainingDevice onGpu(const std::string& backend, int local_rank) {
   const int gpus = cuda_support::deviceCount();
   if (local_rank >= gpus) {
     throw ConfigError("--backend " + backend + ": LOCAL_RANK " + std::to_string(local_rank) +
-                      " needs GPU " +
-                      std::to_string(local_rank) + ", but LibTorch sees " + std::to_string(gpus) +
-                      " (CUDA_VISIBLE_DEVICES, or more workers than GPUs?)");
+                      " needs GPU " + std::to_string(local_rank) + ", but LibTorch sees " +
+                      std::to_string(gpus) + " (CUDA_VISIBLE_DEVICES, or more workers than GPUs?)");
   }
   cuda_support::useDevice(local_rank);
   return {torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank)), "nccl"};
+}
+
+// The CPU with Gloo, where this train has Gloo. `why` says what led here.
+TrainingDevice onCpu(const std::string& why) {
+  if (!gloo_support::compiledIn()) {
+    throw ConfigError(why +
+                      ": this train was built against a LibTorch without Gloo's headers "
+                      "(a PyTorch wheel's), so it trains on GPUs with NCCL only");
+  }
+  return {};
 }
 
 }  // namespace
 
 TrainingDevice chooseTrainingDevice(const std::string& backend, int local_rank) {
   if (backend == "gloo") {
-    return {};
+    return onCpu("--backend gloo");
   }
   const bool has_cuda = cuda_support::compiledIn();
   if (backend == "nccl") {
@@ -34,8 +43,9 @@ TrainingDevice chooseTrainingDevice(const std::string& backend, int local_rank) 
     }
     return onGpu(backend, local_rank);
   }
-  return has_cuda && cuda_support::deviceCount() > 0 ? onGpu(backend, local_rank)
-                                                     : TrainingDevice{};
+  return has_cuda && cuda_support::deviceCount() > 0
+             ? onGpu(backend, local_rank)
+             : onCpu("--backend auto found no GPU (CUDA_VISIBLE_DEVICES?)");
 }
 
 std::optional<std::string> unusedGpusNotice(const proto::VisibleGpus& visible,
@@ -43,8 +53,8 @@ std::optional<std::string> unusedGpusNotice(const proto::VisibleGpus& visible,
   if (libtorch_has_cuda || visible.count == 0) {
     return std::nullopt;
   }
-  return "train: " + std::to_string(visible.count) + " GPU" + (visible.count == 1 ? " is" : "s are") +
-         " visible (counted by " + visible.counted_by +
+  return "train: " + std::to_string(visible.count) + " GPU" +
+         (visible.count == 1 ? " is" : "s are") + " visible (counted by " + visible.counted_by +
          "), but this train was built against a LibTorch without CUDA: training on the CPU "
          "with Gloo";
 }
