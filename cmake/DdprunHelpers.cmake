@@ -54,3 +54,14 @@ function(ddprun_add_test)
   endif()
   gtest_discover_tests(${ARG_NAME} PROPERTIES ${properties} DISCOVERY_TIMEOUT 60)
 endfunction()
+
+# CLI11::CLI11. Debian's libcli11-dev ships the header without a CMake
+# package in some versions.
+macro(ddprun_find_cli11)
+  find_package(CLI11 QUIET)
+  if(NOT CLI11_FOUND)
+    find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
+    add_library(CLI11::CLI11 INTERFACE IMPORTED)
+    target_include_directories(CLI11::CLI11 INTERFACE "${CLI11_INCLUDE_DIR}")
+  endif()
+endmacro()
