@@ -13,6 +13,7 @@
 #include "ddprun/proto/env_contract.hpp"
 #include "ddprun/worker/c10d_compat.hpp"
 #include "ddprun/worker/error_file.hpp"
+#include "ddprun/worker/nccl_environment.hpp"
 #include "ddprun/worker/process_group.hpp"
 #include "ddprun/worker/snapshot.hpp"
 #include "ddprun/worker/snapshot_signal.hpp"
@@ -97,7 +98,9 @@ int train(const TrainOptions& options, ddprun::worker::SnapshotSignal& snapshot_
 }  // namespace
 
 int main(int argc, char** argv) {
-  // First, before LibTorch or Gloo start a thread: they inherit SIGUSR1 blocked.
+  // Before any thread exists: setenv and unsetenv race with readers.
+  ddprun::worker::keepOnlyTheNcclVariableLibTorchReads();
+  // Then, before LibTorch or Gloo start a thread: they inherit SIGUSR1 blocked.
   ddprun::worker::SnapshotSignal snapshot_signal;
   try {
     const auto options = ddprun::worker::parseTrainOptions({argv + 1, argv + argc});
