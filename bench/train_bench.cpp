@@ -30,6 +30,14 @@ void addOptions(CLI::App& app, bench::TrainOptions& options) {
   app.add_option("--samples", options.samples,
                  "--samples for both trainers (default: each task's own default)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--nproc-per-node", options.nproc_per_node,
+                 "Ranks per run for both launchers: a count, or gpu (one per visible GPU)")
+      ->check(CLI::PositiveNumber | CLI::IsMember({"gpu"}))
+      ->capture_default_str();
+  app.add_option("--backend", options.backend,
+                 "Both trainers' --backend (auto: NCCL on GPUs where each can, else Gloo)")
+      ->check(CLI::IsMember({"auto", "gloo", "nccl"}))
+      ->capture_default_str();
   app.add_option("--loader", options.loader, "The Python trainer's --loader")
       ->check(CLI::IsMember({"dataloader", "tensor"}))
       ->capture_default_str();

@@ -26,8 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kNproc = 2;  // ranks per run: the machine's two cores, one thread each
-
 enum class Pair { Ddprun, Torchrun };
 
 const char* nameOf(Pair pair) { return pair == Pair::Ddprun ? "ddprun+train" : "torchrun+python"; }
@@ -47,7 +45,7 @@ struct RunResult {
 
 // The trainer flags both pairs get, so they train exactly the same thing.
 std::vector<std::string> trainerArgs(const TrainOptions& options, const std::string& task) {
-  std::vector<std::string> args{"--task", task, "--threads", "1"};
+  std::vector<std::string> args{"--task", task, "--threads", "1", "--backend", options.backend};
   args.insert(args.end(), {"--total-epochs", std::to_string(options.epochs)});
   args.insert(args.end(), {"--batch-size", std::to_string(options.batch_size)});
   if (options.samples) {
@@ -59,7 +57,7 @@ std::vector<std::string> trainerArgs(const TrainOptions& options, const std::str
 std::vector<std::string> launcherArgv(const Setup& setup, Pair pair, const std::string& task,
                                       const fs::path& dir) {
   const TrainOptions& options = setup.options;
-  const std::string nproc = std::to_string(kNproc);
+  const std::string& nproc = options.nproc_per_node;
   std::vector<std::string> argv;
   if (pair == Pair::Ddprun) {
     argv = {options.ddprun, "--standalone", "--nproc-per-node", nproc, options.train};
@@ -192,7 +190,8 @@ void findPrograms(Setup& setup) {
 std::string describeSetup(const Setup& setup, const std::string& load_before) {
   const TrainOptions& o = setup.options;
   std::ostringstream out;
-  out << kNproc << " ranks per run, one intra-op thread each (--threads 1, OMP_NUM_THREADS=1); "
+  out << "--nproc-per-node " << o.nproc_per_node << " and --backend " << o.backend
+      << " for both pairs, one intra-op thread per rank (--threads 1, OMP_NUM_THREADS=1); "
       << o.epochs << " epochs, batch " << o.batch_size << " per rank, "
       << (o.samples ? std::to_string(*o.samples) + " samples" : std::string("default samples"))
       << "; median of " << o.runs << " runs per pair, alternating which goes first. "

@@ -3,8 +3,9 @@
 // torchrun, side by side in one run, printed as a Markdown table of training
 // throughput per task.
 //
-// Both pairs get the same task, data, model, batch size, epochs and one
-// intra-op thread per rank on two ranks; each trainer's rank 0 times its own
+// Both pairs get the same task, data, model, batch size, epochs, backend
+// and one intra-op thread per rank on the same number of ranks (two, or one
+// per GPU with --nproc-per-node gpu); each trainer's rank 0 times its own
 // training epochs and prints a `throughput:` line (the train contract), which
 // is what the table compares. The two pairs alternate which goes first, so
 // other load on the machine falls on both alike. Any failed run stops the
@@ -25,6 +26,8 @@ struct TrainOptions {
   std::vector<std::string> tasks{"mlp", "fmnist"};
   std::optional<int> samples;  // unset: each trainer's own default for the task
   std::string loader = "dataloader";
+  std::string nproc_per_node = "2";  // a count, or "gpu": one rank per visible GPU
+  std::string backend = "auto";      // both trainers' --backend: auto, gloo or nccl
   double timeout_s = 900.0;
   // train_bench's main fills in where this build tree puts these (train only
   // where LibTorch was found: without it, only --train says where one is).

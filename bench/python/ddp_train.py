@@ -8,6 +8,9 @@ Run it under torchrun (or ddprun):
 Rank 0 prints one line per epoch and, at the end, the line train_bench reads:
   throughput: samples=<global samples> seconds=<training seconds> samples_per_s=<ratio>
 Snapshot flags are accepted for command-line parity with train and ignored.
+--backend is train's: auto trains on cuda:LOCAL_RANK with NCCL where torch
+sees a GPU, else on the CPU with Gloo; batches move to the device one at a
+time, as train and the tutorials move them.
 """
 
 import argparse
@@ -40,6 +43,7 @@ def parse_args():
     add("--samples", type=int, default=None, help="mlp: dataset size; else first N images")
     add("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     add("--loader", choices=["dataloader", "tensor"], default="dataloader")
+    add("--backend", choices=["auto", "gloo", "nccl"], default="auto")
     add("--save-every", type=int, default=5, help="ignored")
     add("--snapshot-path", default="snapshot.pt", help="ignored")
     add("--ignore-snapshot", action="store_true", help="ignored")
@@ -100,24 +104,36 @@ def batches(args, inputs, targets, sampler):
         yield inputs[batch], targets[batch]
 
 
-def accuracy(model, test):
-    images, labels = test
+def accuracy(model, test, device):
+    images, labels = (t.to(device) for t in test)
     with torch.no_grad():
         predicted = model(images).argmax(dim=1)
     return 100.0 * (predicted == labels).float().mean().item()
+
+
+def choose_device(backend):
+    """(backend, device) as train chooses them for --backend."""
+    if backend == "gloo" or (backend == "auto" and not torch.cuda.is_available()):
+        return "gloo", torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(device)
+    return "nccl", device
 
 
 def main():
     args = parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    dist.init_process_group("gloo")  # RANK, WORLD_SIZE, MASTER_* from the launcher
+    backend, device = choose_device(args.backend)
+    dist.init_process_group(backend)  # RANK, WORLD_SIZE, MASTER_* from the launcher
     rank, world = dist.get_rank(), dist.get_world_size()
 
     inputs, targets, test = build_data(args)
     torch.manual_seed(args.seed)  # model init after the data, as the contract says
     model, loss_fn = build_model(args.task)
-    ddp = DistributedDataParallel(model)
+    model.to(device)
+    device_ids = [device.index] if device.type == "cuda" else None
+    ddp = DistributedDataParallel(model, device_ids=device_ids)
     lr = args.lr if args.lr is not None else DEFAULT_LR[args.task]
     if args.task == "mlp":
         optimizer = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=0.9)
@@ -131,13 +147,14 @@ def main():
         sampler.set_epoch(epoch)
         loss_sum = 0.0
         for x, y in batches(args, inputs, targets, sampler):
+            x, y = x.to(device), y.to(device)
             optimizer.zero_grad()
             loss = loss_fn(ddp(x), y)
             loss.backward()
             optimizer.step()
             loss_sum += loss.item() * len(x)
         # the loss over every rank's samples, as train reports it (one small all-reduce)
-        totals = torch.tensor([loss_sum, float(len(sampler))], dtype=torch.float64)
+        totals = torch.tensor([loss_sum, float(len(sampler))], dtype=torch.float64, device=device)
         dist.all_reduce(totals)
         seconds = time.perf_counter() - start
         samples = len(sampler) * world  # every rank's shard, padding included
@@ -147,7 +164,7 @@ def main():
             # 0-based like train's, so the two logs line up
             line = f"epoch {epoch}/{args.total_epochs} | loss {(totals[0] / totals[1]).item():.6f}"
             if test is not None:
-                line += f" | accuracy {accuracy(model, test):.2f}%"
+                line += f" | accuracy {accuracy(model, test, device):.2f}%"
             print(f"{line} | {samples} samples in {seconds:.3f} s", flush=True)
 
     if rank == 0:
