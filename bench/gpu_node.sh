@@ -16,9 +16,11 @@
 #   DDPRUN, TRAIN_BENCH: ddprun and train_bench, built where Boost and the
 #   launcher's other dependencies are (the packages, or a full build).
 # Environment: PYTHON (default python3; must import torch with CUDA),
-#   BUILD_DIR (default build-gpu), LOG_DIR (default a new temporary dir),
-#   BENCH_RUNS (3), BENCH_EPOCHS (3), CMAKE_PREFIX_PATH (CLI11, nlohmann_json,
-#   zlib where they are not installed). Fashion-MNIST must be in
+#   BUILD_DIR (default build-gpu in the repository), LOG_DIR (default a new
+#   temporary dir), BENCH_RUNS (3), BENCH_EPOCHS (3), CMAKE_PREFIX_PATH
+#   (colon-separated, read by CMake itself: CLI11, nlohmann_json and zlib
+#   where they are not installed). A CUDA toolkit (nvcc), which a CUDA
+#   wheel's TorchConfig.cmake looks for. Fashion-MNIST must be in
 #   /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist).
 # Exit status: 0 when every step passed, 1 when one failed (each says which), 2
 # for bad usage.
@@ -31,9 +33,11 @@ fi
 ddprun=$(realpath "$1")
 train_bench=$(realpath "$2")
 python=${PYTHON:-python3}
-build_dir=${BUILD_DIR:-build-gpu}
-log_dir=${LOG_DIR:-$(mktemp -d -t ddprun-gpu.XXXXXX)}
+# Relative to where it was called from, before the cd to the repository.
+log_dir=$(realpath -m "${LOG_DIR:-$(mktemp -d -t ddprun-gpu.XXXXXX)}")
+build_dir=$(realpath -m "${BUILD_DIR:-$(dirname "$0")/../build-gpu}")
 data_dir=/usr/share/datasets/fashion-mnist
+mkdir -p "$log_dir"
 cd "$(dirname "$0")/.."
 failed=()
 
@@ -51,7 +55,7 @@ torch_cmake=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_p
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 if cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DDDPRUN_TRAIN_ONLY=ON \
-     -DCMAKE_PREFIX_PATH="${CMAKE_PREFIX_PATH:-};$torch_cmake" >"$log_dir/configure.log" 2>&1 &&
+     -DCMAKE_PREFIX_PATH="$torch_cmake" >"$log_dir/configure.log" 2>&1 &&
    cmake --build "$build_dir" --parallel "$(nproc)" >"$log_dir/build.log" 2>&1; then
   grep "ddprun:" "$log_dir/configure.log"
   train=$(realpath "$build_dir/worker/train")

@@ -22,7 +22,10 @@ if(NOT DDPRUN_WITH_TORCH STREQUAL "OFF")
     target_include_directories(ddprun_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
     # c10d's Gloo header needs Gloo's own, which Debian's libgloo-dev has
     # (beside LibTorch's in /usr/include) and a PyTorch wheel does not.
-    find_path(DDPRUN_GLOO_HEADER gloo/algorithm.h PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH)
+    # Not cached (NO_CACHE): a build directory configured again against
+    # another LibTorch must not keep the last one's answer.
+    find_path(DDPRUN_GLOO_HEADER gloo/algorithm.h PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH
+              NO_CACHE)
     if(DDPRUN_GLOO_HEADER)
       set(DDPRUN_TORCH_HAS_GLOO ON)
       target_compile_definitions(ddprun_torch INTERFACE USE_C10D_GLOO)
@@ -30,13 +33,19 @@ if(NOT DDPRUN_WITH_TORCH STREQUAL "OFF")
     add_library(ddprun::torch ALIAS ddprun_torch)
     # Debian's libtorch-dev ships c10d's NCCL header but no CUDA libraries.
     find_path(DDPRUN_NCCL_GROUP_HEADER torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp
-              PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH)
+              PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH NO_CACHE)
     # That header includes nccl.h: without NCCL's headers the CPU seam is built.
-    # A PyTorch wheel's LibTorch finds it in the NCCL wheel beside torch/
-    # (site-packages/nvidia/nccl/include, or nvidia/cu13/include).
+    # LibTorch's own NCCL first: a PyTorch wheel's is in the NCCL wheel beside
+    # torch/ (site-packages/nvidia/nccl/include, or nvidia/cu13/include), and
+    # another version's header (a system libnccl-dev) would give c10d's
+    # inline code structs of another size.
     file(GLOB _ddprun_wheel_includes "${TORCH_INSTALL_PREFIX}/../nvidia/*/include")
-    find_path(DDPRUN_NCCL_HEADER nccl.h PATHS ${TORCH_INCLUDE_DIRS} ${CUDA_INCLUDE_DIRS}
-              ${CUDA_TOOLKIT_ROOT_DIR}/include ${_ddprun_wheel_includes})
+    find_path(DDPRUN_NCCL_HEADER nccl.h PATHS ${TORCH_INCLUDE_DIRS} ${_ddprun_wheel_includes}
+              NO_DEFAULT_PATH NO_CACHE)
+    if(NOT DDPRUN_NCCL_HEADER)
+      find_path(DDPRUN_NCCL_HEADER nccl.h PATHS ${CUDA_INCLUDE_DIRS}
+                ${CUDA_TOOLKIT_ROOT_DIR}/include NO_CACHE)
+    endif()
     if(TORCH_CUDA_LIBRARIES AND DDPRUN_NCCL_GROUP_HEADER AND DDPRUN_NCCL_HEADER)
       set(DDPRUN_TORCH_HAS_CUDA ON)
       target_compile_definitions(ddprun_torch INTERFACE USE_C10D_NCCL)
@@ -44,6 +53,13 @@ if(NOT DDPRUN_WITH_TORCH STREQUAL "OFF")
     endif()
     message(STATUS "ddprun: LibTorch found (CUDA: ${DDPRUN_TORCH_HAS_CUDA}, Gloo: "
                    "${DDPRUN_TORCH_HAS_GLOO})")
+    # Neither would make a train that refuses every run: libtorch-dev does
+    # not pull in libgloo-dev.
+    if(NOT DDPRUN_TORCH_HAS_CUDA AND NOT DDPRUN_TORCH_HAS_GLOO)
+      message(FATAL_ERROR "ddprun: LibTorch at ${TORCH_INSTALL_PREFIX} has no CUDA, and Gloo's "
+                          "headers (gloo/algorithm.h) are not beside its own: install "
+                          "libgloo-dev, or configure with -DDDPRUN_WITH_TORCH=OFF")
+    endif()
   else()
     message(STATUS "ddprun: LibTorch not found; worker, compat tests and store_bench are skipped")
   endif()

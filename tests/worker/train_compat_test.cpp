@@ -118,16 +118,18 @@ std::vector<std::string> epochLosses(const std::string& output) {
 // The benchmark's Python peer (PyTorch's own DDP, DistributedSampler and
 // nn.Linear, under torchrun) and train (c10d's Reducer, our sampler, under
 // ddprun) with the same seed: the same data, initial weights and shards give
-// the same global loss every epoch, to the 6 digits both print.
+// the same global loss every epoch, to the 6 digits both print. Both on Gloo:
+// on a GPU node they would otherwise each pick NCCL, if they can.
 TEST_F(TrainCompatTest, TrainAndPythonDdpReportTheSameLosses) {
   const auto python_run =
       runner_.run({DDPRUN_TORCH_PYTHON, "-m", "torch.distributed.run", "--standalone",
                    "--nproc_per_node", "2", "-r", "9:1", "-t", "9:1", DDPRUN_PYTHON_DDP_SCRIPT,
-                   "--task", "mlp", "--total-epochs", "3", "--threads", "1"},
+                   "--task", "mlp", "--total-epochs", "3", "--threads", "1", "--backend", "gloo"},
                   {{"OMP_NUM_THREADS", "1"}});
   ASSERT_TRUE(python_run.status.success()) << describe(python_run);
-  const auto train_run = runner_.ddprun(2, {"--task", "mlp", "--total-epochs", "3", "--threads",
-                                            "1", "--snapshot-path", runner_.snapshot("m.pt")});
+  const auto train_run =
+      runner_.ddprun(2, {"--task", "mlp", "--total-epochs", "3", "--threads", "1", "--backend",
+                         "gloo", "--snapshot-path", runner_.snapshot("m.pt")});
   ASSERT_TRUE(train_run.status.success()) << describe(train_run);
   const auto python_losses = epochLosses(python_run.stdout_text + python_run.stderr_text);
   ASSERT_EQ(python_losses.size(), 3u) << python_run.stdout_text << python_run.stderr_text;
