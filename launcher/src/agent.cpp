@@ -189,19 +189,16 @@ void Agent::Impl::spawnWorker(int local_rank) {
   if (worker.process.pidfd() < 0) {
     throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);
   }
-  const int exit_fd = ::dup(worker.process.pidfd());
-  if (exit_fd < 0) {
-    throw SpawnError("cannot watch local rank " + std::to_string(local_rank) + "'s worker: dup",
-                     errno);
-  }
-  worker.exit_watch = std::make_unique<asio::posix::stream_descriptor>(io, exit_fd);
-  worker.exit_watch->async_wait(
-      asio::posix::stream_descriptor::wait_read,
-      [this, index, generation = result.attempts](const net::error_code& e) {
-        if (!e && generation == result.attempts) {
+  // Checked against the attempt: a completion of a group stopped since
+  // finds a newer one running.
+  worker.exit_watch = std::make_unique<ExitWatch>(
+      io, worker.process.pidfd(),
+      [this, index, generation = result.attempts] {
+        if (generation == result.attempts) {
           onExit(index);
         }
-      });
+      },
+      "local rank " + std::to_string(local_rank) + "'s worker");
   watchdogs.workerStarted(index, worker.process.pid(), worker.error_file);
   events().workerStarted(local_rank, rank, worker.process.pid(), Clock::now());
   workers.push_back(std::move(worker));

@@ -15,6 +15,7 @@
 #include "ddprun/launcher/agent.hpp"
 #include "ddprun/launcher/agent_events.hpp"
 #include "ddprun/net/asio.hpp"
+#include "exit_watch.hpp"
 #include "line_relay.hpp"
 #include "process_tree.hpp"
 #include "worker_watchdogs.hpp"
@@ -23,11 +24,10 @@ namespace ddprun::launcher {
 
 struct Agent::Impl {
   using Clock = std::chrono::steady_clock;
-  using Descriptor = net::asio::posix::stream_descriptor;
 
   struct Worker {
     Subprocess process;
-    std::unique_ptr<Descriptor> exit_watch;
+    std::unique_ptr<ExitWatch> exit_watch;
     int local_rank = 0;
     int rank = 0;
     bool exited = false;
