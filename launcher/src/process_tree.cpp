@@ -97,7 +97,7 @@ KillCount killOrphans(Clock::time_point deadline) {
 
 ProcessTree::ProcessTree(net::asio::io_context& io, WorkerCgroup* cgroup,
                          std::chrono::milliseconds reap_every)
-    : reap_timer_(io), reap_every_(reap_every), cgroup_(cgroup) {
+    : reap_timer_(io), reap_every_(reap_every), io_(io), cgroup_(cgroup) {
   prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper_);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
@@ -112,14 +112,8 @@ void ProcessTree::start(int guardian_pidfd, std::function<void()> last_word) {
   if (guardian_pidfd < 0) {
     return;
   }
-  guardian_watch_ = std::make_unique<net::asio::posix::stream_descriptor>(
-      reap_timer_.get_executor(), dup(guardian_pidfd));
-  guardian_watch_->async_wait(net::asio::posix::stream_descriptor::wait_read,
-                              [this](const net::error_code& error) {
-                                if (!error) {
-                                  onGuardianGone();
-                                }
-                              });
+  guardian_watch_ = std::make_unique<ExitWatch>(
+      io_, guardian_pidfd, [this] { onGuardianGone(); }, "ddprun's guardian");
 }
 
 // The guardian was SIGKILLed, as ddprun's pid was before there was one: the
@@ -166,9 +160,7 @@ void ProcessTree::finish(int attempt) {
   }
   finished_ = true;
   reap_timer_.cancel();
-  if (guardian_watch_) {
-    guardian_watch_->cancel();
-  }
+  guardian_watch_.reset();
 }
 
 void ProcessTree::reapLater() {

@@ -31,6 +31,7 @@
 
 #include "ddprun/launcher/subprocess.hpp"
 #include "ddprun/net/asio.hpp"
+#include "exit_watch.hpp"
 
 namespace ddprun::launcher {
 
@@ -98,7 +99,8 @@ class ProcessTree {
   // Set by finish(): a reap already due when the timer was cancelled runs
   // anyway, and must not arm it again (the loop would never end).
   bool finished_ = false;
-  std::unique_ptr<net::asio::posix::stream_descriptor> guardian_watch_;
+  net::asio::io_context& io_;
+  std::unique_ptr<ExitWatch> guardian_watch_;  // on the kernel's word only
   std::function<void()> last_word_;
   WorkerCgroup* cgroup_;
   int was_subreaper_ = 0;
