@@ -28,7 +28,8 @@ timer.configure(timer.FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"]))
 rank = int(os.environ["RANK"])
 attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
 print(f"rank={rank} pipe={os.environ['TORCHELASTIC_TIMER_FILE']}", flush=True)
-if sys.argv[1] == "stuck" and rank == 1 and attempt == os.environ.get("STUCK_ON_ATTEMPT", "0"):
+stuck_attempt = sys.argv[1] == "stuck" and attempt == os.environ.get("STUCK_ON_ATTEMPT", "0")
+if stuck_attempt and rank == 1:
     print("entering stuck_step", flush=True)
     with timer.expires(after=1, scope="stuck_step"):
         time.sleep(30)
@@ -37,7 +38,10 @@ if sys.argv[1] == "stuck" and rank == 1 and attempt == os.environ.get("STUCK_ON_
 for step in range(3):
     with timer.expires(after=1, scope="quick_step"):
         time.sleep(0.1)
-time.sleep(1.5)  # past every deadline it released
+# Past every deadline it released. In the attempt where rank 1 is stuck the
+# others wait for the group to be stopped: on a loaded machine rank 1 may
+# reach its scope well after them, and a rank could finish first.
+time.sleep(30 if stuck_attempt else 1.5)
 print(f"rank={rank} attempt={attempt} released in time", flush=True)
 """
 
