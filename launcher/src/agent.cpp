@@ -189,15 +189,10 @@ void Agent::Impl::spawnWorker(int local_rank) {
   if (worker.process.pidfd() < 0) {
     throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);
   }
-  // Checked against the attempt: a completion of a group stopped since
-  // finds a newer one running.
+  // Never called once the watch is gone: launchAttempt clears the last
+  // group's workers, watches included, before it starts the next.
   worker.exit_watch = std::make_unique<ExitWatch>(
-      io, worker.process.pidfd(),
-      [this, index, generation = result.attempts] {
-        if (generation == result.attempts) {
-          onExit(index);
-        }
-      },
+      io, worker.process.pidfd(), [this, index] { onExit(index); },
       "local rank " + std::to_string(local_rank) + "'s worker");
   watchdogs.workerStarted(index, worker.process.pid(), worker.error_file);
   events().workerStarted(local_rank, rank, worker.process.pid(), Clock::now());

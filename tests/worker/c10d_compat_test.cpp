@@ -60,12 +60,7 @@ TEST(C10dCompatTest, AGroupWithOptionsIsToldItsBackendByName) {
 }
 
 // Stand-ins for c10d::Reducer, one per constructor shape PyTorch has had.
-using Tensors = std::vector<at::Tensor>;
-using Indices = std::vector<std::vector<size_t>>;
-using Limits = std::vector<size_t>;
-using Group = c10::intrusive_ptr<c10d::ProcessGroup>;
-using Sparse = std::vector<bool>;
-using Names = std::unordered_map<size_t, std::string>;
+using namespace c10d_compat::reducer_args;
 
 // What a stand-in was given, for the checks.
 struct Received {
