@@ -1,7 +1,12 @@
 // Written by hand: CLI11 2.1 (Debian 12's) matches option names exactly and
 // takes "--flag=value" as a value for the flag, where torchrun's argparse
 // accepts any unambiguous prefix of a long option and refuses a value given
-// to a flag. This pass brings argv to what CLI11 reads the same way.
+// to a flag. CLI11 2.1 also reads "--opt=" as "--opt" alone and takes the
+// next argument as its value (split_long leaves the value empty, and
+// _parse_arg then gathers one more), and "-r=3" as "=3", where argparse
+// reads "" and "3". This pass brings argv to what CLI11 reads the same way:
+// an attached value is handed over as an argument of its own, which CLI11
+// takes whatever it is, "" included.
 #include "abbreviations.hpp"
 
 #include <string_view>
@@ -60,48 +65,58 @@ const OptionSpec* byPrefix(std::string_view name) {
   return matches.empty() ? nullptr : matches.front();
 }
 
+// "--name=value" or "-n=value" of a value option: "--name" and "value", two
+// arguments. Returns how many arguments the option now spans.
+std::size_t detachValue(std::vector<std::string>& args, std::size_t i, const OptionSpec& spec,
+                        const std::string& name, const std::string& value) {
+  if (spec.is_flag) {
+    failValue(canonicalFlag(spec), value, "a flag takes no value");
+  }
+  args[i] = name;
+  args.insert(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, value);
+  return 2;
+}
+
 // A long option ("--name" or "--name=value") at args[i], rewritten to its
 // canonical name when abbreviated. Returns how many arguments it used, 0
 // when it is not one of ddprun's (CLI11 then names it).
 std::size_t longOption(std::vector<std::string>& args, std::size_t i) {
-  std::string& arg = args[i];
+  const std::string arg = args[i];
   const auto equals = arg.find('=');
-  const std::string name = arg.substr(0, equals);
-  const std::string value = equals == std::string::npos ? "" : arg.substr(equals + 1);
+  std::string name = arg.substr(0, equals);
   const OptionSpec* spec = exactly(name);
   if (spec == nullptr) {
     spec = byPrefix(name);
     if (spec == nullptr) {
       return 0;
     }
-    arg = canonicalFlag(*spec) + (equals == std::string::npos ? "" : "=" + value);
+    name = canonicalFlag(*spec);
   }
   if (equals != std::string::npos) {
-    if (spec->is_flag) {
-      failValue(canonicalFlag(*spec), value, "a flag takes no value");
-    }
-    return 1;
+    return detachValue(args, i, *spec, name, arg.substr(equals + 1));
   }
+  args[i] = name;
   return spec->is_flag ? 1 : 2;  // the value, whatever it looks like, as CLI11 takes it
 }
 
 // A short option: "-m", "-h", "-r VALUE", "-r3" (CLI11 reads these as
-// argparse does); "-m=1" is a value given to a flag. 0 when unknown.
-std::size_t shortOption(const std::vector<std::string>& args, std::size_t i) {
-  const std::string& arg = args[i];
-  const OptionSpec* spec = exactly(arg.substr(0, 2));
+// argparse does), "-r=3" and "-r=" (argparse: "3" and ""). 0 when unknown.
+std::size_t shortOption(std::vector<std::string>& args, std::size_t i) {
+  const std::string arg = args[i];
+  const std::string name = arg.substr(0, 2);
+  const OptionSpec* spec = exactly(name);
   if (spec == nullptr) {
     return 0;
   }
-  if (spec->is_flag && arg.size() > 2 && arg[2] == '=') {
-    failValue(canonicalFlag(*spec), arg.substr(3), "a flag takes no value");
+  if (arg.size() > 2 && arg[2] == '=') {
+    return detachValue(args, i, *spec, name, arg.substr(3));
   }
   return !spec->is_flag && arg.size() == 2 ? 2 : 1;
 }
 
 }  // namespace
 
-std::vector<std::string> expandAbbreviations(std::vector<std::string> args) {
+std::vector<std::string> argparseToCli11(std::vector<std::string> args) {
   std::size_t i = 0;
   while (i < args.size()) {
     const std::string& arg = args[i];

@@ -2,9 +2,9 @@
 // options) and stops at the script: prefix_command() hands the first
 // positional and everything after it back untouched through remaining(), which
 // is argparse.REMAINDER. Three things are done by hand, each for a reason noted
-// where it happens: argparse's abbreviations (abbreviations.cpp), the PET_*
-// fallback and the typed conversions. The options themselves are
-// option_table.cpp's.
+// where it happens: argparse's abbreviations and attached values
+// (abbreviations.cpp), the PET_* fallback and the typed conversions. The
+// options themselves are option_table.cpp's.
 #include "ddprun/launcher/cli.hpp"
 
 #include <CLI/CLI.hpp>
@@ -35,6 +35,17 @@ struct Supplied {
   std::string source;
 };
 
+// argparse reads "--x=" (and PET_X="") as "": an unset variable in a job
+// script, most likely, so one line says so where "" means nothing. A flag's
+// PET_ value is read as an integer, which names an empty one.
+Supplied refuseEmpty(Supplied supplied, const OptionSpec& spec) {
+  if (supplied.text.empty() && !spec.is_flag && !takesEmptyValue(spec)) {
+    throw ConfigError(supplied.what + ": empty value (an unset variable?); give " +
+                      spec.value_name + " or leave it out");
+  }
+  return supplied;
+}
+
 // Parsed command line before conversion: CLI11 fills these by dest.
 class RawCommandLine {
  public:
@@ -59,12 +70,12 @@ class RawCommandLine {
     const Slot& slot = slots_.at(dest);
     const std::string flag = canonicalFlag(*slot.spec);
     if (slot.option->count() > 0) {
-      return Supplied{slot.spec->is_flag ? "1" : slot.text, flag, "flag"};
+      return refuseEmpty(Supplied{slot.spec->is_flag ? "1" : slot.text, flag, "flag"}, *slot.spec);
     }
     if (slot.spec->env_backed) {
       const std::string pet = petName(*slot.spec);
       if (auto text = env(pet)) {
-        return Supplied{*text, pet + " (" + flag + ")", "env:" + pet};
+        return refuseEmpty(Supplied{*text, pet + " (" + flag + ")", "env:" + pet}, *slot.spec);
       }
     }
     return std::nullopt;
@@ -126,7 +137,7 @@ void readLaunchShape(const Reader& in, LaunchConfig& config) {
   config.rdzv_endpoint = in.text("rdzv_endpoint", "");
   if (const auto id = in.get("rdzv_id")) {
     // The rendezvous keys its reserved keys by it (docs/rendezvous-protocol.md §2).
-    if (id->text.empty() || id->text.size() > 256 || id->text.find('/') != std::string::npos) {
+    if (id->text.size() > 256 || id->text.find('/') != std::string::npos) {
       failValue(id->what, id->text, "a run id is 1 to 256 bytes without '/'");
     }
     config.rdzv_id = id->text;
@@ -216,7 +227,9 @@ void readLogOptions(const Reader& in, LaunchConfig& config) {
   }
   config.duplicate_stdout_filters = parseFilterList(in.text("duplicate_stdout_filters", ""));
   config.duplicate_stderr_filters = parseFilterList(in.text("duplicate_stderr_filters", ""));
-  config.logs_specs = in.nonEmpty("logs_specs");
+  if (const auto specs = in.get("logs_specs")) {
+    config.logs_specs = specs->text;  // never empty: torchrun finds no entry point named ""
+  }
 }
 
 // Where every option the user gave came from; the derived rules add theirs.
@@ -275,7 +288,7 @@ LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& 
   CLI::App app("ddprun");
   RawCommandLine raw(app);
   LaunchConfig config;
-  args = expandAbbreviations(std::move(args));
+  args = argparseToCli11(std::move(args));
   std::reverse(args.begin(), args.end());  // CLI11's vector overload expects reversed order
   try {
     app.parse(args);

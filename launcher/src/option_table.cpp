@@ -1,7 +1,9 @@
 #include "option_table.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
+#include <string_view>
 
 namespace ddprun::launcher {
 namespace {
@@ -97,6 +99,20 @@ constexpr OptionSpec kOptions[] = {
      G::kDdprun, H::kText, "", true},
 };
 
+// torchrun's default is "", or it reads "" as not given (`if args.x:`);
+// --role's "" is taken as it is, as torchrun takes it.
+constexpr std::string_view kEmptyIsAValue[] = {
+    "rdzv_endpoint",
+    "rdzv_conf",
+    "role",
+    "log_dir",
+    "log_line_prefix_template",
+    "local_ranks_filter",
+    "duplicate_stdout_filters",
+    "duplicate_stderr_filters",
+    "local_addr",
+};
+
 std::vector<std::string> splitOn(const std::string& text, char separator) {
   std::vector<std::string> parts;
   std::istringstream in(text);
@@ -145,6 +161,11 @@ std::string petName(const OptionSpec& spec) {
 }
 
 std::vector<std::string> spellings(const OptionSpec& spec) { return splitOn(spec.names, ','); }
+
+bool takesEmptyValue(const OptionSpec& spec) {
+  return std::find(std::begin(kEmptyIsAValue), std::end(kEmptyIsAValue), spec.dest) !=
+         std::end(kEmptyIsAValue);
+}
 
 std::vector<std::string> choiceList(const OptionSpec& spec) { return splitOn(spec.choices, ' '); }
 

@@ -53,6 +53,11 @@ std::string petName(const OptionSpec& spec);
 // Every name of the option as typed on a command line ("-m", "--module").
 std::vector<std::string> spellings(const OptionSpec& spec);
 
+// Whether an empty value ("--x=", PET_X="") is a value: only where torchrun
+// gives "" a meaning (its default, or "not given"); elsewhere torchrun fails
+// on it or, for --rdzv-id, makes up a run id per node.
+bool takesEmptyValue(const OptionSpec& spec);
+
 // The option's fixed values (ValueHint::kChoices), split.
 std::vector<std::string> choiceList(const OptionSpec& spec);
 

@@ -236,7 +236,7 @@ TEST(CliRdzvId, ARunIdIsOneTo256BytesWithoutASlash) {
   EXPECT_EQ(parseError({"--rdzv-id", "a/b", "t.py"}),
             "--rdzv-id 'a/b': a run id is 1 to 256 bytes without '/'");
   EXPECT_EQ(parseError({"--rdzv-id", "", "t.py"}),
-            "--rdzv-id '': a run id is 1 to 256 bytes without '/'");
+            "--rdzv-id: empty value (an unset variable?); give ID or leave it out");
   EXPECT_NE(parseError({"--rdzv-id", std::string(257, 'j'), "t.py"}), "<no error>");
   EXPECT_EQ(parseError({"t.py"}, {{"PET_RDZV_ID", "x/y"}}),
             "PET_RDZV_ID (--rdzv-id) 'x/y': a run id is 1 to 256 bytes without '/'");
