@@ -2,8 +2,9 @@
 // flags, picks the rendezvous backend, and supervises the local worker group.
 // Exit status: 0 on success; the root-cause worker's exit code, or 128 +
 // signal for a worker killed by a signal (as srun does); 128 + signal when
-// ddprun itself was stopped by a handled signal; 2 for bad flags; 1 when it
-// cannot start or the job failed elsewhere.
+// ddprun itself was stopped by a handled signal; 2 for bad flags and for a
+// configuration found wrong at start (ConfigError); 1 when it cannot start
+// or the job failed elsewhere.
 #include <signal.h>
 #include <unistd.h>
 
@@ -39,6 +40,7 @@
 #include "ddprun/version.hpp"
 #include "guardian.hpp"
 #include "log.hpp"
+#include "start_paths.hpp"
 #include "subcommands.hpp"
 #include "worker_output.hpp"
 
@@ -207,6 +209,7 @@ std::string describeTimeline(const launcher::TimelineWriter& timeline) {
 
 int runAgent(const LaunchConfig& config) {
   refuseLogsSpecs(config);
+  launcher::checkStartPaths(config);
   const int nproc = resolveNproc(config.nproc_per_node);
   if (config.slurm) {
     // The driver is asked only when it decided the count (it was, just now).

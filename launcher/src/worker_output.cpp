@@ -62,7 +62,8 @@ fs::path runLogDir(const LaunchConfig& config) {
   } else {
     base = makeUniqueDir(fs::temp_directory_path() / "ddprun_XXXXXX", "a temporary log directory");
   }
-  return makeUniqueDir(base / (config.rdzv_id + "_XXXXXX"), "the run's log directory");
+  return makeUniqueDir(base / (config.rdzv_id + std::string(kRunDirSuffix)),
+                       "the run's log directory");
 }
 
 std::string describeLogs(const fs::path& run_dir) {

@@ -7,11 +7,15 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "ddprun/launcher/agent.hpp"
 #include "ddprun/launcher/launch_config.hpp"
 
 namespace ddprun::launcher {
+
+// What mkdtemp(3) fills in after the run id in the run directory's name.
+inline constexpr std::string_view kRunDirSuffix = "_XXXXXX";
 
 // Makes this agent's run directory: <log dir>/<run id>_XXXXXX (mkdtemp), so
 // that no other run, and no other agent on this host, ever writes into it.
