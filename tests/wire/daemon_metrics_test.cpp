@@ -1,8 +1,8 @@
 // ddprund --metrics-port, through the real binary: clients of each dialect
 // move the counters by exactly what they sent, promtool accepts the scrape
 // (hostile run ids in its labels too, shown escaped), /healthz answers,
-// other paths are 404, a garbage request is answered 400 and the endpoint
-// goes on serving; the flags' mistakes are one line.
+// other paths are 404, a garbage request is answered 400, a POST 405 at once,
+// and the endpoint goes on serving; the flags' mistakes are one line.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -181,6 +181,24 @@ TEST_F(DaemonMetricsTest, AHostileRunIdIsEscapedInItsLabelsAndPromtoolAcceptsThe
   const test_support::CommandResult check = test_support::promtoolCheckMetrics(text);
   EXPECT_EQ(check.code, 0) << check.output << "\n---\n" << text;
   EXPECT_EQ(check.output, "") << text;
+}
+
+// The endpoint's HTTP, through the binary (the shared class has the full
+// suite): a POST announcing content it never sends is answered 405 at once
+// and closed; a folded header line is 400.
+TEST_F(DaemonMetricsTest, APostIs405AtOnceAndAFoldedHeaderIs400) {
+  test_support::RawConnection post(metrics_port_);
+  post.sendAll("POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n");
+  ASSERT_TRUE(post.waitForClose(3s)) << "no answer before the 10 s deadline: " << post.buffered();
+  EXPECT_TRUE(post.buffered().starts_with("HTTP/1.1 405 Method Not Allowed\r\n"))
+      << post.buffered();
+  EXPECT_TRUE(test_support::contains(post.buffered(), "\r\nAllow: GET, HEAD\r\n"))
+      << post.buffered();
+  test_support::RawConnection folded(metrics_port_);
+  folded.sendAll("GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n");
+  ASSERT_TRUE(folded.waitForClose(3s)) << folded.buffered();
+  EXPECT_TRUE(folded.buffered().starts_with("HTTP/1.1 400 Bad Request\r\n")) << folded.buffered();
+  EXPECT_EQ(httpGet(metrics_port_, "/healthz").status, 200u);
 }
 
 class DaemonMetricsFlagsTest : public ::testing::Test {
