@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/visible_text.hpp"
 #include "log.hpp"
 #include "wait_notice.hpp"
 
@@ -97,7 +98,7 @@ ElasticMembership::StreamEnd ElasticMembership::readSession(std::int64_t session
   } catch (const StoreError& error) {
     std::lock_guard lock(mutex_);
     events_ = nullptr;
-    error_ = std::string("the rendezvous sent a bad event: ") + error.what();
+    error_ = "the rendezvous sent a bad event: " + proto::visible(error.what());
     closed_ = true;
     changed_.notify_all();
     return StreamEnd::kFinal;
@@ -171,6 +172,9 @@ bool ElasticMembership::recordEvent(const protocol::Event& event) {
     case EventType::kLeft:
       closed_ = true;
       failed_on_ = event.failed_on;
+      if (failed_on_) {
+        *failed_on_ = proto::visible(*failed_on_);
+      }
       break;
     case EventType::kDropped:
       break;  // never recorded: onDropped()
@@ -178,7 +182,7 @@ bool ElasticMembership::recordEvent(const protocol::Event& event) {
       finished_ = event.round == returned_;
       break;
     case EventType::kError:
-      error_ = event.message;
+      error_ = proto::visible(event.message);
       closed_ = true;
       break;
   }

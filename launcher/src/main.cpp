@@ -37,6 +37,7 @@
 #include "ddprun/launcher/worker_environment.hpp"
 #include "ddprun/launcher/worker_limits.hpp"
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/visible_text.hpp"
 #include "ddprun/version.hpp"
 #include "guardian.hpp"
 #include "log.hpp"
@@ -204,7 +205,8 @@ class ClockToTimeline {
 };
 
 std::string describeTimeline(const launcher::TimelineWriter& timeline) {
-  return timeline.writing() ? "timeline in " + timeline.path().string() : "no timeline";
+  return timeline.writing() ? "timeline in " + proto::visible(timeline.path().string())
+                            : "no timeline";
 }
 
 int runAgent(const LaunchConfig& config) {
@@ -274,13 +276,16 @@ int runAgent(const LaunchConfig& config) {
   for (const std::string& info : agent_config.environment.infos()) {
     log().info("{}", info);
   }
-  log().info("{}; {} worker(s), run id {}, {}, {}", rendezvous->describe(), nproc, config.rdzv_id,
-             launcher::describeLogs(run_dir), describeTimeline(timeline));
+  // The run id and the paths are as given: shown by the one rule for such text.
+  log().info("{}; {} worker(s), run id {}, {}, {}", rendezvous->describe(), nproc,
+             proto::visible(config.rdzv_id), launcher::describeLogs(run_dir),
+             describeTimeline(timeline));
   if (!binding_line.empty()) {
     log().info("{}", binding_line);
   }
   if (config.timer_file) {
-    log().info("file timer: serving torch's FileTimerClient at {}", *config.timer_file);
+    log().info("file timer: serving torch's FileTimerClient at {}",
+               proto::visible(*config.timer_file));
   }
   const launcher::RunResult result = launcher::Agent(std::move(agent_config)).run();
   launcher::ignoreForwardedOnlySignals(config.signals_to_handle);  // at the exit barrier too

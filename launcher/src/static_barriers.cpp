@@ -6,6 +6,7 @@
 
 #include "ddprun/launcher/static_rendezvous.hpp"
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/visible_text.hpp"
 #include "ddprun/rendezvous/client.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "wait_notice.hpp"
@@ -89,7 +90,7 @@ std::string StaticRendezvous::timeoutMessage(const std::string& name, int first,
       did_not + within(timeout) + " (store at " + storeAddress() + ", run id " + options_.run_id +
       ")";
   if (client_->check({key("error")})) {
-    message += "; " + client_->get(key("error"));
+    message += "; " + proto::visible(client_->get(key("error")));  // node 0's words
   }
   return message;
 }

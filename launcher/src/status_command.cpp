@@ -13,6 +13,7 @@
 #include "ddprun/proto/json_text.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/proto/rendezvous_status.hpp"
+#include "ddprun/proto/visible_text.hpp"
 #include "ddprun/rendezvous/client.hpp"
 #include "status_table.hpp"
 
@@ -138,11 +139,18 @@ bool holdsStaticRun(rdzv::StoreClient& client, const std::string& run_id) {
               run_id + "', which has no daemon to ask: ddprun status reads c10d rendezvous");
 }
 
-// A rendezvous that answers no status question predates them.
-[[noreturn]] void failOlder(const StatusRequest& request, const protocol::QueryError& error) {
-  throw StoreError(
-      "the rendezvous at " + endpointOf(request) +
-      " does not answer ddprun status (a ddprund older than this ddprun?): " + error.error);
+// What a rendezvous answered instead of its jobs. Only a question it does
+// not know says it predates ddprun status' questions (an older ddprund);
+// any other error is its own, reported as such.
+[[noreturn]] void failJobsQuestion(const StatusRequest& request,
+                                   const protocol::QueryError& error) {
+  if (error.error.starts_with(protocol::kNoSuchQuestion)) {
+    throw StoreError(
+        "the rendezvous at " + endpointOf(request) +
+        " does not answer ddprun status (a ddprund older than this ddprun?): " + error.error);
+  }
+  throw StoreError("the rendezvous at " + endpointOf(request) +
+                   " answered with an error: " + error.error);
 }
 
 [[noreturn]] void failUnknownRun(const StatusRequest& request,
@@ -160,14 +168,18 @@ bool holdsStaticRun(rdzv::StoreClient& client, const std::string& run_id) {
 
 void print(const std::string& text) { std::fputs(text.c_str(), stdout); }
 
+// Non-ASCII as \uXXXX: the same JSON to a script, and nothing (a C1
+// control, a bidi override) for a terminal to obey.
 void printJson(const std::string& answer) {
-  print(proto::jsonText(nlohmann::json::parse(answer), 2) + "\n");
+  print(nlohmann::json::parse(answer).dump(2, ' ', /*ensure_ascii=*/true,
+                                           nlohmann::json::error_handler_t::replace) +
+        "\n");
 }
 
 int showJobs(rdzv::StoreClient& client, const StatusRequest& request, Clock::time_point deadline) {
   const std::string answer = ask(client, request, deadline, std::string(protocol::kQueryJobs));
   if (const auto error = protocol::decodeQueryError(answer)) {
-    failOlder(request, *error);
+    failJobsQuestion(request, *error);
   }
   const auto jobs = protocol::decodeJobList(answer);
   if (jobs.empty() && holdsStaticRun(client, "none")) {
@@ -188,7 +200,7 @@ int showJob(rdzv::StoreClient& client, const StatusRequest& request, Clock::time
     // question tells which, and what it holds instead.
     const std::string jobs = ask(client, request, deadline, std::string(protocol::kQueryJobs));
     if (const auto error = protocol::decodeQueryError(jobs)) {
-      failOlder(request, *error);
+      failJobsQuestion(request, *error);
     }
     failUnknownRun(request, protocol::decodeJobList(jobs));
   }
@@ -207,7 +219,7 @@ int runStatusCommand(const std::vector<std::string>& args) {
     print(help.text);
     return 0;
   } catch (const ConfigError& error) {
-    std::fprintf(stderr, "ddprun status: %s\n%s", error.what(), kUsage);
+    std::fprintf(stderr, "ddprun status: %s\n%s", proto::visible(error.what()).c_str(), kUsage);
     return 2;
   }
   try {
@@ -218,7 +230,9 @@ int runStatusCommand(const std::vector<std::string>& args) {
     return request.run_id.empty() ? showJobs(client, request, deadline)
                                   : showJob(client, request, deadline);
   } catch (const std::exception& error) {  // ddprun's Errors, and json's on a bad answer
-    std::fprintf(stderr, "ddprun status: %s\n", error.what());
+    // The one place its errors meet the terminal: they quote what the
+    // rendezvous sent (run ids, its error text) and the flags as given.
+    std::fprintf(stderr, "ddprun status: %s\n", proto::visible(error.what()).c_str());
     return 1;
   }
 }

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "ddprun/proto/visible_text.hpp"
+
 namespace ddprun::launcher {
 namespace {
 
 namespace protocol = proto::rendezvous;
+using proto::visible;
 using protocol::JobState;
 
 std::string ago(std::int64_t milliseconds) { return describeDuration(milliseconds) + " ago"; }
@@ -148,21 +151,6 @@ std::string describeDuration(std::int64_t milliseconds) {
     return std::to_string(seconds / 60) + " min " + std::to_string(seconds % 60) + " s";
   }
   return std::to_string(seconds / 3600) + " h " + std::to_string(seconds % 3600 / 60) + " min";
-}
-
-std::string visible(std::string_view text) {
-  std::string shown;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7f) {
-      char escape[8];
-      std::snprintf(escape, sizeof(escape), "\\x%02x", byte);
-      shown += escape;
-    } else {
-      shown += c;
-    }
-  }
-  return shown;
 }
 
 std::string alignColumns(const std::vector<std::vector<std::string>>& given) {

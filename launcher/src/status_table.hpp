@@ -20,13 +20,10 @@ std::string formatJobList(const std::vector<proto::rendezvous::JobSummary>& jobs
 // "850 ms", "4.2 s", "3 min 5 s", "2 h 7 min".
 std::string describeDuration(std::int64_t milliseconds);
 
-// `text` with each control character (below 0x20, and 0x7f) as "\xNN": what
-// agents and workers named (agent ids, run ids, failure reasons) must not
-// send escape sequences to the terminal of whoever runs `ddprun status`.
-std::string visible(std::string_view text);
-
 // Rows of cells as left-aligned columns, two blanks apart, without trailing
-// blanks, each cell visible(). Written by hand: none of the project's
+// blanks, each cell shown by proto::visible() (agents and workers name
+// themselves: what they sent must not drive the terminal of whoever runs
+// `ddprun status`). Written by hand: none of the project's
 // libraries lays out tables.
 std::string alignColumns(const std::vector<std::vector<std::string>>& rows);
 

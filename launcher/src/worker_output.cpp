@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/visible_text.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -67,7 +68,8 @@ fs::path runLogDir(const LaunchConfig& config) {
 }
 
 std::string describeLogs(const fs::path& run_dir) {
-  return run_dir.empty() ? "no log files (--log-dir /dev/null)" : "logs in " + run_dir.string();
+  return run_dir.empty() ? "no log files (--log-dir /dev/null)"
+                         : "logs in " + proto::visible(run_dir.string());
 }
 
 RunLogs::RunLogs(const LaunchConfig& config, fs::path run_dir, std::string hostname)

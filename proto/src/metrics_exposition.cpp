@@ -1,11 +1,9 @@
-#include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "ddprun/metrics/exposition.hpp"
 #include "ddprun/proto/errors.hpp"
-#include "ddprun/proto/json_text.hpp"
+#include "ddprun/proto/visible_text.hpp"
 
 namespace ddprun::metrics {
 namespace {
@@ -84,26 +82,13 @@ bool isValidLabelName(std::string_view name) {
   return true;
 }
 
-namespace {
-
-// Label values come from clients (a run id is bytes of a store key) and the
-// exposition must be UTF-8: one invalid byte makes Prometheus reject the
-// whole scrape. Invalid sequences become U+FFFD, as the rendezvous' JSON
-// answers write them (the same run id reads the same in `ddprun status` and
-// in the metrics): nlohmann's replacing serializer does the work, read back.
-// ASCII, the common case, is valid as it is.
-std::string validUtf8(std::string_view text) {
-  if (std::all_of(text.begin(), text.end(),
-                  [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
-    return std::string(text);
-  }
-  return nlohmann::json::parse(proto::jsonText(nlohmann::json(std::string(text)))).get<std::string>();
-}
-
-}  // namespace
-
+// Label values come from clients (a run id is bytes of a store key), so they
+// are shown by ddprun's one rule for such text (proto::visible): the scrape
+// stays valid UTF-8 (one invalid byte and Prometheus rejects all of it), and
+// holds no byte that a terminal running curl would obey. Then Prometheus'
+// own escaping of `\` and `"`; visible() leaves no newline to escape.
 std::string escapeLabelValue(std::string_view raw) {
-  const std::string value = validUtf8(raw);
+  const std::string value = proto::visible(raw);
   std::string escaped;
   escaped.reserve(value.size());
   for (const char c : value) {
@@ -111,8 +96,6 @@ std::string escapeLabelValue(std::string_view raw) {
       escaped += "\\\\";
     } else if (c == '"') {
       escaped += "\\\"";
-    } else if (c == '\n') {
-      escaped += "\\n";
     } else {
       escaped += c;
     }

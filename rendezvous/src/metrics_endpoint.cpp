@@ -1,9 +1,23 @@
-// Flow (all on the endpoint's thread): accept -> Connection::read (a 10 s
-// deadline) -> respond -> write -> read the next request on the same
-// connection (Prometheus keeps it open) until the client closes, the
-// deadline passes, or a request is refused. At most 64 connections are open;
-// a newcomer past that closes the one that has waited longest for its next
-// request, so clients that only hold connections cannot lock a scraper out.
+// Flow (all on the endpoint's thread): accept -> Connection::read (the
+// header, up to its blank line, within a 10 s deadline) -> respond -> write
+// -> read the next request on the same connection (Prometheus keeps it open)
+// until the client closes, the deadline passes, or a request is refused. At
+// most 64 connections are open; a newcomer past that closes the one that has
+// waited longest for its next request, so clients that only hold connections
+// cannot lock a scraper out.
+//
+// HTTP/1.1 as RFC 9112 asks of a server that takes no request content: the
+// header is read up to its blank line (CRLF, or a bare LF, which Beast then
+// refuses) and checked for obsolete line folding (a line starting with a
+// blank: 400, which Beast's parser would accept) before Beast parses it. The
+// body is never read: a method other than GET or HEAD is answered 405 at
+// once, whatever it announces, and a GET or HEAD announcing content 400; an
+// `Expect: 100-continue` therefore never gets a 100, only that final answer.
+// After a response that ends the connection (`Connection: close`), the
+// sending half is shut and what the client still sends is read and dropped
+// for up to 2 s before closing, so that an unread body cannot turn the close
+// into a reset that loses the response (RFC 9112 §9.6).
+//
 // Exceptions: the constructor throws when it cannot listen; after start(),
 // every error is an error code that closes one connection; a collector that
 // throws is answered 500.
@@ -15,6 +29,7 @@
 #include <boost/beast/http.hpp>
 // clang-format on
 
+#include <array>
 #include <chrono>
 #include <list>
 #include <optional>
@@ -30,6 +45,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 
 constexpr auto kRequestDeadline = std::chrono::seconds(10);
+constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr std::uint32_t kHeaderLimit = 8 * 1024;
 constexpr int kMaxConnections = 64;
 constexpr int kBacklog = 64;
@@ -47,31 +63,80 @@ Response textResponse(http::status status, std::string body, std::string_view co
   return response;
 }
 
-// What one request gets; the path's query string, if any, is ignored.
+Response plainText(http::status status, std::string body, unsigned version) {
+  return textResponse(status, std::move(body), "text/plain; charset=utf-8", version);
+}
+
+// What one GET or HEAD gets; the path's query string, if any, is ignored.
 Response answer(const http::request<http::empty_body>& request, const metrics::Registry& registry) {
   const std::string_view target(request.target().data(), request.target().size());
   const std::string_view path = target.substr(0, target.find('?'));
   const unsigned version = request.version();
-  if (path != "/metrics" && path != "/healthz") {
-    return textResponse(http::status::not_found, "not found: try /metrics or /healthz\n",
-                        "text/plain; charset=utf-8", version);
-  }
-  if (request.method() != http::verb::get) {
-    Response refused = textResponse(http::status::method_not_allowed, "only GET\n",
-                                    "text/plain; charset=utf-8", version);
-    refused.set(http::field::allow, "GET");
-    return refused;
-  }
   if (path == "/healthz") {
-    return textResponse(http::status::ok, "ok", "text/plain; charset=utf-8", version);
+    return plainText(http::status::ok, "ok", version);
+  }
+  if (path != "/metrics") {
+    return plainText(http::status::not_found, "not found: try /metrics or /healthz\n", version);
   }
   try {
     return textResponse(http::status::ok, registry.scrape(), metrics::kContentType, version);
   } catch (const std::exception& error) {
-    return textResponse(http::status::internal_server_error,
-                        std::string("cannot collect the metrics: ") + error.what() + "\n",
-                        "text/plain; charset=utf-8", version);
+    return plainText(http::status::internal_server_error,
+                     std::string("cannot collect the metrics: ") + error.what() + "\n", version);
   }
+}
+
+// Any method but GET and HEAD, whatever its path or content.
+Response methodNotAllowed(unsigned version) {
+  Response refused = plainText(http::status::method_not_allowed, "only GET and HEAD\n", version);
+  refused.set(http::field::allow, "GET, HEAD");
+  return refused;
+}
+
+// A HEAD gets a GET's header (its Content-Length too) and no content.
+Response withoutContent(Response response) {
+  response.body().clear();
+  return response;
+}
+
+// Where a request's header ends: after its blank line, whether its lines
+// end in CRLF or in a bare LF (Beast refuses the latter with a 400, rather
+// than the client waiting out the deadline). An Asio match condition
+// (result_type marks it as one); when there is no match yet, it points at
+// the last LF, where the next search resumes.
+struct HeaderEnd {
+  using result_type = bool;
+  template <class Iterator>
+  std::pair<Iterator, bool> operator()(Iterator begin, Iterator end) const {
+    for (Iterator at = begin; at != end; ++at) {
+      if (*at != '\n') {
+        continue;
+      }
+      Iterator next = std::next(at);
+      if (next != end && *next == '\r') {
+        ++next;
+      }
+      if (next == end) {
+        return {at, false};
+      }
+      if (*next == '\n') {
+        return {std::next(next), true};
+      }
+    }
+    return {end, false};
+  }
+};
+
+// Obsolete line folding (RFC 9112 §5.2), and a blank before the first field
+// (§2.2): a header line after the request line that starts with SP or HTAB.
+bool hasFoldedLine(std::string_view header) {
+  for (std::size_t lf = header.find('\n'); lf != std::string_view::npos && lf + 1 < header.size();
+       lf = header.find('\n', lf + 1)) {
+    if (header[lf + 1] == ' ' || header[lf + 1] == '\t') {
+      return true;
+    }
+  }
+  return false;
 }
 
 class Connection;
@@ -110,32 +175,66 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void read() {
     waiting_since_ = std::chrono::steady_clock::now();
-    parser_.emplace();
-    parser_->header_limit(kHeaderLimit);
     stream_.expires_after(kRequestDeadline);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](const net::error_code& error, std::size_t) {
-                       self->onRead(error);
-                     });
+    net::asio::async_read_until(
+        stream_, net::asio::dynamic_buffer(input_, kHeaderLimit), HeaderEnd(),
+        [self = shared_from_this()](const net::error_code& error, std::size_t header_size) {
+          self->onHeader(error, header_size);
+        });
   }
 
  private:
-  void onRead(const net::error_code& error) {
+  void onHeader(const net::error_code& error, std::size_t header_size) {
     waiting_since_.reset();
-    if (error == http::error::end_of_stream || (error && error.category() != badRequest())) {
-      close();  // closed, reset, too slow, or stopping: nobody to answer
+    if (error == net::asio::error::not_found) {  // no blank line within the limit
+      refuse(plainText(http::status::bad_request, "bad request: header too large\n", 11));
       return;
     }
     if (error) {
-      // Unparsable, too large, or with a body: answered, then closed.
-      write(textResponse(http::status::bad_request, "bad request: " + error.message() + "\n",
-                         "text/plain; charset=utf-8", 11),
-            false);
+      close();  // closed, reset, too slow, or stopping: nobody to answer
       return;
     }
-    const auto& request = parser_->get();
-    write(answer(request, registry_), request.keep_alive());
+    const std::string_view header(input_.data(), header_size);
+    if (hasFoldedLine(header)) {
+      refuse(plainText(http::status::bad_request,
+                       "bad request: obsolete line folding (a header line starting with a "
+                       "blank) is not accepted\n",
+                       11));
+      return;
+    }
+    http::request_parser<http::empty_body> parser;
+    parser.header_limit(kHeaderLimit);
+    beast::error_code parsed;
+    parser.put(net::asio::buffer(header), parsed);
+    input_.erase(0, header_size);  // what is left is the next request's
+    if (!parsed && !parser.is_header_done()) {
+      parsed = http::error::partial_message;
+    }
+    if (parsed) {
+      refuse(plainText(http::status::bad_request, "bad request: " + parsed.message() + "\n", 11));
+      return;
+    }
+    respond(parser);
   }
+
+  void respond(const http::request_parser<http::empty_body>& parser) {
+    const auto& request = parser.get();
+    const http::verb method = request.method();
+    if (method != http::verb::get && method != http::verb::head) {
+      refuse(methodNotAllowed(request.version()));
+    } else if (!parser.is_done()) {  // it announces content, which is never read
+      refuse(plainText(http::status::bad_request,
+                       "bad request: a " + std::string(request.method_string()) + " with content\n",
+                       request.version()));
+    } else if (method == http::verb::head) {
+      write(withoutContent(answer(request, registry_)), request.keep_alive());
+    } else {
+      write(answer(request, registry_), request.keep_alive());
+    }
+  }
+
+  // Answers, then ends the connection: what follows the header is not read.
+  void refuse(Response response) { write(std::move(response), false); }
 
   void write(Response response, bool keep_alive) {
     response_ = std::move(response);
@@ -144,12 +243,38 @@ class Connection : public std::enable_shared_from_this<Connection> {
     http::async_write(
         stream_, response_,
         [self = shared_from_this(), keep_alive](const net::error_code& error, std::size_t) {
-          if (error || !keep_alive) {
+          if (error) {
             self->close();
-          } else {
+          } else if (keep_alive) {
             self->read();
+          } else {
+            self->linger();
           }
         });
+  }
+
+  // The response is sent and the connection ends: the sending half is shut
+  // (the client reads the response, then its end), and whatever the client
+  // still sends is dropped until it closes or kLingerTime passes. Closing
+  // with unread bytes would send a reset, which can cost the client the
+  // response. Evictable meanwhile, as an idle connection is.
+  void linger() {
+    net::error_code ignored;
+    stream_.socket().shutdown(net::tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(kLingerTime);
+    waiting_since_ = std::chrono::steady_clock::now();
+    drain();
+  }
+
+  void drain() {
+    stream_.async_read_some(net::asio::buffer(dropped_),
+                            [self = shared_from_this()](const net::error_code& error, std::size_t) {
+                              if (error) {
+                                self->close();
+                              } else {
+                                self->drain();
+                              }
+                            });
   }
 
   void unlist() {
@@ -166,14 +291,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     stream_.close();
   }
 
-  // Beast's parse errors, all of one category (end_of_stream aside).
-  static const boost::system::error_category& badRequest() {
-    return make_error_code(http::error::bad_target).category();
-  }
-
   beast::tcp_stream stream_;
-  beast::flat_buffer buffer_{2 * kHeaderLimit};  // a cap: never grows past it
-  std::optional<http::request_parser<http::empty_body>> parser_;
+  std::string input_;               // the next request's bytes, at most kHeaderLimit
+  std::array<char, 1024> dropped_;  // what a lingering client still sends
   Response response_;
   const metrics::Registry& registry_;
   OpenConnections& open_;

@@ -39,7 +39,7 @@ std::string RendezvousService::answer(std::string_view key, Clock::time_point no
   if (const auto run_id = protocol::statusRunOf(question)) {
     return statusAnswer(*run_id, now);
   }
-  return errorAnswer("no such question: '" + std::string(question) + "'");
+  return errorAnswer(std::string(protocol::kNoSuchQuestion) + "'" + std::string(question) + "'");
 }
 
 std::string RendezvousService::jobsAnswer(Clock::time_point now) const {

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ddprun/proto/visible_text.hpp"
 #include "ddprun/rendezvous/store_state.hpp"
 #include "log.hpp"
 #include "session_registry.hpp"
@@ -312,7 +313,7 @@ void Session::releaseInput() {
 // A peer that will not read them is closed after request_timeout.
 void Session::closeAfterFlush(const std::string& reason) {
   rdzvLog().warn("store client {} ({}) {}; closing it", peer_,
-                 proto::dialectName(decoder_.dialect()), reason);
+                 proto::dialectName(decoder_.dialect()), proto::visible(reason));
   closing_ = true;
   close_reason_ = CloseReason::kBadRequest;
   {
@@ -392,11 +393,12 @@ void Session::close(CloseReason why, std::string_view reason, bool warn) {
   if (counted_active_) {
     --load_.active;
   }
+  // A reason may quote what the client sent (a key, a run id, an agent id).
   if (warn) {
     rdzvLog().warn("store client {} ({}) {}; closing it", peer_,
-                   proto::dialectName(decoder_.dialect()), reason);
+                   proto::dialectName(decoder_.dialect()), proto::visible(reason));
   } else if (!reason.empty()) {
-    rdzvLog().debug("store client {} {}", peer_, reason);
+    rdzvLog().debug("store client {} {}", peer_, proto::visible(reason));
   }
   bool lost_agent = false;
   {

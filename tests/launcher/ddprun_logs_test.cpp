@@ -196,5 +196,21 @@ TEST_F(DdprunLogsTest, DevNullLogDirFailureIsReportedWithoutTraceback) {
   EXPECT_FALSE(fs::exists(own_error_file));
 }
 
+// A --log-dir is logged as the one rule for text from outside shows it:
+// escape sequences in a path do not reach the terminal.
+TEST_F(DdprunLogsTest, ALogDirHoldingEscapesIsLoggedEscaped) {
+  const fs::path log_dir = dir_.path() / "logs\x1b[2J\x07\xe2\x80\xae";
+  const Outcome outcome = run(staticJob({"--log-dir", log_dir.string()}, {}));
+  ASSERT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 0})) << outcome.stderr_text;
+  const std::vector<fs::path> dirs = runDirs(log_dir);
+  ASSERT_EQ(dirs.size(), 1u);
+  const std::string shown =
+      (dir_.path() / "logs\\x1b[2J\\x07\\u202e").string() + "/" + dirs.front().filename().string();
+  EXPECT_TRUE(contains(outcome.stderr_text, "logs in " + shown + ", ")) << outcome.stderr_text;
+  EXPECT_FALSE(contains(outcome.stderr_text, "\x1b")) << outcome.stderr_text;
+  EXPECT_FALSE(contains(outcome.stderr_text, "\x07")) << outcome.stderr_text;
+  EXPECT_FALSE(contains(outcome.stderr_text, "\xe2\x80\xae")) << outcome.stderr_text;
+}
+
 }  // namespace
 }  // namespace ddprun::launcher

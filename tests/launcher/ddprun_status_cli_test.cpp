@@ -1,7 +1,8 @@
 // `ddprun status` run as a program, without a job: its flags (exit 2 with
 // one line and the usage), a rendezvous that is not there or never answers
-// (exit 1, one line naming the endpoint, within --timeout), and a ddprund
-// that holds no job.
+// (exit 1, one line naming the endpoint, within --timeout), a ddprund
+// that holds no job, and a scripted rendezvous whose answers carry escape
+// sequences (shown escaped; its own error reported as its own).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,16 +11,20 @@
 #include <string>
 #include <vector>
 
+#include "ddprun/proto/rendezvous_status.hpp"
 #include "ddprun/test_support/command.hpp"
 #include "ddprun/test_support/daemon_process.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/silent_listener.hpp"
+#include "scripted_store.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+namespace protocol = proto::rendezvous;
+using testing::ScriptedStore;
 
 test_support::CommandResult status(std::vector<std::string> args) {
   std::vector<std::string> argv = {DDPRUN_BINARY, "status"};
@@ -109,6 +114,63 @@ TEST(DdprunStatusCliTest, ADaemonWithoutJobsSaysSoAndAnUnknownRunIsExitStatus1) 
   EXPECT_EQ(result.output, "");
   EXPECT_EQ(result.errors,
             "ddprun status: no rendezvous 'job7' at " + endpoint + " (it holds none)\n");
+}
+
+// Text that would drive a terminal: ESC (clear the screen), BEL, a bidi
+// override, and a newline that would forge a line of its own.
+const std::string kHostile = "cannot \x1b[2J\x07 say\xe2\x80\xae\nddprun status: forged";
+const std::string kHostileShown = "cannot \\x1b[2J\\x07 say\\u202e\\x0addprun status: forged";
+
+std::string jobsKey() { return protocol::queryKey(protocol::kQueryJobs); }
+
+// An error answer is the rendezvous' own error, quoted escaped on one line;
+// it is no sign of an older ddprund.
+TEST(DdprunStatusCliTest, ARendezvousErrorIsReportedAsItsOwnOnOneEscapedLine) {
+  const ScriptedStore store(
+      ScriptedStore::Answers{{jobsKey(), protocol::encodeQueryError({kHostile})}});
+  const auto result = status({"--rdzv-endpoint", loopback(store.port())});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.output, "");
+  EXPECT_EQ(result.errors, "ddprun status: the rendezvous at " + loopback(store.port()) +
+                               " answered with an error: " + kHostileShown + "\n");
+}
+
+// Only a question the rendezvous does not know says it is older than ddprun.
+TEST(DdprunStatusCliTest, AnUnknownQuestionIsTakenForAnOlderDdprund) {
+  const ScriptedStore store(ScriptedStore::Answers{
+      {jobsKey(), protocol::encodeQueryError({"no such question: 'jobs'"})}});
+  const auto result = status({"--rdzv-endpoint", loopback(store.port())});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.errors, "ddprun status: the rendezvous at " + loopback(store.port()) +
+                               " does not answer ddprun status (a ddprund older than this "
+                               "ddprun?): no such question: 'jobs'\n");
+}
+
+// Run ids are the agents' bytes: in the table, in --json and in the line
+// that names the runs held, none reaches the terminal as it was sent.
+TEST(DdprunStatusCliTest, RunIdsTheRendezvousHoldsAreShownEscaped) {
+  const std::string run_id = "evil\x1b]0;owned\x07\xe2\x80\xae\xc2\x9b";
+  protocol::JobSummary job;
+  job.run_id = run_id;
+  job.state = protocol::JobState::kRunning;
+  const ScriptedStore store(
+      ScriptedStore::Answers{{jobsKey(), protocol::encodeJobList({job})},
+                             {protocol::queryKey(protocol::statusQuestion("job7")),
+                              protocol::encodeQueryError({"no rendezvous 'job7' here"})}});
+  const std::string endpoint = loopback(store.port());
+  const std::string shown = "evil\\x1b]0;owned\\x07\\u202e\\u009b";
+  auto result = status({"--rdzv-endpoint", endpoint});
+  EXPECT_EQ(result.code, 0) << result.errors;
+  EXPECT_NE(result.output.find("\n" + shown + "  running"), std::string::npos) << result.output;
+  result = status({"--rdzv-endpoint", endpoint, "--json"});
+  EXPECT_EQ(result.code, 0) << result.errors;
+  EXPECT_NE(result.output.find(R"("evil\u001b]0;owned\u0007\u202e\u009b")"), std::string::npos)
+      << result.output;
+  EXPECT_EQ(nlohmann::json::parse(result.output)["jobs"][0]["run_id"], run_id);
+  result = status({"--rdzv-endpoint", endpoint, "--rdzv-id", "job7"});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.errors,
+            "ddprun status: no rendezvous 'job7' at " + endpoint + " (it holds " + shown + ")\n");
 }
 
 }  // namespace

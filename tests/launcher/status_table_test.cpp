@@ -58,6 +58,29 @@ TEST(StatusTable, ControlCharactersAreShownEscaped) {
   EXPECT_NE(formatJobList({summary}, "h:1").find("r\\x1b "), std::string::npos);
 }
 
+// Text a terminal would reorder (a bidi override or isolate) or obey (a C1
+// control) is shown escaped too, by the same rule as the log and metrics;
+// ordinary UTF-8 is left alone.
+TEST(StatusTable, BidiOverridesC1ControlsAndInvalidUtf8AreShownEscaped) {
+  protocol::JobStatus job = runningJob();
+  job.run_id = "job\xe2\x80\xaegpj";
+  job.members[0].agent = "node0\xe2\x81\xa6:10";
+  job.members[0].host =
+      "n\xc2\x9b"
+      "31m";
+  job.last_failure->failure.reason = "caf\xc3\xa9 \xff";
+  const std::string text = formatJobStatus(job, "node0:29400");
+  EXPECT_EQ(text.find("\xe2\x80\xae"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\xe2\x81\xa6"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\xc2\x9b"), std::string::npos) << text;
+  EXPECT_NE(text.find("rendezvous 'job\\u202egpj'"), std::string::npos) << text;
+  EXPECT_NE(text.find("node0\\u2066:10  n\\u009b31m"), std::string::npos) << text;
+  EXPECT_NE(text.find("caf\xc3\xa9 \\xff"), std::string::npos) << text;
+  protocol::JobSummary summary;
+  summary.run_id = "r\xe2\x80\xae";
+  EXPECT_NE(formatJobList({summary}, "h:1").find("r\\u202e  "), std::string::npos);
+}
+
 TEST(StatusTable, DurationsReadAsAPersonWouldSayThem) {
   EXPECT_EQ(describeDuration(-5), "0 ms");
   EXPECT_EQ(describeDuration(850), "850 ms");

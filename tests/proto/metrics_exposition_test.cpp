@@ -44,30 +44,39 @@ TEST(MetricsExposition, AFamilyWithoutSamplesIsLeftOut) {
   EXPECT_EQ(exposition.text(), "");
 }
 
-TEST(MetricsExposition, LabelValuesEscapeBackslashQuoteAndNewline) {
+// A label value is shown by ddprun's one rule for text from outside
+// (proto::visible: `\` doubled, a newline as \x0a), then escaped as
+// Prometheus' format requires (`\` and `"`): Prometheus reads back the
+// value `ddprun status` would show.
+TEST(MetricsExposition, LabelValuesAreShownVisiblyThenEscapeBackslashAndQuote) {
   EXPECT_EQ(escapeLabelValue(R"(a\b"c)"
                              "\nd"),
-            R"(a\\b\"c\nd)");
+            R"(a\\\\b\"c\\x0ad)");
   Exposition exposition;
   exposition.family("m", MetricType::kGauge, "M.")
       .sample(1, {{"path", "C:\\dir"}, {"quote", "say \"hi\""}, {"text", "two\nlines"}});
   EXPECT_EQ(exposition.text(),
             "# HELP m M.\n# TYPE m gauge\n"
-            "m{path=\"C:\\\\dir\",quote=\"say \\\"hi\\\"\",text=\"two\\nlines\"} 1\n");
+            R"(m{path="C:\\\\dir",quote="say \"hi\"",text="two\\x0alines"} 1)"
+            "\n");
 }
 
-// A run id is client bytes; the exposition must stay UTF-8 or Prometheus
-// rejects the whole scrape. Valid multi-byte text is kept as it is.
-TEST(MetricsExposition, LabelValuesReplaceInvalidUtf8WithTheReplacementCharacter) {
-  const std::string replacement = "\xEF\xBF\xBD";
-  EXPECT_EQ(escapeLabelValue("r\xff"), "r" + replacement);
-  EXPECT_EQ(escapeLabelValue("a\xc3(\"b"), "a" + replacement + "(\\\"b")
-      << "a cut sequence, then escaping as usual";
+// A run id is client bytes: no control byte may reach a terminal running
+// curl, and the exposition must stay UTF-8 or Prometheus rejects the whole
+// scrape. Valid multi-byte text is kept as it is.
+TEST(MetricsExposition, LabelValuesEscapeControlsBidiOverridesAndInvalidUtf8) {
+  EXPECT_EQ(escapeLabelValue(std::string("a\0b", 3)), R"(a\\x00b)");
+  EXPECT_EQ(escapeLabelValue("\x1b[2J\r\x07"), R"(\\x1b[2J\\x0d\\x07)");
+  EXPECT_EQ(escapeLabelValue("x\xe2\x80\xaey\xc2\x9b"), R"(x\\u202ey\\u009b)");
+  EXPECT_EQ(escapeLabelValue("r\xff"), R"(r\\xff)");
+  EXPECT_EQ(escapeLabelValue("a\xc3(\"b"), R"(a\\xc3(\"b)") << "a cut sequence";
   EXPECT_EQ(escapeLabelValue("caf\xC3\xA9 \xE2\x82\xAC"), "caf\xC3\xA9 \xE2\x82\xAC");
   Exposition exposition;
   exposition.family("m", MetricType::kGauge, "M.").sample(1, {{"run_id", "job\xfe\xff"}});
   EXPECT_EQ(exposition.text(),
-            "# HELP m M.\n# TYPE m gauge\nm{run_id=\"job" + replacement + replacement + "\"} 1\n");
+            "# HELP m M.\n# TYPE m gauge\n"
+            R"(m{run_id="job\\xfe\\xff"} 1)"
+            "\n");
 }
 
 // HELP escapes backslash and newline only: a quote stays as it is.

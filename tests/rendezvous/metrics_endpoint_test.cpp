@@ -1,7 +1,8 @@
 // A store server in-process (1 and 2 I/O threads) behind its metrics
 // endpoint: each way a client's connection ends is counted under its own
-// reason, a 2.1 client under its dialect; and the endpoint's own limits: a
-// method other than GET, a header too large, an idle client, a flood of
+// reason, a 2.1 client under its dialect; and the endpoint's own limits and
+// HTTP: a method other than GET or HEAD, content, obsolete line folding,
+// Expect: 100-continue, HEAD, a header too large, an idle client, a flood of
 // connections, stopping with clients connected.
 #include "ddprun/rendezvous/metrics_endpoint.hpp"
 
@@ -143,12 +144,107 @@ TEST_P(MetricsEndpointTest, CountsFromEveryThreadAddUp) {
   EXPECT_EQ(value("ddprund_connections{dialect=\"1.13/2.0\"}"), 6);
 }
 
-TEST_P(MetricsEndpointTest, OnlyGetIsAnswered) {
-  RawConnection post(endpoint_->port());
-  post.sendAll("POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
-  const auto head = post.recvExact(31, 5s);
-  ASSERT_TRUE(head.has_value()) << post.buffered();
-  EXPECT_EQ(*head, "HTTP/1.1 405 Method Not Allowed");
+// What the endpoint answers `request` with before it closes the connection:
+// "" when it did not close it within `within` (10 s is the request deadline,
+// so an answer within 3 s is one given at once).
+std::string answerThenClose(std::uint16_t port, const std::string& request,
+                            std::chrono::milliseconds within = 3s) {
+  RawConnection connection(port);
+  connection.sendAll(request);
+  return connection.waitForClose(within) ? connection.buffered() : "";
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Any method but GET and HEAD, on any path, whatever content it announces
+// (a body that never comes, a 100-continue expectation): 405 at once, and
+// the connection closed, its content never read.
+TEST_P(MetricsEndpointTest, AnyOtherMethodIsAnswered405AtOnceAndTheConnectionClosed) {
+  for (const std::string request :
+       {"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n",
+        "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n",
+        "PUT /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "DELETE /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n"}) {
+    const std::string answer = answerThenClose(endpoint_->port(), request);
+    EXPECT_TRUE(answer.starts_with("HTTP/1.1 405 Method Not Allowed\r\n")) << request << answer;
+    EXPECT_TRUE(has(answer, "\r\nAllow: GET, HEAD\r\n")) << answer;
+    EXPECT_TRUE(has(answer, "\r\nConnection: close\r\n")) << answer;
+    EXPECT_FALSE(has(answer, "100 Continue")) << answer;
+  }
+  // The body a client sends anyway does not cost it the answer.
+  const std::string answer = answerThenClose(
+      endpoint_->port(), "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" +
+                             std::string(100000, 'b'));
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 405")) << answer.substr(0, 100);
+  EXPECT_EQ(httpGet(endpoint_->port(), "/healthz").status, 200u);
+}
+
+// Obsolete line folding (RFC 9112 §5.2), and a blank line start before the
+// first field (§2.2): refused, not unfolded.
+TEST_P(MetricsEndpointTest, AFoldedHeaderLineIsAnswered400) {
+  for (const std::string request :
+       {"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n",
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n\tb\r\n\r\n",
+        "GET /metrics HTTP/1.1\r\n Host: x\r\n\r\n"}) {
+    const std::string answer = answerThenClose(endpoint_->port(), request);
+    EXPECT_TRUE(answer.starts_with("HTTP/1.1 400 Bad Request\r\n")) << request << answer;
+    EXPECT_TRUE(has(answer, "obsolete line folding")) << answer;
+  }
+}
+
+// A GET has no content: one that announces some is refused at once rather
+// than its content awaited.
+TEST_P(MetricsEndpointTest, AGetAnnouncingContentIsAnswered400AtOnce) {
+  for (const std::string request :
+       {"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n",
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"}) {
+    const std::string answer = answerThenClose(endpoint_->port(), request);
+    EXPECT_TRUE(answer.starts_with("HTTP/1.1 400 Bad Request\r\n")) << request << answer;
+  }
+}
+
+// A GET expecting 100-continue is answered as any GET: it has no content to
+// continue with. The connection stays open for the next request.
+TEST_P(MetricsEndpointTest, AGetExpecting100ContinueIsAnsweredAsAnyGet) {
+  RawConnection client(endpoint_->port());
+  client.sendAll("GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n");
+  ASSERT_TRUE(eventually(
+      [&] {
+        client.waitForClose(10ms);  // reads what came meanwhile
+        return client.buffered().ends_with("\r\n\r\nok");
+      },
+      3s))
+      << client.buffered();
+  EXPECT_TRUE(client.buffered().starts_with("HTTP/1.1 200 OK\r\n")) << client.buffered();
+  EXPECT_FALSE(client.peerClosed());
+}
+
+// HEAD gets GET's status and header, Content-Length included, and no
+// content: the next response on the connection follows right after it.
+TEST_P(MetricsEndpointTest, HeadGetsTheHeaderOfAGetWithoutItsContent) {
+  RawConnection client(endpoint_->port());
+  client.sendAll(
+      "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_TRUE(eventually(
+      [&] {
+        client.waitForClose(10ms);
+        return client.buffered().ends_with("\r\n\r\nok");
+      },
+      3s))
+      << client.buffered();
+  const std::string& both = client.buffered();
+  const std::size_t second = both.find("HTTP/1.1", 1);
+  ASSERT_NE(second, std::string::npos) << both;
+  const std::string head = both.substr(0, second);
+  EXPECT_TRUE(head.starts_with("HTTP/1.1 200 OK\r\n")) << both;
+  EXPECT_TRUE(has(head, "\r\nContent-Length: 2\r\n")) << both;
+  EXPECT_TRUE(head.ends_with("\r\n\r\n")) << both;
+  const std::string metrics = answerThenClose(
+      endpoint_->port(), "HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_TRUE(metrics.starts_with("HTTP/1.1 200 OK\r\n")) << metrics;
+  EXPECT_TRUE(metrics.ends_with("\r\n\r\n")) << metrics;
 }
 
 TEST_P(MetricsEndpointTest, AHeaderTooLargeIsRefusedAndTheEndpointGoesOn) {

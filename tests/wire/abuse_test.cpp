@@ -185,6 +185,25 @@ TEST_F(AbuseTest, SecondValidate) {
   expectClosedAndLogged(abuser, {"validate"});
 }
 
+// The warning quotes what the client sent (here a key) by ddprun's rule for
+// text from outside: no escape sequence reaches whoever reads the log on a
+// terminal, and no line break forges a line of ddprund's.
+TEST_F(AbuseTest, WhatTheClientSentIsQuotedEscapedInTheWarning) {
+  RawConnection abuser = handshaken();
+  abuser.sendAll(encode(Dialect::Modern, Command::Set,
+                        {"ddprun/rdzv/\x1b]0;owned\x07\r\n[ddprund] forged\xe2\x80\xae"}, {"v"}));
+  expectClosedAndLogged(abuser, {"malformed rendezvous key"});
+  const std::string log = daemon_->stderrText();
+  EXPECT_NE(log.find(R"('ddprun/rdzv/\x1b]0;owned\x07\x0d\x0a[ddprund] forged\u202e')"),
+            std::string::npos)
+      << log;
+  for (const char c : log) {
+    const auto byte = static_cast<unsigned char>(c);
+    ASSERT_FALSE((byte < 0x20 && c != '\n') || byte == 0x7f) << "byte " << int{byte} << "\n" << log;
+  }
+  EXPECT_EQ(log.find("\n[ddprund] forged"), std::string::npos) << log;
+}
+
 // A peer that trickles one byte per second never completes its request; with
 // --request-timeout 2 it must be cut off about 2 s after its first byte,
 // while the bystander, idle all along, must not be (idle is not incomplete).

@@ -1,6 +1,7 @@
 // ddprund --metrics-port, through the real binary: clients of each dialect
-// move the counters by exactly what they sent, promtool accepts the scrape,
-// /healthz answers, other paths are 404, a garbage request is answered 400
+// move the counters by exactly what they sent, promtool accepts the scrape
+// (hostile run ids in its labels too, shown escaped), /healthz answers,
+// other paths are 404, a garbage request is answered 400, a POST 405 at once,
 // and the endpoint goes on serving; the flags' mistakes are one line.
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "ddprun/metrics/exposition.hpp"
+#include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/test_support/command.hpp"
 #include "ddprun/test_support/daemon_process.hpp"
 #include "ddprun/test_support/eventually.hpp"
@@ -28,6 +30,7 @@ using test_support::DaemonProcess;
 using test_support::eventually;
 using test_support::httpGet;
 using test_support::seriesValue;
+namespace protocol = proto::rendezvous;
 
 class DaemonMetricsTest : public ::testing::Test {
  protected:
@@ -146,6 +149,56 @@ TEST_F(DaemonMetricsTest, AGarbageRequestIsAnswered400AndNothingElseIsDisturbed)
   WireClient client(daemon_->port(), Dialect::Legacy113);
   EXPECT_TRUE(client.roundTrip());
   EXPECT_EQ(daemon_->exitedStatus(), std::nullopt);
+}
+
+// A run id is an agent's bytes. In a label it is shown by ddprun's rule for
+// text from outside: no byte a terminal running curl would obey (C0, DEL,
+// C1, a bidi override), no invalid UTF-8, and promtool still accepts it.
+TEST_F(DaemonMetricsTest, AHostileRunIdIsEscapedInItsLabelsAndPromtoolAcceptsTheScrape) {
+  const std::string run_id = std::string("evil\0\x1b[2J\r\x07", 11) + "\xe2\x80\xae\xc2\x9b\xff";
+  protocol::JoinRequest join;
+  join.agent = "node0:1";
+  join.min_nodes = 2;
+  join.max_nodes = 2;
+  join.last_call_timeout = 30s;
+  join.keep_alive_timeout = 30s;
+  join.store_host = "node0";
+  join.store_port = 1;
+  WireClient agent(daemon_->port(), Dialect::Modern);
+  agent.set(protocol::verbKey(run_id, protocol::Verb::kJoin), protocol::encodeJoin(join));
+  ASSERT_TRUE(agent.roundTrip()) << daemon_->stderrText();
+  const std::string text = scrape();
+  EXPECT_TRUE(test_support::contains(
+      text, R"(ddprund_agents_alive{run_id="evil\\x00\\x1b[2J\\x0d\\x07\\u202e\\u009b\\xff"} 1)"))
+      << text;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    ASSERT_FALSE((byte < 0x20 && c != '\n') || byte == 0x7f) << "byte " << int{byte} << "\n"
+                                                             << text;
+  }
+  EXPECT_FALSE(test_support::contains(text, "\xe2\x80\xae")) << text;
+  EXPECT_FALSE(test_support::contains(text, "\xc2\x9b")) << text;
+  const test_support::CommandResult check = test_support::promtoolCheckMetrics(text);
+  EXPECT_EQ(check.code, 0) << check.output << "\n---\n" << text;
+  EXPECT_EQ(check.output, "") << text;
+}
+
+// The endpoint's HTTP, through the binary (the shared class has the full
+// suite): a POST announcing content it never sends is answered 405 at once
+// and closed; a folded header line is 400.
+TEST_F(DaemonMetricsTest, APostIs405AtOnceAndAFoldedHeaderIs400) {
+  test_support::RawConnection post(metrics_port_);
+  post.sendAll("POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n");
+  ASSERT_TRUE(post.waitForClose(3s)) << "no answer before the 10 s deadline: " << post.buffered();
+  EXPECT_TRUE(post.buffered().starts_with("HTTP/1.1 405 Method Not Allowed\r\n"))
+      << post.buffered();
+  EXPECT_TRUE(test_support::contains(post.buffered(), "\r\nAllow: GET, HEAD\r\n"))
+      << post.buffered();
+  test_support::RawConnection folded(metrics_port_);
+  folded.sendAll("GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n");
+  ASSERT_TRUE(folded.waitForClose(3s)) << folded.buffered();
+  EXPECT_TRUE(folded.buffered().starts_with("HTTP/1.1 400 Bad Request\r\n")) << folded.buffered();
+  EXPECT_EQ(httpGet(metrics_port_, "/healthz").status, 200u);
 }
 
 class DaemonMetricsFlagsTest : public ::testing::Test {

@@ -120,7 +120,9 @@ class ElasticMembership {
   // nullopt. An empty function unregisters; once that returns, no call runs.
   void onChange(std::function<void(std::int64_t newer_round)> notify);
   static constexpr std::int64_t kAborted = INT64_MAX;
-  // The agent whose failure ended the job, once the run was aborted.
+  // The agent whose failure ended the job, once the run was aborted. Like
+  // error(), the rendezvous' text as proto::visible() shows it: ready for a
+  // log line or a terminal.
   std::optional<std::string> failedOn();
   // Whether the daemon dropped this agent (no heartbeat reached it in time)
   // and it has not been in a round since.
@@ -166,7 +168,8 @@ class ElasticMembership {
 
   // "host:port" of the rendezvous, for messages.
   std::string endpoint() const;
-  // Why the membership ended with an error, if it did.
+  // Why the membership ended with an error, if it did; what the rendezvous
+  // said in it is shown by proto::visible().
   std::string error();
 
  private:

@@ -2,8 +2,10 @@
 // 12 packages no Prometheus client library for C++ (no prometheus-cpp), and
 // the format is small. What it follows, from Prometheus' documentation of the
 // format: one `# HELP` and one `# TYPE` line per family, then its samples,
-// all together; label values escape `\`, `"` and newlines, help text `\` and
-// newlines; a histogram is its cumulative `_bucket{le="..."}` series ending
+// all together; label values escape `\`, `"` and newlines (ddprun first shows
+// them by its one rule for text from outside, proto/visible_text.hpp, so
+// none is left with a newline, a control byte or invalid UTF-8), help text
+// `\` and newlines; a histogram is its cumulative `_bucket{le="..."}` series ending
 // with `le="+Inf"`, then `_sum` and `_count`; values as Go's ParseFloat reads
 // them (`+Inf`, `-Inf`, `NaN`).
 //
@@ -65,7 +67,8 @@ class Exposition {
 // The Content-Type of text() for an HTTP response.
 inline constexpr std::string_view kContentType = "text/plain; version=0.0.4; charset=utf-8";
 
-// The pieces of the format, exposed for the tests.
+// The pieces of the format, exposed for the tests. escapeLabelValue() is
+// Prometheus' escaping of proto::visible(value).
 std::string escapeLabelValue(std::string_view value);
 std::string escapeHelp(std::string_view help);
 std::string formatValue(double value);

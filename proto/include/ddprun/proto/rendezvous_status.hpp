@@ -129,6 +129,9 @@ struct JobSummary {
 };
 
 // An answer that is not one: an unknown question, or an unknown run id.
+// An unknown question's error starts with kNoSuchQuestion: a client tells
+// by it a rendezvous older than its question.
+inline constexpr std::string_view kNoSuchQuestion = "no such question: ";
 struct QueryError {
   std::string error;
 

@@ -1,13 +1,16 @@
 // The HTTP endpoint Prometheus scrapes: GET /metrics (the registry's text,
-// Content-Type text/plain; version=0.0.4) and GET /healthz ("ok"), anything
-// else 404, over Boost.Beast, on a port of its own, never the store's.
+// Content-Type text/plain; version=0.0.4) and GET /healthz ("ok"), HEAD of
+// either, any other path 404 and any other method 405, over Boost.Beast, on
+// a port of its own, never the store's.
 //
 // Owns its listening socket, its own io_context and the one thread that runs
 // it: every connection, and every scrape (the registry's collectors run on
 // that thread), so a slow scrape or a bad client never touches a store or an
-// agent thread. A client is bounded: headers of 8 KiB, no body, 10 s to send
-// a request, at most 64 connections at once (more are closed at once), and a
-// request it cannot parse is answered 400 and closed.
+// agent thread. A client is bounded: headers of 8 KiB, no request content
+// ever read (a request announcing some is answered at once and closed), 10 s
+// to send a request, at most 64 connections at once (more are closed at
+// once), and a request it cannot parse (obsolete line folding included) is
+// answered 400 and closed.
 // Construct (binds), start(), then stop() (or destroy) from one thread.
 #pragma once
 
