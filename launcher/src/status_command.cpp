@@ -10,6 +10,7 @@
 
 #include "ddprun/launcher/option_values.hpp"
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/json_parse.hpp"
 #include "ddprun/proto/json_text.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/proto/rendezvous_status.hpp"
@@ -161,7 +162,9 @@ bool holdsStaticRun(rdzv::StoreClient& client, const std::string& run_id) {
 void print(const std::string& text) { std::fputs(text.c_str(), stdout); }
 
 void printJson(const std::string& answer) {
-  print(proto::jsonText(nlohmann::json::parse(answer), 2) + "\n");
+  // The answer decoded already (decodeJobList, decodeJobStatus): JSON within
+  // the nesting bound.
+  print(proto::jsonText(proto::parseJson(answer), 2) + "\n");
 }
 
 int showJobs(rdzv::StoreClient& client, const StatusRequest& request, Clock::time_point deadline) {
