@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "ddprun/proto/json_parse.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/rendezvous/client.hpp"
 
@@ -18,7 +19,7 @@ namespace protocol = proto::rendezvous;
 // {"steady_ns": N} -> N; nullopt for anything else (an older rendezvous
 // answers a query with an empty value, or {"error": ...}).
 std::optional<std::int64_t> steadyNanoseconds(const std::string& answer) {
-  const nlohmann::json parsed = nlohmann::json::parse(answer, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json parsed = proto::parseJson(answer);
   if (!parsed.is_object() || !parsed.contains("steady_ns") ||
       !parsed["steady_ns"].is_number_integer()) {
     return std::nullopt;

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "ddprun/proto/json_parse.hpp"
 #include "etcd_http.hpp"
 
 namespace ddprun::launcher::etcd {
@@ -60,11 +61,12 @@ std::string bytesField(const json& object, const char* name) {
 
 
 json parseAnswer(const std::string& path, const std::string& text) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    throw StoreError("etcd answered /v3/" + path + " with bad JSON: " + e.what());
+  std::string why;
+  json parsed = proto::parseJson(text, &why);
+  if (parsed.is_discarded()) {
+    throw StoreError("etcd answered /v3/" + path + " with bad JSON: " + why);
   }
+  return parsed;
 }
 
 json operationJson(const Operation& operation) {

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ddprun/proto/json_parse.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher::etcd::detail {
@@ -80,7 +81,7 @@ std::string firstLine(const std::string& text) {
 
 std::optional<std::string> checkAnswer(const Member& member, const std::string& target,
                                        const HttpAnswer& answer) {
-  const auto parsed = nlohmann::json::parse(answer.body, nullptr, false);
+  const auto parsed = proto::parseJson(answer.body);
   int code = -1;
   std::string message;
   if (parsed.is_object() && parsed.contains("error")) {

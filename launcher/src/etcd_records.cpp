@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "ddprun/proto/json_parse.hpp"
+
 namespace ddprun::launcher::etcd_rdzv {
 namespace {
 
@@ -13,7 +15,7 @@ using nlohmann::json;
 template <typename Record, typename Read>
 std::optional<Record> decodeWith(const std::string& text, Read read) {
   try {
-    const json object = json::parse(text);
+    const json object = proto::parseJson(text);
     if (!object.is_object()) {
       return std::nullopt;
     }

@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ddprun/launcher/etcd_client.hpp"
+#include "ddprun/proto/json_parse.hpp"
 #include "etcd_http.hpp"
 
 namespace ddprun::launcher::etcd {
@@ -167,7 +168,7 @@ bool Watch::readOnce(Stream& stream, std::optional<std::chrono::steady_clock::ti
 
 void Watch::handleMessage(Stream& stream, const std::string& text, const EventHandler& on_events) {
   const std::string from = "etcd at " + detail::describeMember(stream.member);
-  const json message = json::parse(text, nullptr, false);
+  const json message = proto::parseJson(text);
   if (!message.is_object()) throw StoreError(from + ": the watch answered bad JSON: " + text);
   if (message.contains("error")) {
     const auto& error = message["error"];

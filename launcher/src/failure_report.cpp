@@ -3,13 +3,14 @@
 // "extraInfo": {"py_callstack": ..., "timestamp": ...}}}.
 #include <algorithm>
 #include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
 #include "ddprun/launcher/agent.hpp"
+#include "ddprun/proto/json_parse.hpp"
+#include "ddprun/proto/json_text.hpp"
+#include "regular_file.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -23,27 +24,51 @@ std::string formatTime(std::chrono::system_clock::time_point time) {
   return text;
 }
 
-// The traceback (or message) a worker's @record left, if it left one. The
-// file can only be this attempt's: its directory is the run's own and was
-// emptied before the attempt started (RunLogs in worker_output.hpp). An
-// empty name: no error files (--log-dir /dev/null).
-std::optional<std::string> recordedError(const std::string& error_file) {
-  if (error_file.empty() || !std::filesystem::exists(error_file)) {
+// The most read of an error file: torch's are a traceback, a few KiB.
+constexpr std::size_t kMaxErrorFileBytes = std::size_t{4} << 20;
+
+// What a worker left in its error file: nullopt when it left none (or there
+// are no error files: --log-dir /dev/null), a discarded value when what is
+// there is no JSON to read. The worker controls the file, so it is read as
+// the timeline reads the worker's events: a regular file, not through a
+// link, bounded, its nesting too.
+std::optional<nlohmann::json> errorFileJson(const std::string& error_file) {
+  if (error_file.empty()) {
     return std::nullopt;
   }
-  std::ifstream in(error_file);
-  const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.contains("message")) {
+  const RegularFileRead read = readRegularFile(error_file, kMaxErrorFileBytes, Links::kRefuse);
+  if (!read.found) {
+    return std::nullopt;
+  }
+  if (!read.why.empty() || read.over_cap) {
+    return nlohmann::json(nlohmann::json::value_t::discarded);
+  }
+  return proto::parseJson(read.text);
+}
+
+// The traceback (or message) a worker's @record left, if it left one. The
+// file can only be this attempt's: its directory is the run's own and was
+// emptied before the attempt started (RunLogs in worker_output.hpp).
+std::optional<std::string> recordedError(const std::string& error_file) {
+  const auto json = errorFileJson(error_file);
+  if (!json) {
+    return std::nullopt;
+  }
+  if (json->is_discarded() || !json->contains("message")) {
     return "(unreadable error file)";
   }
-  const auto& message = json["message"];
+  const nlohmann::json& message = json->at("message");
   if (!message.is_object()) {
-    return message.dump();
+    return proto::jsonText(message);
   }
-  if (message.contains("extraInfo") && message["extraInfo"].contains("py_callstack")) {
-    return message["extraInfo"]["py_callstack"].get<std::string>();
+  const auto extra = message.find("extraInfo");
+  if (extra != message.end() && extra->is_object() && extra->contains("py_callstack") &&
+      extra->at("py_callstack").is_string()) {
+    return extra->at("py_callstack").get<std::string>();
   }
-  return message.value("message", message.dump());
+  const auto text = message.find("message");
+  return text != message.end() && text->is_string() ? text->get<std::string>()
+                                                    : proto::jsonText(message);
 }
 
 // A captured stack, indented under the entry; long ones are cut (the whole
@@ -97,13 +122,12 @@ void describe(std::ostream& out, const WorkerFailure& failure, const std::string
 // When the worker recorded its failure, if its error file says so finely.
 std::optional<std::chrono::steady_clock::time_point> recordedFailureTime(
     const std::string& error_file) {
-  std::ifstream in(error_file);
-  if (error_file.empty() || !in) {
+  const auto json = errorFileJson(error_file);
+  if (!json) {
     return std::nullopt;
   }
-  const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   try {
-    const std::string text = json.at("message").at("extraInfo").at("monotonic_ns");
+    const std::string text = json->at("message").at("extraInfo").at("monotonic_ns");
     return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(std::stoll(text)));
   } catch (const std::exception&) {
     return std::nullopt;  // torch's own files carry whole seconds only

@@ -10,6 +10,7 @@
 
 #include "ddprun/launcher/option_values.hpp"
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/json_parse.hpp"
 #include "ddprun/proto/json_text.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/proto/rendezvous_status.hpp"
@@ -171,9 +172,12 @@ void print(const std::string& text) { std::fputs(text.c_str(), stdout); }
 // Non-ASCII as \uXXXX: the same JSON to a script, and nothing (a C1
 // control, a bidi override) for a terminal to obey.
 void printJson(const std::string& answer) {
-  print(nlohmann::json::parse(answer).dump(2, ' ', /*ensure_ascii=*/true,
-                                           nlohmann::json::error_handler_t::replace) +
-        "\n");
+  // The answer decoded already (decodeJobList, decodeJobStatus): JSON within
+  // the nesting bound.
+  print(proto::parseJson(answer).dump(2, ' ', /*ensure_ascii=*/true,
+                                      nlohmann::json::error_handler_t::replace) +
+        "
+");
 }
 
 int showJobs(rdzv::StoreClient& client, const StatusRequest& request, Clock::time_point deadline) {

@@ -7,16 +7,20 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
-#include <sstream>
 
 #include "ddprun/launcher/timeline_merge.hpp"
+#include "regular_file.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
 namespace fs = std::filesystem;
 using timeline::TraceError;
+
+// The most read of one input. An agent's own events are a few lines a
+// round, and each worker's events at most a MiB an attempt; the merge holds
+// every event parsed, several times this in memory.
+constexpr std::size_t kMaxInputBytes = std::size_t{256} << 20;
 
 constexpr const char* kUsage =
     "usage: ddprun timeline [-h] [-o FILE] [--mixed-runs] DIR [DIR ...]\n";
@@ -67,14 +71,24 @@ std::vector<fs::path> timelineFiles(const fs::path& input) {
   return files;
 }
 
+// Only a regular file is read (a FIFO is never waited on, a device such as
+// /dev/zero never read), and only up to kMaxInputBytes; a link a person
+// made to a file is followed.
 timeline::NodeTrace readNode(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    throw InputError(file.string() + ": cannot be read");
+  const RegularFileRead read = readRegularFile(file, kMaxInputBytes, Links::kFollow);
+  if (!read.found) {
+    throw InputError(file.string() + ": no such file or directory");
   }
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (!read.why.empty()) {
+    throw InputError(file.string() + ": not read: " + read.why);
+  }
+  if (read.over_cap) {
+    throw InputError(file.string() + ": not read: larger than " +
+                     std::to_string(kMaxInputBytes >> 20) +
+                     " MiB, the most ddprun timeline reads of one file");
+  }
   try {
-    return {file.string(), timeline::parseTrace(text)};
+    return {file.string(), timeline::parseTrace(read.text)};
   } catch (const TraceError& error) {
     throw InputError(file.string() + ": " + error.what());
   }

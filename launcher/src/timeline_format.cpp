@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "ddprun/proto/json_parse.hpp"
+
 namespace ddprun::launcher::timeline {
 namespace {
 
@@ -50,14 +52,15 @@ std::vector<json> eventsOfCutArray(std::string_view text) {
     if (line.empty()) {
       continue;
     }
-    json event = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    std::string why;
+    json event = proto::parseJson<json>(line, &why);
     if (event.is_discarded()) {
       const bool last = std::all_of(storage.begin() + static_cast<long>(i) + 1, storage.end(),
                                     [](const std::string& rest) { return trimmed(rest).empty(); });
-      if (last) {
+      if (last && why == proto::kNotJson) {
         break;  // the write the agent's death cut short
       }
-      throw TraceError("line " + std::to_string(i + 1) + " is not one whole event");
+      throw TraceError("line " + std::to_string(i + 1) + " is not one whole event: " + why);
     }
     events.push_back(std::move(event));
   }
@@ -75,14 +78,15 @@ TraceFile parseTrace(std::string_view text) {
     throw TraceError("not a trace: it does not start with '[' or '{'");
   }
   TraceFile file;
-  json whole = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  std::string why;
+  json whole = proto::parseJson<json>(body, &why);
   if (!whole.is_discarded()) {
     file.events = eventsOf(std::move(whole));
     file.closed = true;
-  } else if (body.front() == '[' && !body.ends_with(']')) {
+  } else if (why == proto::kNotJson && body.front() == '[' && !body.ends_with(']')) {
     file.events = eventsOfCutArray(body);
   } else {
-    throw TraceError("not a trace: not valid JSON");
+    throw TraceError("not a trace: " + why);
   }
   for (std::size_t i = 0; i < file.events.size(); ++i) {
     const std::string missing = missingFields(file.events[i]);

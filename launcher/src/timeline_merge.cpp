@@ -194,8 +194,11 @@ void addUnfoldedWorkerEvents(NodeTrace& node) {
   const std::filesystem::path dir =
       std::filesystem::path(node.file).parent_path() / kWorkerEventsDir;
   for (const OpenWorker& worker : openWorkers(node.trace)) {
-    WorkerEventsRead read =
-        readWorkerEvents(timelineEventsFile(dir, worker.round, worker.local_rank));
+    const std::filesystem::path file = timelineEventsFile(dir, worker.round, worker.local_rank);
+    WorkerEventsRead read = readWorkerEvents(file);
+    if (const std::string left_out = whatWasLeftOut(read); !left_out.empty()) {
+      node.left_out.push_back(file.string() + ": " + left_out);
+    }
     for (json& event : reportedTraceEvents(std::move(read.events), pid, worker.local_rank,
                                            worker.rank, worker.round)) {
       node.trace.events.push_back(std::move(event));
@@ -265,6 +268,7 @@ MergedTrace mergeTraces(const std::vector<NodeTrace>& nodes, MixedRuns mixed) {
                                         " event(s) its running workers had reported"
                                   : std::string()));
     }
+    merged.notes.insert(merged.notes.end(), nodes[i].left_out.begin(), nodes[i].left_out.end());
   }
   return merged;
 }

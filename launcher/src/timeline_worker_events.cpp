@@ -1,81 +1,44 @@
 #include "timeline_worker_events.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include "ddprun/launcher/timeline_format.hpp"
+#include "ddprun/proto/json_parse.hpp"
+#include "regular_file.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
 constexpr std::size_t kMaxBytes = 1 << 20;
 
-// Closes the descriptor it is given.
-struct FdCloser {
-  int fd;
-  ~FdCloser() { ::close(fd); }
-};
-
-// The first kMaxBytes of `file`, read with open()/read() rather than an
-// ifstream: the worker controls what is at the path, and the agent's loop
-// thread must neither block on it (a FIFO: O_NONBLOCK, and only a regular
-// file is read) nor follow it elsewhere (a link to /dev/zero: O_NOFOLLOW)
-// nor read it without bound. Sets `why` and returns "" when it is skipped.
-std::string firstBytes(const std::filesystem::path& file, std::string& why) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ELOOP) {
-      why = "a symbolic link";
-    } else if (errno != ENOENT) {
-      why = std::strerror(errno);
-    }
-    return "";
-  }
-  const FdCloser closer{fd};
-  struct stat status {};
-  if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
-    why = "not a regular file";
-    return "";
-  }
-  std::string text(kMaxBytes, '\0');
-  std::size_t got = 0;
-  while (got < kMaxBytes) {
-    const ssize_t n = ::read(fd, text.data() + got, kMaxBytes - got);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      why = std::strerror(errno);
-      return "";
-    }
-    if (n == 0) {
-      break;
-    }
-    got += static_cast<std::size_t>(n);
-  }
-  text.resize(got);
-  return text;
-}
+// In timeline.json a worker's object becomes the args of an event in the
+// file's array, two levels deeper: the file then stays within the nesting
+// `ddprun timeline` (and Python's json) reads.
+constexpr int kMaxEventDepth = proto::kMaxJsonDepth - 2;
 
 }  // namespace
 
-std::optional<WorkerEvent> parseWorkerEvent(const std::string& line) {
+std::optional<WorkerEvent> parseWorkerEvent(const std::string& line, std::string* why) {
+  std::string not_json;
   nlohmann::ordered_json parsed =
-      nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+      proto::parseJson<nlohmann::ordered_json>(line, &not_json, kMaxEventDepth);
+  const auto refuse = [why](std::string reason) {
+    if (why != nullptr) {
+      *why = std::move(reason);
+    }
+    return std::nullopt;
+  };
+  if (parsed.is_discarded()) {
+    return refuse(not_json);
+  }
   if (!parsed.is_object() || !parsed.contains("name") || !parsed["name"].is_string() ||
       !parsed.contains("ts_monotonic_ns") || !parsed["ts_monotonic_ns"].is_number_integer()) {
-    return std::nullopt;
+    return refuse("not an object with a string \"name\" and an integer \"ts_monotonic_ns\"");
   }
   WorkerEvent event;
   event.name = parsed["name"].get<std::string>();
   event.ts_us = parsed["ts_monotonic_ns"].get<std::int64_t>() / 1000;
   if (parsed.contains("dur_ns")) {
     if (!parsed["dur_ns"].is_number_integer() || parsed["dur_ns"].get<std::int64_t>() < 0) {
-      return std::nullopt;
+      return refuse("\"dur_ns\" is not a non-negative integer");
     }
     event.dur_us = parsed["dur_ns"].get<std::int64_t>() / 1000;
   }
@@ -89,12 +52,14 @@ std::optional<WorkerEvent> parseWorkerEvent(const std::string& line) {
 
 WorkerEventsRead readWorkerEvents(const std::filesystem::path& file) {
   WorkerEventsRead read;
-  const std::string text = firstBytes(file, read.unreadable);
-  const bool cut = text.size() == kMaxBytes;
+  RegularFileRead contents = readRegularFile(file, kMaxBytes, Links::kRefuse);
+  read.unreadable = std::move(contents.why);
+  read.cut = contents.over_cap;
+  const std::string& text = contents.text;
   std::size_t begin = 0;
-  while (begin < text.size()) {
+  for (int number = 1; begin < text.size(); ++number) {
     const std::size_t end = text.find('\n', begin);
-    if (end == std::string::npos && cut) {
+    if (end == std::string::npos && read.cut) {
       break;  // a last line the cap cut short
     }
     const std::string line =
@@ -103,13 +68,33 @@ WorkerEventsRead readWorkerEvents(const std::filesystem::path& file) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) {
       continue;
     }
-    if (auto event = parseWorkerEvent(line)) {
+    std::string why;
+    if (auto event = parseWorkerEvent(line, &why)) {
       read.events.push_back(std::move(*event));
-    } else {
-      ++read.bad_lines;
+    } else if (++read.bad_lines == 1) {
+      read.first_bad_line = "line " + std::to_string(number) + ": " + why;
     }
   }
   return read;
+}
+
+std::string whatWasLeftOut(const WorkerEventsRead& read) {
+  if (!read.unreadable.empty()) {
+    return "not read: " + read.unreadable;
+  }
+  std::string said;
+  if (read.bad_lines > 0) {
+    said = std::to_string(read.bad_lines) + " line(s) are not events (the first, " +
+           read.first_bad_line +
+           "; each line must be one JSON object with a string \"name\" and an integer "
+           "\"ts_monotonic_ns\", nesting at most " +
+           std::to_string(kMaxEventDepth) + " levels); they are left out";
+  }
+  if (read.cut) {
+    said += (said.empty() ? "" : "; ") +
+            std::string("it is over 1 MiB: only the whole lines of its first MiB are read");
+  }
+  return said;
 }
 
 std::vector<nlohmann::ordered_json> reportedTraceEvents(std::vector<WorkerEvent> reported, int pid,

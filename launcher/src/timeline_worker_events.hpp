@@ -3,7 +3,9 @@
 // object a line, {"name": "snapshot", "ts_monotonic_ns": <CLOCK_MONOTONIC>,
 // "dur_ns": <optional>, ...anything else, kept as the event's args}. At most
 // the first MiB is read: a worker that writes more is not the timeline's
-// business; only a regular file (no FIFO, no symbolic link) is read.
+// business; only a regular file (no FIFO, no symbolic link) is read. A line
+// nesting arrays and objects deeper than 62 levels is no event: it would
+// make timeline.json too deep to read back (proto::kMaxJsonDepth).
 // Stateless; any thread.
 #pragma once
 
@@ -26,6 +28,8 @@ struct WorkerEvent {
 struct WorkerEventsRead {
   std::vector<WorkerEvent> events;
   int bad_lines = 0;  // not a JSON object with a string "name" and an integer "ts_monotonic_ns"
+  std::string first_bad_line;  // "line N: <why it is no event>" of the first of them
+  bool cut = false;            // the file holds more than the MiB read
   // Why the file was skipped (not a regular file, a symbolic link, cannot
   // be opened); "" when it was read or does not exist.
   std::string unreadable;
@@ -37,8 +41,14 @@ struct WorkerEventsRead {
 // agent's loop thread, so it never waits on what the worker left there.
 WorkerEventsRead readWorkerEvents(const std::filesystem::path& file);
 
-// One line of such a file; nullopt when it is not an event.
-std::optional<WorkerEvent> parseWorkerEvent(const std::string& line);
+// What of the file `read` left out, and why, for one line of a warning
+// (its bad lines, the first one's reason, a cut at the MiB, or why it was
+// not read at all); "" when nothing was.
+std::string whatWasLeftOut(const WorkerEventsRead& read);
+
+// One line of such a file; nullopt when it is not an event, and then `why`,
+// when given, says why not.
+std::optional<WorkerEvent> parseWorkerEvent(const std::string& line, std::string* why = nullptr);
 
 // `reported` as trace events of agent `pid` on local rank `local_rank`'s
 // reported track: an "X" with its duration, else a thread instant; args gain

@@ -264,11 +264,12 @@ void TimelineWriter::foldWorkerEvents(int local_rank, int rank, Clock::time_poin
   }
   const fs::path file = timelineEventsFile(agent_.worker_events_dir, round_, local_rank);
   WorkerEventsRead read = readWorkerEvents(file);
-  if (!read.unreadable.empty() && !warned_bad_worker_event_) {
+  const std::string left_out = whatWasLeftOut(read);
+  if (!left_out.empty() && !warned_bad_worker_event_) {
     warned_bad_worker_event_ = true;
-    log().warn("timeline: {}: not read: {} (said once per run)", file.string(), read.unreadable);
+    log().warn("timeline: {}: {} (said once per run)", file.string(), left_out);
   }
-  if (read.events.empty() && read.bad_lines == 0) {
+  if (read.events.empty()) {
     return;
   }
   nameTrack(timeline::reportedTrack(local_rank),
@@ -276,13 +277,6 @@ void TimelineWriter::foldWorkerEvents(int local_rank, int rank, Clock::time_poin
   for (const Event& trace :
        reportedTraceEvents(std::move(read.events), pid_, local_rank, rank, round_)) {
     write(trace);
-  }
-  if (read.bad_lines > 0 && !warned_bad_worker_event_) {
-    warned_bad_worker_event_ = true;
-    log().warn(
-        "timeline: {}: {} line(s) are not events (one JSON object a line, with a string "
-        "\"name\" and an integer \"ts_monotonic_ns\"); they are left out (said once per run)",
-        file.string(), read.bad_lines);
   }
 }
 

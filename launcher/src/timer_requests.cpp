@@ -4,10 +4,16 @@
 #include <climits>
 #include <nlohmann/json.hpp>
 
+#include "ddprun/proto/json_parse.hpp"
+
 namespace ddprun::launcher {
 
 std::variant<TimerRequest, std::string> parseTimerRequest(std::string_view line) {
-  const auto json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  std::string why;
+  const auto json = proto::parseJson(line, &why);
+  if (json.is_discarded() && why != proto::kNotJson) {
+    return why;
+  }
   if (json.is_discarded() || !json.is_object()) {
     return std::string("not a JSON object");
   }

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/json_parse.hpp"
 #include "ddprun/proto/json_text.hpp"
 
 namespace ddprun::proto::rendezvous {
@@ -251,7 +252,12 @@ std::string encodeJoin(const JoinRequest& join) {
 }
 
 std::optional<JoinRequest> decodeJoin(std::string_view text, std::string& why) {
-  const json request = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  std::string not_json;
+  const json request = parseJson(text, &not_json);
+  if (request.is_discarded()) {
+    why = "a bad rendezvous join: " + not_json;
+    return std::nullopt;
+  }
   JoinRequest join;
   try {
     join.agent = request.at(field::kAgent).get<std::string>();
@@ -343,7 +349,12 @@ std::optional<AgentReport> decodeVerbValue(std::string_view value, std::string& 
   if (!value.starts_with('{')) {
     return AgentReport{std::string(value), std::nullopt, std::nullopt};
   }
-  const json in = json::parse(value, nullptr, /*allow_exceptions=*/false);
+  std::string not_json;
+  const json in = parseJson(value, &not_json);
+  if (in.is_discarded()) {
+    why = "a bad rendezvous report: " + not_json;
+    return std::nullopt;
+  }
   AgentReport report;
   try {
     report.agent = in.at(field::kAgent).get<std::string>();
@@ -410,7 +421,7 @@ std::string encodeEvent(const Event& event) {
 }
 
 Event decodeEvent(std::string_view text) {
-  const json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json in = parseJson(text);
   Event event;
   try {
     const std::string type = in.at(field::kType).get<std::string>();

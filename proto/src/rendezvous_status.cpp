@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/json_parse.hpp"
 #include "ddprun/proto/json_text.hpp"
 
 namespace ddprun::proto::rendezvous {
@@ -212,7 +213,11 @@ LossStatus lossFrom(const json& in) {
 }
 
 json parseObject(std::string_view text, std::string_view what) {
-  json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  std::string why;
+  json in = parseJson(text, &why);
+  if (in.is_discarded() && why != kNotJson) {
+    throw StoreError("the rendezvous answered " + std::string(what) + " with JSON " + why);
+  }
   if (!in.is_object()) {
     throw StoreError("the rendezvous answered " + std::string(what) +
                      " with something that is not a JSON object: '" +
@@ -361,7 +366,7 @@ std::string encodeQueryError(const QueryError& error) {
 }
 
 std::optional<QueryError> decodeQueryError(std::string_view text) {
-  const json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json in = parseJson(text);
   const auto error = in.is_object() ? in.find(field::kError) : in.end();
   if (!in.is_object() || error == in.end() || !error->is_string()) {
     return std::nullopt;

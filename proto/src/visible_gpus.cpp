@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/json_parse.hpp"
 #include "gpu_libraries.hpp"
 
 namespace ddprun::proto {
@@ -236,7 +237,11 @@ std::string toJson(const VisibleGpus& gpus) {
 
 VisibleGpus visibleGpusFromJson(std::string_view text) {
   try {
-    const auto json = nlohmann::json::parse(text);
+    std::string why;
+    const auto json = parseJson(text, &why);
+    if (json.is_discarded()) {
+      throw Error("not a GPU count: " + why);
+    }
     VisibleGpus gpus;
     gpus.count = json.at("count").get<int>();
     gpus.counted_by = json.at("counted_by").get<std::string>();

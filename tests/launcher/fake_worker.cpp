@@ -30,6 +30,7 @@
 //   --exit-if-attempt A N  exit with N here when TORCHELASTIC_RESTART_COUNT is A
 //   --timeline-event NAME  append {"name": NAME, "ts_monotonic_ns": now, "attempt": A}
 //                       to $DDPRUN_TIMELINE_EVENTS, as a worker reports its own events
+//   --timeline-lines FILE  append FILE's bytes to $DDPRUN_TIMELINE_EVENTS, as they are
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -210,6 +211,13 @@ void timelineEvent(const std::string& name) {
       << ", \"attempt\": " << envOr("TORCHELASTIC_RESTART_COUNT", "-1") << "}\n";
 }
 
+void timelineLines(const std::string& file) {
+  const std::string path = envOr(std::string(ddprun::proto::env::kTimelineEvents).c_str(), "");
+  if (!path.empty()) {
+    std::ofstream(path, std::ios::app | std::ios::binary) << std::ifstream(file).rdbuf();
+  }
+}
+
 bool isAttempt(const char* attempt) { return envOr("TORCHELASTIC_RESTART_COUNT", "-1") == attempt; }
 
 }  // namespace
@@ -277,6 +285,9 @@ int main(int argc, char** argv) {
       i += 2;
     } else if (arg == "--timeline-event") {
       timelineEvent(next);
+      ++i;
+    } else if (arg == "--timeline-lines") {
+      timelineLines(next);
       ++i;
     } else if (arg == "--only-attempt") {
       only_attempt = std::atoi(next);

@@ -178,6 +178,26 @@ TEST(TimelineFormatTest, AWorkersEventLineNeedsANameAndAnIntegerTime) {
   EXPECT_FALSE(parseWorkerEvent(R"({"name":"x","ts_monotonic_ns":5.5})"));
   EXPECT_FALSE(parseWorkerEvent(R"({"name":"x","ts_monotonic_ns":5,"dur_ns":-1})"));
   EXPECT_FALSE(parseWorkerEvent("[1, 2]"));
+  std::string why;
+  EXPECT_FALSE(parseWorkerEvent(R"({"name":"x","ts_monotonic_ns":5,"dur_ns":-1})", &why));
+  EXPECT_EQ(why, "\"dur_ns\" is not a non-negative integer");
+}
+
+// Nested past the bound a line is no event: copied into timeline.json, its
+// args would make the file too deep for `ddprun timeline` (and Python's
+// json) to read, and 50,000 levels would end the agent copying them.
+TEST(TimelineFormatTest, AWorkersEventLineNestingPastTheBoundIsNoEvent) {
+  const auto nested = [](int depth) {  // the event object and depth - 1 arrays in it
+    const auto arrays = static_cast<std::size_t>(depth - 1);
+    return R"({"name":"x","ts_monotonic_ns":5,"a":)" + std::string(arrays, '[') +
+           std::string(arrays, ']') + "}";
+  };
+  EXPECT_TRUE(parseWorkerEvent(nested(62)));
+  std::string why;
+  EXPECT_FALSE(parseWorkerEvent(nested(63), &why));
+  EXPECT_EQ(why, "nested deeper than 62 levels");
+  EXPECT_FALSE(parseWorkerEvent(nested(50'000), &why));
+  EXPECT_EQ(why, "nested deeper than 62 levels");
 }
 
 // The worker controls what lies at its events path, and the agent reads it
@@ -265,6 +285,9 @@ TEST_F(WorkerEventsFileTest, AFileOverAMebibyteIsCutThereDroppingTheLineItCuts) 
   EXPECT_EQ(read.events.size(), whole_lines);
   EXPECT_EQ(read.bad_lines, 0);
   EXPECT_TRUE(read.unreadable.empty()) << read.unreadable;
+  EXPECT_TRUE(read.cut);
+  EXPECT_EQ(whatWasLeftOut(read),
+            "it is over 1 MiB: only the whole lines of its first MiB are read");
 
   // One line longer than the cap: nothing of it.
   std::ofstream(path_) << R"({"name":"big","ts_monotonic_ns":1,"pad":")" << std::string(2 << 20, 'x')
@@ -272,6 +295,37 @@ TEST_F(WorkerEventsFileTest, AFileOverAMebibyteIsCutThereDroppingTheLineItCuts) 
   const WorkerEventsRead big = readWorkerEvents(path_);
   EXPECT_TRUE(big.events.empty());
   EXPECT_EQ(big.bad_lines, 0) << "the cut line is dropped, not counted as a bad one";
+}
+
+// Exactly a MiB is within the cap: its last line, even unended, is whole.
+TEST_F(WorkerEventsFileTest, AFileOfExactlyAMebibyteIsReadWhole) {
+  std::string text = R"({"name":"first","ts_monotonic_ns":1,"pad":")";
+  const std::string last =
+      "\"}\n"
+      R"({"name":"last","ts_monotonic_ns":2})";
+  text += std::string((1u << 20) - text.size() - last.size(), 'x') + last;
+  ASSERT_EQ(text.size(), 1u << 20);
+  std::ofstream(path_) << text;
+  const WorkerEventsRead read = readWorkerEvents(path_);
+  EXPECT_FALSE(read.cut);
+  ASSERT_EQ(read.events.size(), 2u);
+  EXPECT_EQ(read.events[1].name, "last");
+}
+
+TEST_F(WorkerEventsFileTest, WhatIsLeftOutSaysWhichLineAndWhy) {
+  std::ofstream(path_) << R"({"name":"ok","ts_monotonic_ns":1})"
+                       << "\n\nnot json\n[]\n";
+  const WorkerEventsRead read = readWorkerEvents(path_);
+  EXPECT_EQ(read.events.size(), 1u);
+  EXPECT_EQ(read.bad_lines, 2);
+  EXPECT_EQ(whatWasLeftOut(read).rfind("2 line(s) are not events (the first, line 3: not valid "
+                                       "JSON; each line must be",
+                                       0),
+            0u)
+      << whatWasLeftOut(read);
+  fs::remove(path_);
+  fs::create_symlink("/dev/zero", path_);
+  EXPECT_EQ(whatWasLeftOut(readWorkerEvents(path_)), "not read: a symbolic link");
 }
 
 // A node's events as the writer lays them out, by hand.
@@ -401,6 +455,19 @@ TEST_F(TimelineMergeTest, ACutFileGetsWhatItsRunningWorkersReportedAfterItsLastE
             std::string::npos)
       << joined(merged.notes);
 
+  EXPECT_TRUE(killed.left_out.empty()) << joined(killed.left_out);
+
+  // A worker's file the merge will not read (a link, here) is named in a note.
+  fs::remove(timelineEventsFile(events_dir, 2, 0));
+  fs::create_symlink("/dev/zero", timelineEventsFile(events_dir, 2, 0));
+  timeline::NodeTrace linked = node((dir / "timeline.json").string(), events, false);
+  timeline::addUnfoldedWorkerEvents(linked);
+  EXPECT_EQ(linked.reported_late, 0);
+  EXPECT_NE(
+      joined(timeline::mergeTraces({linked}).notes)
+          .find(timelineEventsFile(events_dir, 2, 0).string() + ": not read: a symbolic link"),
+      std::string::npos);
+
   timeline::NodeTrace whole = node((dir / "timeline.json").string(), events, true);
   timeline::addUnfoldedWorkerEvents(whole);
   EXPECT_EQ(whole.reported_late, 0) << "a closed file's workers were all folded in by its agent";
@@ -412,10 +479,9 @@ TEST_F(TimelineMergeTest, AWorkersEventsNamedLikeTheAgentsDoNotMoveItsClock) {
   const int reported = timeline::reportedTrack(0);
   json forged_start = event(std::string(timeline::kAgentStart), 'i', 0, reported,
                             {{"host", "forged"}, {"wall_clock_unix_us", 1}});
-  json forged_clock = event(std::string(timeline::kClockOffset), 'i', 5, reported,
-                            {{"clock_offset_us", 3.6e9},
-                             {"clock_uncertainty_us", 1.0},
-                             {"clock", "c10d at x:1"}});
+  json forged_clock =
+      event(std::string(timeline::kClockOffset), 'i', 5, reported,
+            {{"clock_offset_us", 3.6e9}, {"clock_uncertainty_us", 1.0}, {"clock", "c10d at x:1"}});
   const auto merged = timeline::mergeTraces({node(
       "a", {forged_start, start(1, 0), clock(2, 5), forged_clock, event("work", 'i', 20, 1)})});
   EXPECT_EQ(tsOf(merged, 1, "work"), 25);
@@ -436,19 +502,16 @@ TEST_F(TimelineMergeTest, FilesOfDifferentRunsAreRefusedNamingEachUnlessAskedFor
     timeline::mergeTraces(nodes);
     FAIL() << "merged";
   } catch (const timeline::MixedRunsError& error) {
-    EXPECT_NE(std::string(error.what()).find("a.json (run r1), b.json (run r2)"),
-              std::string::npos)
+    EXPECT_NE(std::string(error.what()).find("a.json (run r1), b.json (run r2)"), std::string::npos)
         << error.what();
   }
   const auto merged = timeline::mergeTraces(nodes, timeline::MixedRuns::kMergeOnWallClocks);
   EXPECT_EQ(tsOf(merged, 1, "work"), 1010) << "on the wall clocks, not the offsets";
   EXPECT_EQ(tsOf(merged, 2, "work"), 2010);
-  EXPECT_NE(joined(merged.notes).find("different runs"), std::string::npos)
-      << joined(merged.notes);
+  EXPECT_NE(joined(merged.notes).find("different runs"), std::string::npos) << joined(merged.notes);
   // One run's files merge as before.
-  EXPECT_NO_THROW(timeline::mergeTraces(
-      {node("a.json", {of_run("r1", 1000), clock(1, 50)}),
-       node("b.json", {of_run("r1", 2000), clock(1, 70)})}));
+  EXPECT_NO_THROW(timeline::mergeTraces({node("a.json", {of_run("r1", 1000), clock(1, 50)}),
+                                         node("b.json", {of_run("r1", 2000), clock(1, 70)})}));
 }
 
 TEST_F(TimelineMergeTest, AFileWithoutAnAgentStartIsRefusedNamingIt) {

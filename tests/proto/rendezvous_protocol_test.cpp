@@ -137,6 +137,17 @@ TEST(RendezvousJoin, MalformedJoinsAreNamed) {
       << "a join without the store's port";
 }
 
+// A join or a report is the peer's bytes: nesting past the bound is refused
+// as it is read, and the reason says so.
+TEST(RendezvousJoin, NestingPastTheBoundIsRefusedSayingSo) {
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  std::string why;
+  EXPECT_FALSE(decodeJoin(R"({"agent":"a:1","x":)" + deep + "}", why));
+  EXPECT_EQ(why, "a bad rendezvous join: nested deeper than 64 levels");
+  EXPECT_FALSE(decodeVerbValue(R"({"agent":"a:1","x":)" + deep + "}", why));
+  EXPECT_EQ(why, "a bad rendezvous report: nested deeper than 64 levels");
+}
+
 TEST(RendezvousEvents, EveryTypeRoundTrips) {
   Event round;
   round.type = EventType::kRound;

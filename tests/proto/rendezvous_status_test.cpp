@@ -80,6 +80,18 @@ TEST(RendezvousStatus, MalformedAnswersThrowNamingThem) {
   EXPECT_THROW(decodeJobList(R"({"jobs":[{"run_id":"a"}]})"), StoreError);
 }
 
+// The answer is the daemon's bytes: a field nesting 100,000 levels (one a
+// newer daemon might add, and so ignored) is refused as it is read, before
+// `ddprun status` could copy or print it.
+TEST(RendezvousStatus, AnAnswerNestingPastTheBoundIsRefused) {
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  EXPECT_THROW(decodeJobStatus(R"({"run_id":"j","state":"forming","round":0,"world_size":0,
+      "min_nodes":2,"max_nodes":2,"members":[],"spares":[],"future_field":)" +
+                               deep + "}"),
+               StoreError);
+  EXPECT_THROW(decodeJobList(R"({"jobs":[],"future_field":)" + deep + "}"), StoreError);
+}
+
 TEST(RendezvousStatus, QuestionsAndHosts) {
   EXPECT_EQ(statusQuestion("job7"), "status/job7");
   EXPECT_EQ(statusRunOf("status/job7"), "job7");

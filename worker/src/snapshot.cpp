@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ddprun/proto/json_parse.hpp"
+
 namespace ddprun::worker {
 namespace {
 
@@ -84,7 +86,7 @@ void deserializePayload(const std::string& path, std::string_view bytes, Trainin
 std::string encodeHeader(const SnapshotHeader& header) { return headerJson(header) + "\n"; }
 
 SnapshotHeader decodeHeader(const std::string& path, const std::string& line) {
-  const auto json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  const auto json = proto::parseJson(line);
   if (json.is_discarded() || !json.is_object() || json.value("format", "") != kFormatName) {
     fail(path, "header is not a train snapshot header (corrupt file?)");
   }

@@ -68,8 +68,9 @@ struct TraceFile {
 // A trace's text: a JSON array of events (closed or not), or an object with
 // "traceEvents". An array cut short is read line by line (the layout above)
 // up to its last whole event; a last line cut mid-object is dropped. Throws
-// TraceError saying why it is no trace (not JSON, not events, an event
-// without name, ph, ts, pid or tid).
+// TraceError saying why it is no trace (not JSON, nested deeper than
+// proto::kMaxJsonDepth, not events, an event without name, ph, ts, pid or
+// tid).
 TraceFile parseTrace(std::string_view text);
 
 // What is missing from `event` for the merger to place it ("" if nothing):

@@ -28,12 +28,15 @@ struct NodeTrace {
   std::string file;  // for messages
   TraceFile trace;
   int reported_late = 0;  // events added by addUnfoldedWorkerEvents()
+  // One line each, from addUnfoldedWorkerEvents(): a worker's events file,
+  // what of it was left out and why.
+  std::vector<std::string> left_out = {};
 };
 
 struct MergedTrace {
   std::vector<TraceEvent> events;
   // One line each, for stderr: each node's shift, the clock used, a file
-  // cut short.
+  // cut short, what of a worker's events file was left out.
   std::vector<std::string> notes;
 };
 
@@ -41,8 +44,8 @@ struct MergedTrace {
 // workers reported: the agent folds a worker's events file in when the
 // worker exits. This adds them, from the worker_events/ directory next to
 // `node.file`, on each such worker's reported track, so the merge shows the
-// last the node did before it went. Reads those files; does nothing to a
-// closed trace.
+// last the node did before it went. Reads those files as the agent does
+// (regular files only, their first MiB); does nothing to a closed trace.
 void addUnfoldedWorkerEvents(NodeTrace& node);
 
 // Files of different runs (the "run_id" of their "agent start" events
