@@ -11,7 +11,6 @@
 #include "ddprun/launcher/option_values.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/json_parse.hpp"
-#include "ddprun/proto/json_text.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/proto/rendezvous_status.hpp"
 #include "ddprun/proto/visible_text.hpp"
