@@ -56,9 +56,11 @@ class Reader {
 
   bool ok() const { return !short_ && error_.empty(); }
   std::size_t position() const { return pos_; }
+  std::uint64_t fieldsRead() const { return fields_read_; }
 
   template <typename T>
   bool fixed(T& value) {
+    ++fields_read_;
     if (!need(sizeof(T))) {
       return false;
     }
@@ -151,6 +153,7 @@ class Reader {
   std::string_view in_;
   const Limits& limits_;
   std::size_t pos_;
+  std::uint64_t fields_read_ = 0;
   bool short_ = false;
   std::size_t need_ = 0;
   std::string error_;
@@ -270,6 +273,7 @@ DecodeResult RequestDecoder::decode(std::string_view input, Request& out) {
   const Layout& layout = layoutOf(*command);
   for (std::uint8_t i = 0; i < layout.count && readField(reader, layout.fields[i], out); ++i) {
   }
+  fields_read_ += reader.fieldsRead();
   DecodeResult result = reader.result(reader.position());
   // A wrong magic never reaches here: detection reads it as a legacy request.
   if (result.status == DecodeStatus::Complete) {

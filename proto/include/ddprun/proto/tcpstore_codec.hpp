@@ -50,6 +50,11 @@ class RequestDecoder {
   Dialect dialect() const { return dialect_; }
   const Limits& limits() const { return limits_; }
 
+  // Wire fields (counts, lengths, fixed-size numbers) read since
+  // construction, each time it was read: the decoder's work, which the tests
+  // bound to prove decoding linear.
+  std::uint64_t fieldsRead() const { return fields_read_; }
+
  private:
   DecodeResult detectDialect(std::string_view input);
 
@@ -57,6 +62,7 @@ class RequestDecoder {
   Dialect legacy_dialect_;
   Dialect dialect_ = Dialect::Undecided;
   bool first_request_ = true;
+  std::uint64_t fields_read_ = 0;
 };
 
 // Appends wire primitives (little-endian, u64 length prefixes) to a string.
