@@ -1,7 +1,7 @@
 // store_bench: ddprund against LibTorch's own TCPStore server under the
 // same load, then the store at scale (100,000-connection barrier, server CPU
-// per operation, growth), printed as Markdown tables (see store_runs.hpp and
-// store_scale.hpp). This file only reads the flags.
+// per operation, growth) and requests of many keys, printed as Markdown tables (see store_runs.hpp
+// and store_scale.hpp). This file only reads the flags.
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
@@ -78,12 +78,18 @@ void addOptions(CLI::App& app, bench::StoreOptions& options) {
                  "Connection counts of ddprund's growth table, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
+  app.add_option("--big-request-keys", options.big_request_keys,
+                 "Key counts of the large-request table (one MULTI_SET, CHECK, WAIT and "
+                 "MULTI_GET each, --repeat times), comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_flag("--skip-barrier", options.skip_barrier, "Skip the barrier");
   app.add_flag("--skip-load", options.skip_load,
                "Skip both key-value loads (LibTorch clients and the raw load)");
   app.add_flag("--skip-client-load", options.skip_client_load,
                "Skip the LibTorch-client load (the raw load still runs)");
   app.add_flag("--skip-growth", options.skip_growth, "Skip the growth table");
+  app.add_flag("--skip-big-requests", options.skip_big_requests, "Skip the large-request table");
   app.add_flag("--detail", options.detail, "Also print tail percentiles and per-client fairness");
   app.add_option("--ddprund", options.ddprund, "The ddprund executable")->capture_default_str();
   app.add_option("--libtorch-server", options.libtorch_server, "The libtorch_store_server helper")

@@ -18,6 +18,7 @@
 #include "load_gen.hpp"
 #include "report.hpp"
 #include "servers.hpp"
+#include "store_big_request.hpp"
 #include "store_scale.hpp"
 #include "watchdog.hpp"
 
@@ -149,6 +150,10 @@ void runStoreBench(const StoreOptions& options, std::ostream& out) {
     printLoadReport(out, options, rows, context);
   }
   runStoreScale(scaleOptions(options), out);
+  if (!options.skip_big_requests) {
+    runBigRequests(
+        {options.ddprund, options.ddprund_threads, options.big_request_keys, options.repeat}, out);
+  }
 }
 
 }  // namespace ddprun::bench

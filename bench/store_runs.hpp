@@ -2,7 +2,8 @@
 // against LibTorch's own c10d::TCPStore server, side by side, printed as
 // Markdown tables; then the store-scale tables (store_scale.hpp): the
 // 100,000-connection barrier, the servers' CPU per operation under the raw
-// load, and ddprund's growth with connection count.
+// load, and ddprund's growth with connection count; then ddprund's CPU for
+// requests of many keys (store_big_request.hpp).
 //
 // Both servers run as child processes on free ports; this process only
 // generates load (LibTorch 1.13 clients for the key-value mix; raw epoll
@@ -30,10 +31,12 @@ struct StoreOptions {
   int barrier_sources = 0;  // 0: as many as the connection count needs
   double barrier_timeout_s = 60.0;
   std::vector<int> growth = {128, 1000, 10000, 100000};
+  std::vector<int> big_request_keys = {16384, 131072};  // the large-request table
   bool skip_barrier = false;
   bool skip_load = false;         // both loads: LibTorch's clients and the raw one
   bool skip_client_load = false;  // LibTorch's clients only
   bool skip_growth = false;
+  bool skip_big_requests = false;
   bool detail = false;
   std::string ddprund;
   std::string libtorch_server;

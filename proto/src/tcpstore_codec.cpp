@@ -1,11 +1,17 @@
-// Request layouts are one table shared by the decoder and the encoder, so the
-// two cannot disagree about a command's fields.
+// The request decoder. A request is read field by field, and each list item
+// on its own; a walk stopped by a short input keeps where it got
+// (RequestDecoder::Progress) and resumes there when more bytes arrive, so
+// decoding costs O(request size) however the bytes are split. The walk that
+// finds a resumed request complete stored nothing; one more pass over the
+// now whole request collects its fields (views into the caller's buffer,
+// which may have moved in the meantime).
 #include "ddprun/proto/tcpstore_codec.hpp"
 
-#include <array>
 #include <bit>
 #include <cstring>
 #include <stdexcept>
+
+#include "tcpstore_layout.hpp"
 
 namespace ddprun::proto {
 
@@ -14,51 +20,31 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-enum class Field : std::uint8_t { U32, I64, Key, Value, KeyList, Pairs };
+using layout::Field;
+using Progress = RequestDecoder::Progress;
 
-struct Layout {
-  std::array<Field, 3> fields;
-  std::uint8_t count;
-};
-
-// Index: Command. Fields after the command byte, in wire order.
-constexpr std::array<Layout, 19> kLayouts = {{
-    {{Field::U32}, 1},                              // Validate
-    {{Field::Key, Field::Value}, 2},                // Set
-    {{Field::Key, Field::Value, Field::Value}, 3},  // CompareSet
-    {{Field::Key}, 1},                              // Get
-    {{Field::Key, Field::I64}, 2},                  // Add
-    {{Field::KeyList}, 1},                          // Check
-    {{Field::KeyList}, 1},                          // Wait
-    {{}, 0},                                        // GetNumKeys
-    {{Field::Key}, 1},                              // WatchKey
-    {{Field::Key}, 1},                              // DeleteKey
-    {{Field::Key, Field::Value}, 2},                // Append
-    {{Field::KeyList}, 1},                          // MultiGet
-    {{Field::Pairs}, 1},                            // MultiSet
-    {{}, 0},                                        // CancelWait
-    {{Field::U32}, 1},                              // Ping
-    {{Field::Key, Field::Value}, 2},                // QueuePush
-    {{Field::Key}, 1},                              // QueuePop
-    {{Field::Key}, 1},                              // QueueLen
-    {{}, 0},                                        // List
-}};
-
-const Layout& layoutOf(Command command) { return kLayouts[static_cast<std::size_t>(command)]; }
-
-// Reads primitives from the front of a buffer. The first failure sticks:
+// Reads primitives from a position in a buffer. The first failure sticks:
 // either the input is short (need_ says how many bytes the request needs at
 // least) or it breaks a limit (error_ says which).
 class Reader {
  public:
-  // `input` starts at the command byte, which the caller has already read.
-  Reader(std::string_view input, const Limits& limits) : in_(input), limits_(limits), pos_(1) {}
+  // `input` starts at the command byte; reading starts at `position`.
+  Reader(std::string_view input, const Limits& limits, std::size_t position)
+      : in_(input), limits_(limits), pos_(position) {}
 
   bool ok() const { return !short_ && error_.empty(); }
   std::size_t position() const { return pos_; }
+  std::uint64_t fieldsRead() const { return fields_read_; }
+
+  // Bytes the request needs at least after the item being read: the length
+  // prefixes of a list's remaining items. Counted in the checks against the
+  // request limit and in NeedMore hints, so that a connection reads a long
+  // list in a few large reads, not one item per read.
+  void reserve(std::uint64_t bytes) { reserved_ = bytes; }
 
   template <typename T>
   bool fixed(T& value) {
+    ++fields_read_;
     if (!need(sizeof(T))) {
       return false;
     }
@@ -70,7 +56,8 @@ class Reader {
   bool key(std::string_view& out) { return sized(out, limits_.max_key_bytes, "key"); }
   bool value(std::string_view& out) { return sized(out, limits_.max_value_bytes, "value"); }
 
-  // A u64 count of items each at least `min_item_bytes` long.
+  // A u64 count of items each at least `min_item_bytes` long; true once
+  // those minimal bytes are all buffered.
   bool count(std::size_t& out, std::size_t min_item_bytes) {
     std::uint64_t n = 0;
     if (!fixed(n)) {
@@ -83,20 +70,18 @@ class Reader {
     out = static_cast<std::size_t>(n);
     // Check that the items can fit before the caller reserves room for them
     // (n is at most max_keys_per_request, but that limit may be huge).
-    if (min_item_bytes != 0 && out > (limits_.max_request_bytes - pos_) / min_item_bytes) {
+    if (out > (limits_.max_request_bytes - pos_) / min_item_bytes) {
       return tooLarge(limits_.max_request_bytes);
     }
     return need(out * min_item_bytes);
   }
 
-  DecodeResult result(std::size_t complete_size) const {
+  // NeedMore or Bad, once a read has failed.
+  DecodeResult failure() const {
     if (!error_.empty()) {
       return {DecodeStatus::Bad, 0, error_};
     }
-    if (short_) {
-      return {DecodeStatus::NeedMore, need_, {}};
-    }
-    return {DecodeStatus::Complete, complete_size, {}};
+    return {DecodeStatus::NeedMore, need_, {}};
   }
 
  private:
@@ -122,14 +107,18 @@ class Reader {
     if (!ok()) {
       return false;
     }
-    // pos_ <= max_request_bytes always holds, so this cannot wrap around.
-    if (n > limits_.max_request_bytes - pos_) {
+    // pos_ <= max_request_bytes always holds, so these cannot wrap around.
+    const std::uint64_t room = limits_.max_request_bytes - pos_;
+    if (n > room) {
       return tooLarge(n);
+    }
+    if (reserved_ > room - n) {
+      return tooLarge(n + reserved_);
     }
     const std::size_t total = pos_ + static_cast<std::size_t>(n);
     if (total > in_.size()) {
       short_ = true;
-      need_ = total;
+      need_ = total + static_cast<std::size_t>(reserved_);
       return false;
     }
     return true;
@@ -151,55 +140,103 @@ class Reader {
   std::string_view in_;
   const Limits& limits_;
   std::size_t pos_;
+  std::uint64_t reserved_ = 0;
+  std::uint64_t fields_read_ = 0;
   bool short_ = false;
   std::size_t need_ = 0;
   std::string error_;
 };
 
-// Reads one field into `out`; false stops decoding (see Reader::result).
-bool readField(Reader& reader, Field field, Request& out) {
+// Reads a KeyList (or, with `pairs`, a Pairs) field from `at` on, moving `at`
+// past the count and past each whole item.
+bool readList(Reader& reader, bool pairs, Progress& at, Request* out) {
+  const std::size_t item_bytes = (pairs ? 2 : 1) * sizeof(std::uint64_t);
+  if (!at.counted) {
+    std::size_t n = 0;
+    if (!reader.count(n, item_bytes)) {
+      return false;
+    }
+    if (out != nullptr) {
+      out->keys.reserve(n);
+      out->values.reserve(pairs ? n : 0);
+    }
+    at.counted = true;
+    at.items_left = n;
+    at.position = reader.position();
+  }
+  for (; at.items_left > 0; --at.items_left) {
+    const std::uint64_t after_item = (at.items_left - 1) * item_bytes;
+    std::string_view key;
+    std::string_view value;
+    reader.reserve(after_item + (pairs ? sizeof(std::uint64_t) : 0));
+    if (!reader.key(key)) {
+      return false;
+    }
+    reader.reserve(after_item);
+    if (pairs && !reader.value(value)) {
+      return false;
+    }
+    if (out != nullptr) {
+      out->keys.push_back(key);
+      if (pairs) {
+        out->values.push_back(value);
+      }
+    }
+    at.position = reader.position();
+  }
+  reader.reserve(0);
+  return true;
+}
+
+// Reads one field at `at`, moving `at` past what it read whole.
+bool readField(Reader& reader, Field field, Progress& at, Request* out) {
+  std::uint32_t word = 0;
+  std::int64_t number = 0;
   std::string_view text;
-  std::size_t n = 0;
   switch (field) {
     case Field::U32:
-      return reader.fixed(out.word);
+      if (!reader.fixed(word)) {
+        return false;
+      }
+      if (out != nullptr) {
+        out->word = word;
+      }
+      break;
     case Field::I64:
-      return reader.fixed(out.number);
+      if (!reader.fixed(number)) {
+        return false;
+      }
+      if (out != nullptr) {
+        out->number = number;
+      }
+      break;
     case Field::Key:
-      return reader.key(text) && (out.keys.push_back(text), true);
     case Field::Value:
-      return reader.value(text) && (out.values.push_back(text), true);
+      if (!(field == Field::Key ? reader.key(text) : reader.value(text))) {
+        return false;
+      }
+      if (out != nullptr) {
+        (field == Field::Key ? out->keys : out->values).push_back(text);
+      }
+      break;
     case Field::KeyList:
-      if (!reader.count(n, sizeof(std::uint64_t)) || !reader.ok()) {
-        return false;
-      }
-      out.keys.reserve(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        if (!reader.key(text)) {
-          return false;
-        }
-        out.keys.push_back(text);
-      }
-      return true;
     case Field::Pairs:
-      if (!reader.count(n, 2 * sizeof(std::uint64_t)) || !reader.ok()) {
-        return false;
-      }
-      out.keys.reserve(n);
-      out.values.reserve(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        if (!reader.key(text)) {
-          return false;
-        }
-        out.keys.push_back(text);
-        if (!reader.value(text)) {
-          return false;
-        }
-        out.values.push_back(text);
-      }
-      return true;
+      return readList(reader, field == Field::Pairs, at, out);
   }
-  return false;
+  at.position = reader.position();
+  return true;
+}
+
+// Reads the fields of `command` from `at` on, collecting them into `out`
+// when given. False when stopped (see Reader::failure).
+bool walk(Reader& reader, Command command, Progress& at, Request* out) {
+  const layout::Layout& fields = layout::of(command);
+  for (; at.field < fields.count; ++at.field, at.counted = false) {
+    if (!readField(reader, fields.fields[at.field], at, out)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string hexByte(std::uint8_t byte) {
@@ -254,6 +291,11 @@ DecodeResult RequestDecoder::decode(std::string_view input, Request& out) {
   if (input.empty()) {
     return {DecodeStatus::NeedMore, 1, {}};
   }
+  if (progress_.under_way && input.size() >= progress_.position &&
+      input[0] == static_cast<char>(progress_.command_byte)) {
+    return resume(input, out);
+  }
+  progress_ = {};
   const auto byte = static_cast<std::uint8_t>(input[0]);
   const auto command = commandFromWire(dialect_, byte);
   if (!command) {
@@ -266,97 +308,46 @@ DecodeResult RequestDecoder::decode(std::string_view input, Request& out) {
   }
   out.clear();
   out.command = *command;
-  Reader reader(input, limits_);
-  const Layout& layout = layoutOf(*command);
-  for (std::uint8_t i = 0; i < layout.count && readField(reader, layout.fields[i], out); ++i) {
+  progress_.command = *command;
+  progress_.command_byte = byte;
+  Reader reader(input, limits_, progress_.position);
+  const bool whole = walk(reader, *command, progress_, &out);
+  fields_read_ += reader.fieldsRead();
+  return whole ? complete(reader.position()) : stopped(reader.failure());
+}
+
+// The rest of a request the last call found incomplete, from where it
+// stopped; nothing is collected until the whole request is here.
+DecodeResult RequestDecoder::resume(std::string_view input, Request& out) {
+  Reader reader(input, limits_, progress_.position);
+  const bool whole = walk(reader, progress_.command, progress_, nullptr);
+  fields_read_ += reader.fieldsRead();
+  if (!whole) {
+    return stopped(reader.failure());
   }
-  DecodeResult result = reader.result(reader.position());
+  out.clear();
+  out.command = progress_.command;
+  Progress from_start;
+  Reader collector(input, limits_, from_start.position);
+  const bool collected = walk(collector, progress_.command, from_start, &out);
+  fields_read_ += collector.fieldsRead();
+  if (!collected) {  // only if the caller changed bytes it had passed before
+    progress_ = {};
+    return collector.failure();
+  }
+  return complete(collector.position());
+}
+
+DecodeResult RequestDecoder::complete(std::size_t size) {
   // A wrong magic never reaches here: detection reads it as a legacy request.
-  if (result.status == DecodeStatus::Complete) {
-    first_request_ = false;
-  }
+  first_request_ = false;
+  progress_ = {};
+  return {DecodeStatus::Complete, size, {}};
+}
+
+DecodeResult RequestDecoder::stopped(DecodeResult result) {
+  progress_.under_way = result.status == DecodeStatus::NeedMore;
   return result;
-}
-
-void WireWriter::u32(std::uint32_t value) {
-  out_.append(reinterpret_cast<const char*>(&value), sizeof(value));
-}
-
-void WireWriter::i64(std::int64_t value) {
-  out_.append(reinterpret_cast<const char*>(&value), sizeof(value));
-}
-
-void WireWriter::u64(std::uint64_t value) {
-  out_.append(reinterpret_cast<const char*>(&value), sizeof(value));
-}
-
-void WireWriter::bytes(std::string_view value) {
-  u64(value.size());
-  out_.append(value);
-}
-
-void WireWriter::keyList(std::span<const std::string_view> keys) {
-  u64(keys.size());
-  for (std::string_view key : keys) {
-    bytes(key);
-  }
-}
-
-Request makeRequest(Command command, std::vector<std::string_view> keys,
-                    std::vector<std::string_view> values, std::int64_t number, std::uint32_t word) {
-  Request request;
-  request.command = command;
-  request.keys = std::move(keys);
-  request.values = std::move(values);
-  request.number = number;
-  request.word = word;
-  return request;
-}
-
-std::string encodeRequest(Dialect dialect, const Request& request) {
-  std::string out;
-  encodeRequest(dialect, request, out);
-  return out;
-}
-
-void encodeRequest(Dialect dialect, const Request& request, std::string& out) {
-  const auto byte = wireByte(dialect, request.command);
-  if (!byte) {
-    throw std::invalid_argument(std::string(commandName(request.command)) +
-                                " does not exist in the " + std::string(dialectName(dialect)) +
-                                " dialect");
-  }
-  WireWriter writer(out);
-  writer.u8(*byte);
-  std::size_t next_key = 0;
-  std::size_t next_value = 0;
-  const Layout& layout = layoutOf(request.command);
-  for (std::uint8_t i = 0; i < layout.count; ++i) {
-    switch (layout.fields[i]) {
-      case Field::U32:
-        writer.u32(request.word);
-        break;
-      case Field::I64:
-        writer.i64(request.number);
-        break;
-      case Field::Key:
-        writer.bytes(request.keys.at(next_key++));
-        break;
-      case Field::Value:
-        writer.bytes(request.values.at(next_value++));
-        break;
-      case Field::KeyList:
-        writer.keyList(request.keys);
-        break;
-      case Field::Pairs:
-        writer.u64(request.keys.size());
-        for (std::size_t k = 0; k < request.keys.size(); ++k) {
-          writer.bytes(request.keys[k]);
-          writer.bytes(request.values.at(k));
-        }
-        break;
-    }
-  }
 }
 
 }  // namespace ddprun::proto

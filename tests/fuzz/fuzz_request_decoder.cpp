@@ -1,7 +1,9 @@
 // libFuzzer target for RequestDecoder. Each input is a 4-byte control header
 // and a client byte stream. The header picks the legacy dialect, the limits
-// and a split point; the stream is decoded twice, whole and in two parts, as
-// a connection would see it. Any broken invariant traps.
+// and a split point; the stream is decoded three times, as a connection could
+// receive it: whole, in two parts, and one byte at a time. Any broken
+// invariant traps, among them decoding work beyond a bound linear in the
+// stream's size.
 //
 // Header: [0] bit 0: legacy dialect 2.1 instead of 1.13; bit 1: tiny limits.
 //         [1] tiny limits only: max_request_bytes = 16 + this byte, so the
@@ -43,6 +45,7 @@ struct Outcome {
   std::vector<std::string> requests;  // each Complete request's bytes
   DecodeResult last;
   Dialect dialect = Dialect::Undecided;
+  std::uint64_t calls = 0;  // decode() calls
 };
 
 // Decodes everything decodable in `buffer`, dropping consumed bytes. Returns
@@ -51,6 +54,7 @@ bool drain(RequestDecoder& decoder, std::string& buffer, Outcome& outcome) {
   Request request;
   while (true) {
     const DecodeResult result = decoder.decode(buffer, request);
+    ++outcome.calls;
     outcome.last = result;
     switch (result.status) {
       case DecodeStatus::Complete: {
@@ -80,15 +84,22 @@ bool drain(RequestDecoder& decoder, std::string& buffer, Outcome& outcome) {
   }
 }
 
-Outcome run(const Limits& limits, Dialect legacy, std::string_view stream, std::size_t split) {
+// Feeds `stream[0, split)`, then the rest in pieces of `piece` bytes.
+Outcome run(const Limits& limits, Dialect legacy, std::string_view stream, std::size_t split,
+            std::size_t piece) {
   RequestDecoder decoder(limits, legacy);
   Outcome outcome;
   std::string buffer(stream.substr(0, split));
-  if (drain(decoder, buffer, outcome)) {
-    buffer.append(stream.substr(split));
-    drain(decoder, buffer, outcome);
+  bool open = drain(decoder, buffer, outcome);
+  for (std::size_t at = split; open && at < stream.size(); at += piece) {
+    buffer.append(stream.substr(at, piece));
+    open = drain(decoder, buffer, outcome);
   }
   outcome.dialect = decoder.dialect();
+  // Each call reads at most a few fields again (an incomplete item's
+  // lengths), and a complete request's fields are read at most twice (once
+  // more when it was resumed); a field is at least 4 bytes.
+  check(decoder.fieldsRead() <= 4 * outcome.calls + stream.size());
   return outcome;
 }
 
@@ -113,14 +124,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                 size - kHeaderBytes);
   const std::size_t split = (std::size_t{data[2]} << 8 | data[3]) % (stream.size() + 1);
 
-  const Outcome whole = run(limits, legacy, stream, stream.size());
-  const Outcome parts = run(limits, legacy, stream, split);
-  // Decoding depends only on the bytes, never on how they were chunked.
-  check(whole.requests == parts.requests);
-  check(whole.last.status == parts.last.status);
-  check(whole.last.size == parts.last.size);
-  check(whole.last.error == parts.last.error);
-  check(whole.dialect == parts.dialect);
+  const Outcome whole = run(limits, legacy, stream, stream.size(), stream.size());
   check(whole.dialect == expectedDialect(stream, legacy));
+  // Decoding depends only on the bytes, never on how they were chunked.
+  for (const Outcome& chunked :
+       {run(limits, legacy, stream, split, stream.size()), run(limits, legacy, stream, 0, 1)}) {
+    check(whole.requests == chunked.requests);
+    check(whole.last.status == chunked.last.status);
+    check(whole.last.size == chunked.last.size);
+    check(whole.last.error == chunked.last.error);
+    check(whole.dialect == chunked.dialect);
+  }
   return 0;
 }

@@ -254,12 +254,12 @@ StreamDecode decodeStream(RequestDecoder& decoder, std::string_view stream) {
   }
 }
 
-StreamDecode decodeByteByByte(RequestDecoder& decoder, std::string_view stream) {
+StreamDecode decodeInChunks(RequestDecoder& decoder, std::string_view stream, std::size_t chunk) {
   StreamDecode out;
   std::string buffer;
   Request request;
-  for (char byte : stream) {
-    buffer.push_back(byte);
+  for (std::size_t at = 0; at < stream.size(); at += chunk) {
+    buffer.append(stream.substr(at, chunk));
     while (true) {
       out.last = decoder.decode(buffer, request);
       if (out.last.status == DecodeStatus::NeedMore) {
@@ -276,6 +276,10 @@ StreamDecode decodeByteByByte(RequestDecoder& decoder, std::string_view stream) 
     }
   }
   return out;
+}
+
+StreamDecode decodeByteByByte(RequestDecoder& decoder, std::string_view stream) {
+  return decodeInChunks(decoder, stream, 1);
 }
 
 const std::vector<GoldenCase>& goldenCases() {

@@ -56,9 +56,10 @@ struct StreamDecode {
 // Decodes `stream` from its start until a result is not Complete.
 StreamDecode decodeStream(RequestDecoder& decoder, std::string_view stream);
 
-// Feeds `stream` one byte at a time into a connection-like buffer, dropping
-// consumed bytes. Records a gtest failure wherever a NeedMore hint is not a
-// lower bound that asks for more than is buffered and stays within the limit.
+// Feeds `stream` `chunk` bytes at a time into a connection-like buffer,
+// dropping consumed bytes. Records a gtest failure wherever a NeedMore hint
+// does not ask for more than is buffered or leaves the limit.
+StreamDecode decodeInChunks(RequestDecoder& decoder, std::string_view stream, std::size_t chunk);
 StreamDecode decodeByteByByte(RequestDecoder& decoder, std::string_view stream);
 
 // One request with its exact bytes in one dialect.
