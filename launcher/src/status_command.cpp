@@ -175,8 +175,7 @@ void printJson(const std::string& answer) {
   // the nesting bound.
   print(proto::parseJson(answer).dump(2, ' ', /*ensure_ascii=*/true,
                                       nlohmann::json::error_handler_t::replace) +
-        "
-");
+        "\n");
 }
 
 int showJobs(rdzv::StoreClient& client, const StatusRequest& request, Clock::time_point deadline) {
