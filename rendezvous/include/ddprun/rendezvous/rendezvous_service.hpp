@@ -47,6 +47,15 @@ class RendezvousService {
   explicit RendezvousService(std::string host_agent = "", std::string token = "")
       : host_agent_(std::move(host_agent)), token_(std::move(token)) {}
 
+  // Why a rendezvous SET was refused. `close`: the request was malformed or
+  // not the connection's to make, and its connection closes. Otherwise (a
+  // join without a valid proof of the token) the connection stays open, and
+  // reply() tells it why; the agent the join named is never told anything.
+  struct Refusal {
+    std::string why;
+    bool close = true;
+  };
+
   static bool isRendezvousKey(std::string_view key);
   // Whether `key` is a read-only question (proto::rendezvous::isQueryKey).
   static bool isQueryKey(std::string_view key);
@@ -55,12 +64,18 @@ class RendezvousService {
   // question: {"error": ...}). Reads only; rendezvous_queries.cpp.
   std::string answer(std::string_view key, Clock::time_point now) const;
 
-  // A SET of a rendezvous key by `client`. Returns why the connection must
-  // close if the request is malformed, or not the requesting agent's to make
-  // (every verb but join must come from the connection that joined as that
-  // agent of that run); nothing is changed then.
-  std::optional<std::string> onSet(ClientId client, std::string_view key, std::string_view value,
-                                   Clock::time_point now, KeySpace& keys);
+  // A SET of a rendezvous key by `client`. Returns why it was refused if the
+  // request is malformed, not the requesting agent's to make (every verb but
+  // join must come from the connection that joined as that agent of that
+  // run), or a join without a valid proof of the token; nothing is changed
+  // then, and nothing is written where another client reads.
+  std::optional<Refusal> onSet(ClientId client, std::string_view key, std::string_view value,
+                               Clock::time_point now, KeySpace& keys);
+  // The answer to a GET of `key` that is `client`'s alone, never stored: the
+  // nonce of its challenge at its challenge key, the refusal of its join (an
+  // error event) at the run's join key. nullopt: the store answers it (an
+  // event; a join that was taken reads as nothing).
+  std::optional<std::string> reply(ClientId client, std::string_view key) const;
   // The client's connection is gone: the agent it joined as is lost.
   // Returns whether it was an agent's (plain store clients are not).
   bool onDisconnect(ClientId client, Clock::time_point now, KeySpace& keys);
@@ -125,17 +140,23 @@ class RendezvousService {
     int64_t session = 0;
     std::string nonce;
   };
+  // A connection's join that was refused for want of a proof: the run it
+  // named, and the error event that answers it.
+  struct RefusedJoin {
+    std::string run_id;
+    std::string answer;
+  };
 
-  std::optional<std::string> join(ClientId client, const std::string& run_id,
-                                  std::string_view payload, Clock::time_point now, KeySpace& keys);
+  std::optional<Refusal> join(ClientId client, const std::string& run_id, std::string_view payload,
+                              Clock::time_point now, KeySpace& keys);
+  std::optional<std::string> verb(ClientId client, const proto::rendezvous::ElasticRequestKey& key,
+                                  std::string_view value, Clock::time_point now, KeySpace& keys);
   std::optional<std::string> authorize(ClientId client, const std::string& run_id,
                                        std::string_view verb, std::string_view agent) const;
   std::optional<std::string> challenge(ClientId client, const std::string& run_id,
-                                       std::string_view value, KeySpace& keys);
-  std::optional<std::string> checkProof(ClientId client, const std::string& run_id,
-                                        const proto::rendezvous::JoinRequest& request,
-                                        KeySpace& keys);
-  void forgetChallenge(ClientId client, KeySpace& keys);
+                                       std::string_view value);
+  bool proven(ClientId client, const std::string& run_id,
+              const proto::rendezvous::JoinRequest& request);
   void openStream(const std::string& run_id, Run& run, const std::string& agent, int64_t session,
                   KeySpace& keys);
   void recordDone(Run& run, const std::string& agent, int64_t round);
@@ -177,6 +198,7 @@ class RendezvousService {
   std::string token_;
   Counters counters_;
   std::unordered_map<ClientId, Challenge> challenges_;
+  std::unordered_map<ClientId, RefusedJoin> refused_joins_;
   std::map<std::string, Run, std::less<>> runs_;
   std::unordered_map<ClientId, Binding> bindings_;
   // Leases whose agent was dropped (no heartbeat in time): their requests
