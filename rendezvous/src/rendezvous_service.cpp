@@ -108,6 +108,7 @@ std::optional<std::string> RendezvousService::verb(ClientId client,
     case protocol::Verb::kLeave:
       bindings_.erase(client);
       endLease(run, agent);
+      noteLeases(run_id, run, now);
       noteLoss(run, agent, protocol::LossReason::kLeft, now);
       publish(run_id, run, run.rdzv.lose(agent, now), now, keys);
       tell(run_id, run, agent, simpleEvent(EventType::kLeft), keys);  // its reader can stop
@@ -202,6 +203,7 @@ std::optional<RendezvousService::Refusal> RendezvousService::join(ClientId clien
   bindings_[client] = {run_id, agent.id};
   AgentState& state = run.agents[agent.id];
   grantLease(run, state, client);
+  noteLeases(run_id, run, now);
   state.store_host = request->store_host;
   state.store_port = request->store_port;
   run.record.joined(*request);
@@ -274,10 +276,12 @@ bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
   if (auto run = runs_.find(lost.run_id); run != runs_.end()) {
     counters_.lost_disconnected += run->second.rdzv.closed() ? 0 : 1;
     endLease(run->second, lost.agent);
+    noteLeases(lost.run_id, run->second, now);
     noteLoss(run->second, lost.agent, protocol::LossReason::kConnectionClosed, now);
     publish(lost.run_id, run->second, run->second.rdzv.lose(lost.agent, now), now, keys);
     pushExitBarrier(lost.run_id, run->second, keys);
   }
+  forgetIdleRuns(now, keys);  // beyond kMaxIdleRuns
   return true;
 }
 
@@ -298,8 +302,10 @@ void RendezvousService::tick(Clock::time_point now, KeySpace& keys) {
         dropped_leases_.insert(*lease);
       }
     }
+    noteLeases(run_id, run, now);
     pushExitBarrier(run_id, run, keys);
   }
+  forgetIdleRuns(now, keys);
 }
 
 void RendezvousService::excuseStall(Clock::duration stalled, Clock::time_point now) {
@@ -310,6 +316,9 @@ void RendezvousService::excuseStall(Clock::duration stalled, Clock::time_point n
 
 std::optional<RendezvousService::Clock::time_point> RendezvousService::nextDeadline() const {
   std::optional<Clock::time_point> earliest;
+  if (!idle_runs_.empty()) {
+    earliest = idle_runs_.front().first + idle_run_timeout_;
+  }
   for (const auto& [run_id, run] : runs_) {
     const auto deadline = run.rdzv.nextDeadline();
     if (deadline && (!earliest || *deadline < *earliest)) {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <chrono>
+#include <list>
 #include <map>
 #include <optional>
 #include <set>
@@ -41,11 +42,22 @@ class RendezvousService {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // An open run none of whose agents holds a connection is forgotten after
+  // this long (ddprund --idle-run-timeout). Forgetting is what a restart of
+  // the daemon would do to it: agents that come back rejoin it afresh.
+  static constexpr std::chrono::seconds kDefaultIdleRunTimeout{3600};
+  // At most this many such runs are kept; beyond it the one idle longest is
+  // forgotten at once, so joins that go away cannot grow the daemon.
+  static constexpr std::size_t kMaxIdleRuns = 1024;
+
   // `host_agent`: the agent whose process serves this rendezvous, told to
   // every member with each round ("" for a ddprund of its own). `token`: when
   // not empty, a join must prove it holds it (challenge, then HMAC).
-  explicit RendezvousService(std::string host_agent = "", std::string token = "")
-      : host_agent_(std::move(host_agent)), token_(std::move(token)) {}
+  explicit RendezvousService(std::string host_agent = "", std::string token = "",
+                             Clock::duration idle_run_timeout = kDefaultIdleRunTimeout)
+      : host_agent_(std::move(host_agent)),
+        token_(std::move(token)),
+        idle_run_timeout_(idle_run_timeout) {}
 
   // Why a rendezvous SET was refused. `close`: the request was malformed or
   // not the connection's to make, and its connection closes. Otherwise (a
@@ -112,6 +124,9 @@ class RendezvousService {
     std::string store_host;
     std::uint16_t store_port = 0;
   };
+  // Runs none of whose agents holds a connection, idle longest first: since
+  // when, and the run's id.
+  using IdleRuns = std::list<std::pair<Clock::time_point, std::string>>;
   struct Run {
     explicit Run(const ElasticSettings& s) : settings(s), rdzv(s) {}
     ElasticSettings settings;
@@ -127,8 +142,10 @@ class RendezvousService {
     std::string held_for;  // node 0 of held_round
     std::vector<NodeAssignment> held;
     proto::rendezvous::Event held_event;
-    JobRecord record;  // what `ddprun status` is told beyond the rounds
+    JobRecord record;                        // what `ddprun status` is told beyond the rounds
+    std::optional<IdleRuns::iterator> idle;  // its entry while no agent holds a connection
   };
+  using Runs = std::map<std::string, Run, std::less<>>;
   struct Binding {
     std::string run_id;
     std::string agent;
@@ -157,6 +174,11 @@ class RendezvousService {
                                        std::string_view value);
   bool proven(ClientId client, const std::string& run_id,
               const proto::rendezvous::JoinRequest& request);
+  // Forgets the runs idle past the bound, or beyond kMaxIdleRuns.
+  void forgetIdleRuns(Clock::time_point now, KeySpace& keys);
+  void forgetRun(Runs::iterator run, KeySpace& keys);
+  // The run's agents' open leases changed: it starts or stops being idle.
+  void noteLeases(const std::string& run_id, Run& run, Clock::time_point now);
   void openStream(const std::string& run_id, Run& run, const std::string& agent, int64_t session,
                   KeySpace& keys);
   void recordDone(Run& run, const std::string& agent, int64_t round);
@@ -196,10 +218,12 @@ class RendezvousService {
 
   std::string host_agent_;
   std::string token_;
+  Clock::duration idle_run_timeout_;
   Counters counters_;
   std::unordered_map<ClientId, Challenge> challenges_;
   std::unordered_map<ClientId, RefusedJoin> refused_joins_;
-  std::map<std::string, Run, std::less<>> runs_;
+  Runs runs_;
+  IdleRuns idle_runs_;
   std::unordered_map<ClientId, Binding> bindings_;
   // Leases whose agent was dropped (no heartbeat in time): their requests
   // are ignored, not refused, so the agent learns of the drop from its

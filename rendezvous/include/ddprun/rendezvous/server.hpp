@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ddprun/proto/tcpstore_wire.hpp"
+#include "ddprun/rendezvous/rendezvous_service.hpp"
 
 namespace ddprun::metrics {
 class Exposition;
@@ -36,6 +37,8 @@ struct ServerOptions {
   // When set, agents must prove they hold this token to join (see
   // token_file.hpp); the workers' store commands stay unauthenticated.
   std::string token;
+  // An open run with no agent connected is forgotten after this long.
+  std::chrono::milliseconds idle_run_timeout = RendezvousService::kDefaultIdleRunTimeout;
 };
 
 struct ServerStats {
