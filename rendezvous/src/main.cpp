@@ -93,6 +93,13 @@ void defineFlags(CLI::App& app, DaemonFlags& flags) {
                  "Largest request a client may send, bytes")
       ->check(CLI::Range(std::size_t{16}, std::numeric_limits<std::size_t>::max()))
       ->capture_default_str();
+  app.add_option("--max-memory", s.max_memory_bytes,
+                 "What the store may hold in all: keys, values, queued items and 96 bytes of "
+                 "bookkeeping per key; a write past it is refused and its connection closed "
+                 "(bytes, or with a unit: 512MiB, 2GiB)")
+      ->transform(CLI::AsSizeValue(/*kb_is_1000=*/true))
+      ->check(CLI::Range(std::size_t{1}, std::numeric_limits<std::size_t>::max()))
+      ->capture_default_str();
   app.add_option("--idle-run-timeout", flags.idle_run_timeout_s,
                  "Seconds an open elastic run may go with no agent connected before it is closed "
                  "and forgotten (an agent that comes back later rejoins it afresh)")
