@@ -103,10 +103,7 @@ std::optional<std::string> KeySpace::run(ClientId client, proto::Dialect dialect
       append(keys[0], values[0]);
       return std::nullopt;
     case Command::MultiGet:
-      for (std::string_view key : keys) {
-        get(key, reply);
-      }
-      return std::nullopt;
+      return multiGet(keys, reply);
     case Command::MultiSet:
       if (auto refused = admitValues(keys, values)) {
         return refused;
@@ -230,6 +227,23 @@ void KeySpace::append(std::string_view key, std::string_view value) {
 void KeySpace::get(std::string_view key, Reply& reply) const {
   auto it = values_.find(key);
   proto::WireWriter(reply).bytes(it == values_.end() ? std::string_view() : it->second);
+}
+
+// A reply past the budget's bound is dropped before it grows further: it is
+// built at most one value beyond the bound, never to the size asked.
+std::optional<std::string> KeySpace::multiGet(const std::vector<std::string_view>& keys,
+                                              Reply& reply) const {
+  const std::size_t start = reply.size();
+  const std::size_t most = budget_ == nullptr ? MemoryBudget::kUnlimited : budget_->maxReply();
+  for (std::string_view key : keys) {
+    get(key, reply);
+    if (reply.size() - start > most) {
+      reply.resize(start);
+      return "a MULTI_GET whose reply would pass " + std::to_string(most) +
+             " bytes (--max-request-bytes)";
+    }
+  }
+  return std::nullopt;
 }
 
 bool KeySpace::isPresent(std::string_view key) const {

@@ -49,7 +49,7 @@ void runOn(net::asio::io_context& context, Work work) {
 struct Server::Impl {
   explicit Impl(ServerOptions opts)
       : options(std::move(opts)),
-        state(registry, options.max_memory_bytes),
+        state(registry, options.max_memory_bytes, options.limits.max_request_bytes),
         context{store_mutex,
                 state,
                 registry,

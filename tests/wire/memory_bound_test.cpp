@@ -231,5 +231,28 @@ TEST(MemoryBoundTest, ASetFloodPastMaxMemoryIsRefusedWhileOthersAreServed) {
   EXPECT_EQ(warnings, 1u) << log;
 }
 
+// A MULTI_GET naming one large value many times over asks for a reply of
+// any size with a small request (131,072 keys of 8 MiB: 1 TiB). No reply
+// may carry more than --max-request-bytes: past it the asker is refused
+// (closed), while a MULTI_GET under it is answered whole.
+TEST(MemoryBoundTest, AMultiGetWhoseReplyPassesTheRequestLimitIsRefused) {
+  constexpr std::size_t kValueBytes = 1024 * 1024;
+  DaemonProcess daemon({"--max-request-bytes", "16777216"});
+  WireClient writer(daemon.port(), Dialect::Modern);
+  writer.set("/big", std::string(kValueBytes, 'v'));
+  ASSERT_TRUE(writer.roundTrip());
+  const auto multiGet = [&](WireClient& client, std::size_t copies) {
+    const std::vector<std::string_view> keys(copies, "/big");
+    return client.raw().sendAll(encode(Dialect::Modern, Command::MultiGet, keys));
+  };
+  WireClient modest(daemon.port(), Dialect::Modern);
+  ASSERT_TRUE(multiGet(modest, 8));
+  EXPECT_TRUE(modest.raw().recvExact(8 * (8 + kValueBytes), 10s).has_value());
+  WireClient greedy(daemon.port(), Dialect::Modern);
+  ASSERT_TRUE(multiGet(greedy, 64));
+  EXPECT_TRUE(greedy.raw().waitForClose(10s)) << "a 64 MiB reply was served";
+  EXPECT_TRUE(writer.roundTrip());
+}
+
 }  // namespace
 }  // namespace ddprun::wire_test

@@ -115,6 +115,8 @@ class KeySpace {
   void set(std::string_view key, std::string_view value);
   void append(std::string_view key, std::string_view value);
   void get(std::string_view key, Reply& reply) const;
+  std::optional<std::string> multiGet(const std::vector<std::string_view>& keys,
+                                      Reply& reply) const;
   void check(const std::vector<std::string_view>& keys, Reply& reply) const;
   void wait(ClientId client, const std::vector<std::string_view>& keys, Reply& reply);
   void cancelWait(ClientId client);

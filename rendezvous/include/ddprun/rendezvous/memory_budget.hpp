@@ -4,6 +4,10 @@
 // node and two string headers; a queue slot), so a flood of empty values is
 // bounded as surely as one of large ones.
 //
+// It also bounds what one reply may carry: a MULTI_GET that names one large
+// value many times over would otherwise build a reply of any size from a
+// small request.
+//
 // Owned by the StoreState; every KeySpace of it charges it as it changes, in
 // O(1). Not thread-safe: the store lock guards it, as it guards the spaces.
 #pragma once
@@ -24,9 +28,11 @@ class MemoryBudget {
   static constexpr std::size_t kPerItemBytes = 32;
   static constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
 
-  explicit MemoryBudget(std::size_t limit = kUnlimited) : limit_(limit) {}
+  explicit MemoryBudget(std::size_t limit = kUnlimited, std::size_t max_reply = kUnlimited)
+      : limit_(limit), max_reply_(max_reply) {}
 
   std::size_t limit() const { return limit_; }
+  std::size_t maxReply() const { return max_reply_; }
   std::size_t used() const { return used_; }
   // Whether `more` bytes fit beside what is held. The daemon's own writes
   // (rendezvous events) are charged without asking, so `used` may pass the
@@ -38,6 +44,7 @@ class MemoryBudget {
 
  private:
   std::size_t limit_;
+  std::size_t max_reply_;
   std::size_t used_ = 0;
 };
 

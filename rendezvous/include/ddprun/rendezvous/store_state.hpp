@@ -14,9 +14,11 @@ namespace ddprun::rdzv {
 
 class StoreState {
  public:
-  // `max_bytes`: what every space together may hold (MemoryBudget).
-  explicit StoreState(ClientSink& sink, std::size_t max_bytes = MemoryBudget::kUnlimited)
-      : sink_(sink), budget_(max_bytes) {}
+  // `max_bytes`: what every space together may hold; `max_reply_bytes`: the
+  // most one reply may carry (MemoryBudget).
+  explicit StoreState(ClientSink& sink, std::size_t max_bytes = MemoryBudget::kUnlimited,
+                      std::size_t max_reply_bytes = MemoryBudget::kUnlimited)
+      : sink_(sink), budget_(max_bytes, max_reply_bytes) {}
 
   // The key space called `name`, created empty on first use. References stay
   // valid until dropKeySpace(name).
