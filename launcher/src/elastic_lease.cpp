@@ -76,7 +76,7 @@ bool ElasticMembership::join() {
     return false;  // a cancel that came while connecting: do not join at all
   }
   lease->setTimeout(keepAliveBound());
-  sendJoin(*lease, joinRequest(*lease, /*rejoin=*/false));
+  sendJoin(*lease, joinRequest(*lease, /*rejoin=*/false));  // refused: nextRound() says why
   {
     std::lock_guard lock(mutex_);
     connected_ = true;
@@ -113,17 +113,36 @@ protocol::JoinRequest ElasticMembership::joinRequest(const rdzv::StoreClient& le
 }
 
 // With a token, the join first asks for a nonce and carries the proof that
-// this agent holds the token for it; the token itself never leaves.
-void ElasticMembership::sendJoin(rdzv::StoreClient& lease, protocol::JoinRequest request) {
+// this agent holds the token for it; the token itself never leaves. The
+// nonce and the join's answer are read on the lease, plain GETs answered to
+// this connection alone (nothing is stored where another client could
+// forge or plant it); an older daemon answers the join with nothing.
+bool ElasticMembership::sendJoin(rdzv::StoreClient& lease, protocol::JoinRequest request) {
   if (!options_.token.empty()) {
     lease.set(protocol::verbKey(options_.run_id, Verb::kChallenge),
               protocol::challengeRequest(options_.agent_id, request.session));
     const std::string nonce =
-        lease.get(protocol::challengeKey(options_.run_id, options_.agent_id, request.session));
+        lease.query(protocol::challengeKey(options_.run_id, options_.agent_id, request.session));
     request.auth = protocol::joinProof(options_.token, options_.run_id, options_.agent_id,
                                        request.session, nonce);
   }
-  lease.set(protocol::verbKey(options_.run_id, Verb::kJoin), protocol::encodeJoin(request));
+  const std::string join_key = protocol::verbKey(options_.run_id, Verb::kJoin);
+  lease.set(join_key, protocol::encodeJoin(request));
+  std::string answer;
+  try {
+    answer = lease.query(join_key);
+  } catch (const Error&) {
+    return true;  // the lease closed or fell silent: lost, as any lease is (runLease)
+  }
+  if (answer.empty()) {
+    return true;
+  }
+  const protocol::Event refusal = protocol::decodeEvent(answer);
+  std::lock_guard lock(mutex_);
+  error_ = refusal.message.empty() ? "the rendezvous refused this agent's join" : refusal.message;
+  closed_ = true;
+  changed_.notify_all();
+  return false;
 }
 
 void ElasticMembership::runLease() {
@@ -365,8 +384,9 @@ std::unique_ptr<rdzv::StoreClient> ElasticMembership::recover() {
       }
       const protocol::JoinRequest request =
           joinRequest(*lease, /*rejoin=*/host.empty() && !dropped);
-      sendJoin(*lease, request);
-      lease->ping();  // the join was taken
+      if (!sendJoin(*lease, request)) {
+        return nullptr;  // refused (error_ says why): nothing to rejoin
+      }
       {
         std::lock_guard lock(mutex_);
         lost_.reset();

@@ -51,6 +51,13 @@ void eraseAll(std::vector<ClientId>& clients, ClientId client) {
 
 std::optional<std::string> KeySpace::execute(ClientId client, proto::Dialect dialect,
                                              const proto::Request& request, std::string& reply) {
+  auto refused = run(client, dialect, request, reply);
+  settle();
+  return refused;
+}
+
+std::optional<std::string> KeySpace::run(ClientId client, proto::Dialect dialect,
+                                         const proto::Request& request, std::string& reply) {
   cancelLegacyWaitBefore(client, dialect, request.command);
   proto::WireWriter out(reply);
   const auto& keys = request.keys;
@@ -62,11 +69,13 @@ std::optional<std::string> KeySpace::execute(ClientId client, proto::Dialect dia
       out.u32(request.word);
       return std::nullopt;
     case Command::Set:
+      if (auto refused = admitValue(keys[0], values[0].size())) {
+        return refused;
+      }
       set(keys[0], values[0]);
       return std::nullopt;
     case Command::CompareSet:
-      compareSet(keys[0], values[0], values[1], reply);
-      return std::nullopt;
+      return compareSet(keys[0], values[0], values[1], reply);
     case Command::Get:
       get(keys[0], reply);
       return std::nullopt;
@@ -88,14 +97,17 @@ std::optional<std::string> KeySpace::execute(ClientId client, proto::Dialect dia
       deleteKey(keys[0], reply);
       return std::nullopt;
     case Command::Append:
+      if (auto refused = admitAppend(keys[0], values[0].size())) {
+        return refused;
+      }
       append(keys[0], values[0]);
       return std::nullopt;
     case Command::MultiGet:
-      for (std::string_view key : keys) {
-        get(key, reply);
-      }
-      return std::nullopt;
+      return multiGet(keys, reply);
     case Command::MultiSet:
+      if (auto refused = admitValues(keys, values)) {
+        return refused;
+      }
       for (std::size_t i = 0; i < keys.size(); ++i) {
         set(keys[i], values[i]);
       }
@@ -105,6 +117,9 @@ std::optional<std::string> KeySpace::execute(ClientId client, proto::Dialect dia
       out.u8(static_cast<std::uint8_t>(kWaitCanceled));
       return std::nullopt;
     case Command::QueuePush:
+      if (auto refused = admitQueued(keys[0], values[0].size())) {
+        return refused;
+      }
       queuePush(keys[0], values[0]);
       return std::nullopt;
     case Command::QueuePop:
@@ -169,30 +184,32 @@ std::optional<std::string> KeySpace::add(std::string_view key, std::int64_t delt
   if (__builtin_add_overflow(current, delta, &result)) {
     return "ADD overflowed a 64-bit counter";
   }
-  storeValue(key, std::to_string(result));
+  std::string text = std::to_string(result);
+  if (auto refused = admitValue(key, text.size())) {
+    return refused;
+  }
+  storeValue(key, std::move(text));
   proto::WireWriter(reply).i64(result);
   return std::nullopt;
 }
 
-void KeySpace::compareSet(std::string_view key, std::string_view expected, std::string_view desired,
-                          Reply& reply) {
+std::optional<std::string> KeySpace::compareSet(std::string_view key, std::string_view expected,
+                                                std::string_view desired, Reply& reply) {
   proto::WireWriter out(reply);
   auto it = values_.find(key);
-  if (it == values_.end()) {
-    // PyTorch's rule: an absent key is created only when `expected` is
-    // empty; otherwise the caller is answered with its own `expected`.
-    if (expected.empty()) {
-      storeValue(key, std::string(desired));
+  // PyTorch's rule: an absent key is created only when `expected` is empty;
+  // otherwise the caller is answered with its own `expected`.
+  const bool stores = it == values_.end() ? expected.empty() : it->second == expected;
+  if (stores) {
+    if (auto refused = admitValue(key, desired.size())) {
+      return refused;
     }
-    out.bytes(expected.empty() ? desired : expected);
-    return;
-  }
-  if (it->second == expected) {
     storeValue(key, std::string(desired));
     out.bytes(desired);
-    return;
+    return std::nullopt;
   }
-  out.bytes(it->second);
+  out.bytes(it == values_.end() ? expected : std::string_view(it->second));
+  return std::nullopt;
 }
 
 void KeySpace::append(std::string_view key, std::string_view value) {
@@ -210,6 +227,23 @@ void KeySpace::append(std::string_view key, std::string_view value) {
 void KeySpace::get(std::string_view key, Reply& reply) const {
   auto it = values_.find(key);
   proto::WireWriter(reply).bytes(it == values_.end() ? std::string_view() : it->second);
+}
+
+// A reply past the budget's bound is dropped before it grows further: it is
+// built at most one value beyond the bound, never to the size asked.
+std::optional<std::string> KeySpace::multiGet(const std::vector<std::string_view>& keys,
+                                              Reply& reply) const {
+  const std::size_t start = reply.size();
+  const std::size_t most = budget_ == nullptr ? MemoryBudget::kUnlimited : budget_->maxReply();
+  for (std::string_view key : keys) {
+    get(key, reply);
+    if (reply.size() - start > most) {
+      reply.resize(start);
+      return "a MULTI_GET whose reply would pass " + std::to_string(most) +
+             " bytes (--max-request-bytes)";
+    }
+  }
+  return std::nullopt;
 }
 
 bool KeySpace::isPresent(std::string_view key) const {
@@ -340,6 +374,7 @@ void KeySpace::queuePush(std::string_view key, std::string_view value) {
     held_bytes_ += key.size();
   }
   held_bytes_ += value.size();
+  ++queued_items_;
   it->second.emplace_back(value);
   // One item can satisfy one popper: wake only the first waiter it completes.
   wake(key, /*only_first_completed=*/true);
@@ -355,6 +390,7 @@ void KeySpace::queuePop(std::string_view key, Reply& reply) {
   }
   out.bytes(it->second.front());
   held_bytes_ -= it->second.front().size();
+  --queued_items_;
   it->second.pop_front();
   if (it->second.empty()) {
     held_bytes_ -= key.size();
@@ -384,6 +420,8 @@ void KeySpace::clearData() {
   values_.clear();
   queues_.clear();
   held_bytes_ = 0;
+  queued_items_ = 0;
+  settle();
 }
 
 void KeySpace::forgetClient(ClientId client) {

@@ -17,6 +17,7 @@
 #include "ddprun/metrics/registry.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/metrics_endpoint.hpp"
+#include "ddprun/rendezvous/rendezvous_service.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "ddprun/rendezvous/token_file.hpp"
 #include "ddprun/version.hpp"
@@ -36,11 +37,15 @@ struct DaemonFlags {
   std::string token_file;
   std::string legacy_dialect = "1.13";
   double request_timeout_s = 30;
+  double idle_run_timeout_s =
+      std::chrono::duration<double>(ddprun::rdzv::RendezvousService::kDefaultIdleRunTimeout)
+          .count();
   std::string log_level = "info";
 };
 
-// --request-timeout: seconds, kept in milliseconds by the server, so at least
-// one millisecond and small enough to convert (1e9 s, as ddprun's timeouts).
+// --request-timeout, --idle-run-timeout: seconds, kept in milliseconds by the
+// server, so at least one millisecond and small enough to convert (1e9 s, as
+// ddprun's timeouts).
 std::string checkSeconds(const std::string& text) {
   std::size_t used = 0;
   double seconds = 0;
@@ -87,6 +92,18 @@ void defineFlags(CLI::App& app, DaemonFlags& flags) {
   app.add_option("--max-request-bytes", s.limits.max_request_bytes,
                  "Largest request a client may send, bytes")
       ->check(CLI::Range(std::size_t{16}, std::numeric_limits<std::size_t>::max()))
+      ->capture_default_str();
+  app.add_option("--max-memory", s.max_memory_bytes,
+                 "What the store may hold in all: keys, values, queued items and 96 bytes of "
+                 "bookkeeping per key; a write past it is refused and its connection closed "
+                 "(bytes, or with a unit: 512MiB, 2GiB)")
+      ->transform(CLI::AsSizeValue(/*kb_is_1000=*/true))
+      ->check(CLI::Range(std::size_t{1}, std::numeric_limits<std::size_t>::max()))
+      ->capture_default_str();
+  app.add_option("--idle-run-timeout", flags.idle_run_timeout_s,
+                 "Seconds an open elastic run may go with no agent connected before it is closed "
+                 "and forgotten (an agent that comes back later rejoins it afresh)")
+      ->check(CLI::Validator(checkSeconds, "SECONDS", "seconds"))
       ->capture_default_str();
   app.add_option("--log-level", flags.log_level, "Least severe log message written to stderr")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
@@ -174,6 +191,8 @@ int main(int argc, char** argv) {
                                                               : ddprun::proto::Dialect::Legacy113;
   flags.server.request_timeout =
       std::chrono::milliseconds(static_cast<long>(flags.request_timeout_s * 1000));
+  flags.server.idle_run_timeout =
+      std::chrono::milliseconds(static_cast<long>(flags.idle_run_timeout_s * 1000));
 
   sigset_t signals;
   sigemptyset(&signals);

@@ -36,6 +36,10 @@ Event errorEvent(std::string message) {
   return event;
 }
 
+constexpr const char* kTokenRequired =
+    "the rendezvous at this endpoint requires the job's token: give every agent "
+    "--rdzv-conf token_file=PATH with the token the rendezvous was started with";
+
 }  // namespace
 
 bool RendezvousService::isRendezvousKey(std::string_view key) {
@@ -44,23 +48,35 @@ bool RendezvousService::isRendezvousKey(std::string_view key) {
 
 bool RendezvousService::isQueryKey(std::string_view key) { return protocol::isQueryKey(key); }
 
-std::optional<std::string> RendezvousService::onSet(ClientId client, std::string_view key,
-                                                    std::string_view value, Clock::time_point now,
-                                                    KeySpace& keys) {
+std::optional<RendezvousService::Refusal> RendezvousService::onSet(ClientId client,
+                                                                   std::string_view key,
+                                                                   std::string_view value,
+                                                                   Clock::time_point now,
+                                                                   KeySpace& keys) {
   const auto parts = protocol::parseElasticKey(key);
   if (!parts) {
-    return "a malformed rendezvous key '" + std::string(key) + "'";
+    return Refusal{"a malformed rendezvous key '" + std::string(key) + "'"};
   }
-  const std::string& run_id = parts->run_id;
   if (!parts->verb) {
-    return "an unknown rendezvous request '" + parts->verb_text + "'";
+    return Refusal{"an unknown rendezvous request '" + parts->verb_text + "'"};
   }
   if (*parts->verb == protocol::Verb::kJoin) {
-    return join(client, run_id, value, now, keys);
+    return join(client, parts->run_id, value, now, keys);
   }
-  if (*parts->verb == protocol::Verb::kChallenge) {
-    return challenge(client, run_id, value, keys);
+  std::optional<std::string> refused = *parts->verb == protocol::Verb::kChallenge
+                                           ? challenge(client, parts->run_id, value)
+                                           : verb(client, *parts, value, now, keys);
+  if (refused) {
+    return Refusal{std::move(*refused)};
   }
+  return std::nullopt;
+}
+
+// Every verb but join and challenge: the agent's own lease speaking for it.
+std::optional<std::string> RendezvousService::verb(ClientId client,
+                                                   const protocol::ElasticRequestKey& key,
+                                                   std::string_view value, Clock::time_point now,
+                                                   KeySpace& keys) {
   if (dropped_leases_.contains(client)) {
     return std::nullopt;  // its agent reads "dropped" in its events
   }
@@ -69,15 +85,16 @@ std::optional<std::string> RendezvousService::onSet(ClientId client, std::string
   if (!report) {
     return why;
   }
+  const std::string& run_id = key.run_id;
   const std::string& agent = report->agent;
-  if (auto refusal = authorize(client, run_id, parts->verb_text, agent)) {
+  if (auto refusal = authorize(client, run_id, key.verb_text, agent)) {
     return refusal;
   }
   Run& run = runs_.find(run_id)->second;
-  switch (*parts->verb) {
+  switch (*key.verb) {
     case protocol::Verb::kJoin:
     case protocol::Verb::kChallenge:
-      break;  // handled above
+      break;  // onSet's
     case protocol::Verb::kStoreReady:
       releaseRound(run_id, run, agent, keys);
       break;
@@ -91,6 +108,7 @@ std::optional<std::string> RendezvousService::onSet(ClientId client, std::string
     case protocol::Verb::kLeave:
       bindings_.erase(client);
       endLease(run, agent);
+      noteLeases(run_id, run, now);
       noteLoss(run, agent, protocol::LossReason::kLeft, now);
       publish(run_id, run, run.rdzv.lose(agent, now), now, keys);
       tell(run_id, run, agent, simpleEvent(EventType::kLeft), keys);  // its reader can stop
@@ -125,29 +143,40 @@ std::optional<std::string> RendezvousService::authorize(ClientId client, const s
   return std::nullopt;
 }
 
-std::optional<std::string> RendezvousService::join(ClientId client, const std::string& run_id,
-                                                   std::string_view payload, Clock::time_point now,
-                                                   KeySpace& keys) {
+// The checks come before anything is written: a join refused here leaves
+// every agent's keys and events as they were. An agent id held by another
+// connection is refused first, whatever the join carries.
+std::optional<RendezvousService::Refusal> RendezvousService::join(ClientId client,
+                                                                  const std::string& run_id,
+                                                                  std::string_view payload,
+                                                                  Clock::time_point now,
+                                                                  KeySpace& keys) {
   std::string why;
   const auto request = protocol::decodeJoin(payload, why);
   if (!request) {
-    return why;
+    return Refusal{why};
   }
   if (const auto bound = bindings_.find(client); bound != bindings_.end()) {
-    return "a second join on a connection that joined rendezvous '" + bound->second.run_id +
-           "' as '" + bound->second.agent + "'";
+    return Refusal{"a second join on a connection that joined rendezvous '" + bound->second.run_id +
+                   "' as '" + bound->second.agent + "'"};
   }
-  if (auto refusal = checkProof(client, run_id, *request, keys)) {
-    return refusal;
+  if (const auto held = runs_.find(run_id); held != runs_.end()) {
+    const auto known = held->second.agents.find(request->agent);
+    if (known != held->second.agents.end() && known->second.lease) {
+      return Refusal{"a join of rendezvous '" + run_id + "' as '" + request->agent +
+                     "', which holds a connection already"};
+    }
   }
+  if (!proven(client, run_id, *request)) {
+    refused_joins_[client] = {run_id, protocol::encodeEvent(errorEvent(kTokenRequired))};
+    return Refusal{"a join of rendezvous '" + run_id + "' as '" + request->agent +
+                       "' without a valid proof of the token",
+                   /*close=*/false};
+  }
+  refused_joins_.erase(client);
   const ElasticSettings settings = settingsFrom(*request);
   auto [it, created] = runs_.try_emplace(run_id, settings);
   Run& run = it->second;
-  if (const auto known = run.agents.find(request->agent);
-      known != run.agents.end() && known->second.lease) {
-    return "a join of rendezvous '" + run_id + "' as '" + request->agent +
-           "', which holds a connection already";
-  }
   openStream(run_id, run, request->agent, request->session, keys);
   if (!sameShape(run.settings, settings)) {
     tell(run_id, run, request->agent,
@@ -174,6 +203,7 @@ std::optional<std::string> RendezvousService::join(ClientId client, const std::s
   bindings_[client] = {run_id, agent.id};
   AgentState& state = run.agents[agent.id];
   grantLease(run, state, client);
+  noteLeases(run_id, run, now);
   state.store_host = request->store_host;
   state.store_port = request->store_port;
   run.record.joined(*request);
@@ -233,57 +263,9 @@ void RendezvousService::pushExitBarrier(const std::string& run_id, Run& run, Key
   }
 }
 
-// A nonce for `client`'s next join, at the challenge key of its session.
-std::optional<std::string> RendezvousService::challenge(ClientId client, const std::string& run_id,
-                                                        std::string_view value, KeySpace& keys) {
-  const auto request = protocol::parseChallengeRequest(value);
-  if (!request) {
-    return "a malformed rendezvous challenge '" + std::string(value) + "'";
-  }
-  forgetChallenge(client, keys);
-  Challenge fresh{run_id, request->first, request->second, protocol::newNonce()};
-  keys.publish(protocol::challengeKey(run_id, fresh.agent, fresh.session), fresh.nonce);
-  challenges_[client] = std::move(fresh);
-  return std::nullopt;
-}
-
-// With a token, a join must carry the proof for the nonce this connection
-// was given for this run, agent and session; each nonce serves one join.
-// A refused agent is told why (an error event) before its connection closes.
-std::optional<std::string> RendezvousService::checkProof(ClientId client, const std::string& run_id,
-                                                         const protocol::JoinRequest& request,
-                                                         KeySpace& keys) {
-  if (token_.empty()) {
-    forgetChallenge(client, keys);
-    return std::nullopt;
-  }
-  const auto it = challenges_.find(client);
-  const bool proven =
-      it != challenges_.end() && it->second.run_id == run_id && it->second.agent == request.agent &&
-      it->second.session == request.session &&
-      protocol::sameProof(request.auth, protocol::joinProof(token_, run_id, request.agent,
-                                                            request.session, it->second.nonce));
-  forgetChallenge(client, keys);
-  if (proven) {
-    return std::nullopt;
-  }
-  keys.publish(protocol::eventKey(run_id, request.agent, request.session, 0),
-               protocol::encodeEvent(errorEvent(
-                   "the rendezvous at this endpoint requires the job's token: give every agent "
-                   "--rdzv-conf token_file=PATH with the token the rendezvous was started with")));
-  return "a join of rendezvous '" + run_id + "' as '" + request.agent +
-         "' without a valid proof of the token";
-}
-
-void RendezvousService::forgetChallenge(ClientId client, KeySpace& keys) {
-  if (const auto it = challenges_.find(client); it != challenges_.end()) {
-    keys.unpublish(protocol::challengeKey(it->second.run_id, it->second.agent, it->second.session));
-    challenges_.erase(it);
-  }
-}
-
 bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, KeySpace& keys) {
-  forgetChallenge(client, keys);
+  challenges_.erase(client);
+  refused_joins_.erase(client);
   dropped_leases_.erase(client);
   const auto binding = bindings_.find(client);
   if (binding == bindings_.end()) {
@@ -294,10 +276,12 @@ bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
   if (auto run = runs_.find(lost.run_id); run != runs_.end()) {
     counters_.lost_disconnected += run->second.rdzv.closed() ? 0 : 1;
     endLease(run->second, lost.agent);
+    noteLeases(lost.run_id, run->second, now);
     noteLoss(run->second, lost.agent, protocol::LossReason::kConnectionClosed, now);
     publish(lost.run_id, run->second, run->second.rdzv.lose(lost.agent, now), now, keys);
     pushExitBarrier(lost.run_id, run->second, keys);
   }
+  forgetIdleRuns(now, keys);  // beyond kMaxIdleRuns
   return true;
 }
 
@@ -318,8 +302,10 @@ void RendezvousService::tick(Clock::time_point now, KeySpace& keys) {
         dropped_leases_.insert(*lease);
       }
     }
+    noteLeases(run_id, run, now);
     pushExitBarrier(run_id, run, keys);
   }
+  forgetIdleRuns(now, keys);
 }
 
 void RendezvousService::excuseStall(Clock::duration stalled, Clock::time_point now) {
@@ -330,6 +316,9 @@ void RendezvousService::excuseStall(Clock::duration stalled, Clock::time_point n
 
 std::optional<RendezvousService::Clock::time_point> RendezvousService::nextDeadline() const {
   std::optional<Clock::time_point> earliest;
+  if (!idle_runs_.empty()) {
+    earliest = idle_runs_.front().first + idle_run_timeout_;
+  }
   for (const auto& [run_id, run] : runs_) {
     const auto deadline = run.rdzv.nextDeadline();
     if (deadline && (!earliest || *deadline < *earliest)) {

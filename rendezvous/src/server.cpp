@@ -49,7 +49,7 @@ void runOn(net::asio::io_context& context, Work work) {
 struct Server::Impl {
   explicit Impl(ServerOptions opts)
       : options(std::move(opts)),
-        state(registry),
+        state(registry, options.max_memory_bytes, options.limits.max_request_bytes),
         context{store_mutex,
                 state,
                 registry,
@@ -82,7 +82,8 @@ struct Server::Impl {
   std::mutex store_mutex;
   SessionRegistry registry;
   StoreState state;
-  RendezvousService rendezvous{options.rendezvous_host_agent, options.token};  // store_mutex
+  RendezvousService rendezvous{options.rendezvous_host_agent, options.token,
+                               options.idle_run_timeout};  // store_mutex
   SessionContext context;
   std::vector<std::unique_ptr<net::asio::io_context>> contexts;
   std::optional<RendezvousTimer> rendezvous_timer;  // on contexts.front()

@@ -96,6 +96,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Executed executeBuffered(std::string_view input);
   std::optional<std::string> executeRequestCaught();
   std::optional<std::string> executeRequest();
+  std::optional<std::string> setRendezvousKey();
   void prepareBufferForMore(std::size_t needed);
   void releaseInput();
   void appendOutput(std::string_view bytes);
@@ -138,7 +139,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // A readiness wait is queued. Never two: a write that drains a backlog
   // resumes reading from inside a read's handling, and both ends ask for one.
   bool read_waiting_ = false;
-  bool closing_ = false;      // a bad request: flushing earlier replies, then closing
+  bool closing_ = false;  // a bad request: flushing earlier replies, then closing
   bool closed_ = false;
 
   std::mutex out_mutex_;  // guards out_ and writing_

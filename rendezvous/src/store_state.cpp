@@ -5,7 +5,7 @@ namespace ddprun::rdzv {
 KeySpace& StoreState::keySpace(std::string_view name) {
   auto it = spaces_.find(name);
   if (it == spaces_.end()) {
-    it = spaces_.emplace(std::string(name), std::make_unique<KeySpace>(sink_)).first;
+    it = spaces_.emplace(std::string(name), std::make_unique<KeySpace>(sink_, &budget_)).first;
   }
   return *it->second;
 }

@@ -14,11 +14,12 @@
 #include <vector>
 
 #include "ddprun/proto/rendezvous_protocol.hpp"
+#include "ddprun/proto/rendezvous_status.hpp"
 #include "ddprun/rendezvous/client.hpp"
 #include "ddprun/test_support/daemon_process.hpp"
 #include "ddprun/test_support/eventually.hpp"
-#include "ddprun/test_support/proc_status.hpp"
 #include "ddprun/test_support/files.hpp"
+#include "ddprun/test_support/proc_status.hpp"
 #include "elastic_fixture.hpp"
 
 namespace ddprun::launcher {
@@ -44,6 +45,14 @@ class RendezvousLossTest : public ElasticTest {
   std::string logs() { return "\n=== a ===\n" + log("a") + "\n=== b ===\n" + log("b"); }
 
   fs::path go() const { return dir_.path() / "go"; }
+
+  // A token file only its owner reads, as an agent's token_file should be.
+  std::string writeToken(const std::string& name, const std::string& secret) {
+    const fs::path path = dir_.path() / name;
+    std::ofstream(path) << secret << "\n";
+    fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
+    return path.string();
+  }
 };
 
 // The agent that hosts the rendezvous (a) is SIGKILLed while both nodes'
@@ -200,14 +209,8 @@ TEST_F(RendezvousLossTest, AForgedAbortFromAPlainClientIsRefused) {
 // so the token never crosses the wire; one without it, or with another, is
 // refused with one line saying what it lacks.
 TEST_F(RendezvousLossTest, ATokenLetsOnlyItsHoldersJoin) {
-  const auto write_token = [&](const std::string& name, const std::string& secret) {
-    const fs::path path = dir_.path() / name;
-    std::ofstream(path) << secret << "\n";
-    fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
-    return path.string();
-  };
-  const std::string token = write_token("token", "the job's own secret");
-  const std::string other = write_token("other", "somebody else's");
+  const std::string token = writeToken("token", "the job's own secret");
+  const std::string other = writeToken("other", "somebody else's");
   test_support::DaemonProcess daemon({"--token-file", token});
   Subprocess a =
       agent("a", "2", daemon.port(), {}, {"--rdzv-conf", "is_host=0,token_file=" + token});
@@ -227,6 +230,49 @@ TEST_F(RendezvousLossTest, ATokenLetsOnlyItsHoldersJoin) {
     EXPECT_TRUE(contains(log("m"), "requires the job's token")) << log("m");
   }
   EXPECT_FALSE(contains(daemon.stderrText(), "the job's own secret")) << daemon.stderrText();
+}
+
+// With a token, a stranger who reads a waiting agent's id from the job's
+// status cannot stop it: joins naming it, for its session and the next
+// ones, are refused on the stranger's connection before anything is written,
+// and the agent goes on to run the job.
+TEST_F(RendezvousLossTest, AStrangersJoinNamingAWaitingAgentDoesNotStopIt) {
+  namespace protocol = proto::rendezvous;
+  const std::string token = writeToken("token", "the job's own secret");
+  test_support::DaemonProcess daemon({"--token-file", token});
+  const std::vector<std::string> conf = {"--rdzv-conf", "is_host=0,token_file=" + token};
+  Subprocess a = agent("a", "2", daemon.port(), {}, conf);
+  std::string id;  // a's, as anyone may ask for it
+  ASSERT_TRUE(test_support::eventually(
+      [&] {
+        rdzv::StoreClient asker("127.0.0.1", daemon.port(), 5s);
+        const std::string answer =
+            asker.query(protocol::queryKey(protocol::statusQuestion("job7")));
+        if (contains(answer, "\"error\"")) {
+          return false;
+        }
+        const auto status = protocol::decodeJobStatus(answer);
+        id = status.members.empty() ? "" : status.members.front().agent;
+        return !id.empty();
+      },
+      30s))
+      << logs();
+  for (std::int64_t session = 0; session < 4; ++session) {
+    protocol::JoinRequest join;
+    join.agent = id;
+    join.session = session;
+    join.min_nodes = join.max_nodes = 2;
+    join.store_host = "mallory";
+    join.store_port = 1;
+    rdzv::StoreClient mallory("127.0.0.1", daemon.port(), 5s);
+    mallory.set(protocol::verbKey("job7", protocol::Verb::kJoin), protocol::encodeJoin(join));
+    EXPECT_ANY_THROW(mallory.ping()) << "a stranger joined as " << id;
+  }
+  Subprocess b = agent("b", "2", daemon.port(), {}, conf);
+  const auto a_status = a.waitFor(30s);
+  const auto b_status = b.waitFor(30s);
+  ASSERT_TRUE(a_status && a_status->success()) << logs();
+  ASSERT_TRUE(b_status && b_status->success()) << logs();
 }
 
 // Rounds that end faster than the keep-alive interval keep each agent's
@@ -264,7 +310,8 @@ TEST_F(RendezvousLossTest, AgentsWhoseRoundsEndFasterThanTheKeepAliveStayInTheJo
 TEST_F(RendezvousLossTest, ADroppedAgentThatWakesUpJoinsTheJobAgain) {
   test_support::DaemonProcess daemon;
   const std::vector<std::string> conf = {
-      "--rdzv-conf", "is_host=0,keep_alive_interval=1,keep_alive_max_attempt=2,last_call_timeout=1"};
+      "--rdzv-conf",
+      "is_host=0,keep_alive_interval=1,keep_alive_max_attempt=2,last_call_timeout=1"};
   const std::vector<std::string> wait_for_go = {"--after", go().string()};
   Subprocess a = agent("a", "1:2", daemon.port(), wait_for_go, conf);
   ASSERT_TRUE(test_support::eventually([&] { return ready("a"); }, 30s)) << logs();
@@ -280,8 +327,8 @@ TEST_F(RendezvousLossTest, ADroppedAgentThatWakesUpJoinsTheJobAgain) {
       << "b did not go on alone" << logs();
   EXPECT_EQ(env("b", 0)["WORLD_SIZE"], "2") << logs();
   ASSERT_EQ(::kill(a_agent, SIGCONT), 0);
-  ASSERT_TRUE(test_support::eventually(
-      [&] { return in_attempt("a", "3") && in_attempt("b", "3"); }, 30s))
+  ASSERT_TRUE(
+      test_support::eventually([&] { return in_attempt("a", "3") && in_attempt("b", "3"); }, 30s))
       << "a did not join again" << logs();
   EXPECT_EQ(env("a", 0)["WORLD_SIZE"], "4") << logs();
   EXPECT_TRUE(contains(log("a"), "dropped this node")) << logs();
@@ -300,13 +347,14 @@ TEST_F(RendezvousLossTest, ADroppedAgentThatWakesUpJoinsTheJobAgain) {
 TEST_F(RendezvousLossTest, ASilentDaemonDuringTheExitBarrierEndsEveryAgent) {
   test_support::DaemonProcess daemon;
   const std::vector<std::string> conf = {
-      "--rdzv-conf", "is_host=0,keep_alive_interval=1,keep_alive_max_attempt=2,last_call_timeout=1"};
+      "--rdzv-conf",
+      "is_host=0,keep_alive_interval=1,keep_alive_max_attempt=2,last_call_timeout=1"};
   const fs::path go_b = dir_.path() / "go_b";
   Subprocess a = agent("a", "1:2", daemon.port(), {"--after", go().string()}, conf);
   ASSERT_TRUE(test_support::eventually([&] { return ready("a"); }, 30s)) << logs();
   Subprocess b = agent("b", "1:2", daemon.port(), {"--after", go_b.string()}, conf);
-  ASSERT_TRUE(test_support::eventually(
-      [&] { return ready("b") && env("b", 0)["WORLD_SIZE"] == "4"; }, 30s))
+  ASSERT_TRUE(
+      test_support::eventually([&] { return ready("b") && env("b", 0)["WORLD_SIZE"] == "4"; }, 30s))
       << logs();
   std::ofstream(go()) << "go";
   ASSERT_TRUE(logShows("a", "(the exit barrier)", 10s)) << logs();
@@ -318,8 +366,8 @@ TEST_F(RendezvousLossTest, ASilentDaemonDuringTheExitBarrierEndsEveryAgent) {
   std::ofstream(go_b) << "go";
   const auto a_status = a.waitFor(30s);
   const auto b_status = b.waitFor(30s);
-  ASSERT_TRUE(a_status && b_status) << "an agent still runs 30 s later" << logs()
-                                    << daemon.stderrText();
+  ASSERT_TRUE(a_status && b_status)
+      << "an agent still runs 30 s later" << logs() << daemon.stderrText();
   EXPECT_TRUE(a_status->success()) << logs() << daemon.stderrText();
   EXPECT_TRUE(b_status->success()) << logs() << daemon.stderrText();
   EXPECT_TRUE(contains(log("a"), "answers again after")) << logs();
@@ -333,7 +381,8 @@ TEST_F(RendezvousLossTest, ASilentDaemonDuringTheExitBarrierEndsEveryAgent) {
 TEST_F(RendezvousLossTest, AnAgentDroppedInTheExitBarrierEndsAtOnce) {
   test_support::DaemonProcess daemon;
   const std::vector<std::string> conf = {
-      "--rdzv-conf", "is_host=0,keep_alive_interval=1,keep_alive_max_attempt=2,last_call_timeout=1"};
+      "--rdzv-conf",
+      "is_host=0,keep_alive_interval=1,keep_alive_max_attempt=2,last_call_timeout=1"};
   Subprocess a = agent("a", "2", daemon.port(), {"--after", go().string()}, conf);
   Subprocess b = agent("b", "2", daemon.port(), {"--hang"}, conf);
   ASSERT_TRUE(test_support::eventually([&] { return ready("a") && ready("b"); }, 30s)) << logs();

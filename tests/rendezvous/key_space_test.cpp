@@ -326,5 +326,46 @@ TEST(StoreStateTest, KeySpacesAreIsolatedAndDroppable) {
   EXPECT_EQ(state.keySpace("job-a").numKeys(), 0u);
 }
 
+// Every space of a StoreState charges one budget: names, values, queued
+// items and a fixed charge per key and item. A write past it is refused and
+// changes nothing; deleting, popping, replacing with less and dropping a
+// space give budget back; the daemon's own events are never refused.
+TEST(StoreStateTest, TheSpacesShareOneMemoryBudgetThatRefusesWritesPastIt) {
+  constexpr std::size_t kKey = MemoryBudget::kPerKeyBytes;
+  constexpr std::size_t kItem = MemoryBudget::kPerItemBytes;
+  FakeSink sink;
+  StoreState state(sink, 2 * (2 + 100 + kKey));
+  KeySpace& a = state.keySpace("a");
+  KeySpace& b = state.keySpace("b");
+  const std::string hundred(100, 'v');
+  const auto execute = [](KeySpace& space, Command command, std::vector<std::string_view> keys,
+                          std::vector<std::string_view> values = {}) {
+    std::string reply;
+    return space.execute(1, Dialect::Modern, proto::makeRequest(command, keys, values), reply);
+  };
+  ASSERT_FALSE(execute(a, Command::Set, {"/1"}, {hundred}));
+  ASSERT_FALSE(execute(b, Command::Set, {"/2"}, {hundred}));
+  EXPECT_EQ(state.budget().used(), state.budget().limit());
+  const auto refused = execute(a, Command::Set, {"/3"}, {"x"});
+  ASSERT_TRUE(refused);
+  EXPECT_NE(refused->find("--max-memory"), std::string::npos) << *refused;
+  EXPECT_TRUE(execute(b, Command::Append, {"/2"}, {"x"}));
+  EXPECT_TRUE(execute(a, Command::MultiSet, {"/1", "/4"}, {"", "x"}));
+  EXPECT_TRUE(execute(a, Command::QueuePush, {"/q"}, {""}));
+  EXPECT_EQ(a.numKeys() + b.numKeys(), 2u);                   // the refusals changed nothing
+  ASSERT_FALSE(execute(a, Command::Set, {"/1"}, {"short"}));  // a smaller value always fits
+  ASSERT_FALSE(execute(b, Command::DeleteKey, {"/2"}));
+  ASSERT_FALSE(execute(a, Command::QueuePush, {"/q"}, {"item"}));
+  EXPECT_EQ(state.budget().used(), (2 + 5 + kKey) + (2 + kKey) + (4 + kItem));
+  b.publish("ddprun/rdzv/job/events/x/0/0", std::string(1000, 'e'));  // over, and kept
+  EXPECT_GT(state.budget().used(), state.budget().limit());
+  ASSERT_FALSE(execute(b, Command::DeleteKey, {"ddprun/rdzv/job/events/x/0/0"}));
+  ASSERT_FALSE(execute(a, Command::QueuePop, {"/q"}));
+  EXPECT_TRUE(state.dropKeySpace("b"));
+  EXPECT_EQ(state.budget().used(), 2 + kKey + 5);
+  a.clearData();
+  EXPECT_EQ(state.budget().used(), 0u);
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv

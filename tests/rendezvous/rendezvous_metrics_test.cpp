@@ -5,6 +5,7 @@
 
 #include "ddprun/metrics/exposition.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
+#include "ddprun/proto/rendezvous_status.hpp"
 #include "ddprun/rendezvous/rendezvous_service.hpp"
 #include "ddprun/test_support/prometheus.hpp"
 
@@ -108,6 +109,51 @@ TEST_F(RendezvousMetricsTest, AClosedJobLeavesThePerJobGaugesAndCountsAsClosed) 
   // The agents of a job that is over going away is no loss.
   service_.onDisconnect(1, start_ + 2s, keys_);
   EXPECT_EQ(value("ddprund_agents_lost_total{reason=\"disconnected\"}"), 0);
+}
+
+// A job whose agents all went away without closing it (killed, their hosts
+// lost) is kept, suspended, as long as an agent may come back; past the
+// bound it is closed and forgotten: its series leave the scrape, its status
+// and its events go. An agent that joins within the bound keeps it.
+TEST_F(RendezvousMetricsTest, AJobNoAgentComesBackToIsForgottenAfterTheBound) {
+  const auto bound = RendezvousService::kDefaultIdleRunTimeout;
+  const auto status = [&](const std::string& run, Clock::time_point now) {
+    return service_.answer(protocol::queryKey(protocol::statusQuestion(run)), now);
+  };
+  join(1, "a", start_);
+  join(2, "b", start_);
+  join(3, "x", start_, "job8");  // forming: it never had a round
+  service_.onDisconnect(1, start_ + 1s, keys_);
+  service_.onDisconnect(2, start_ + 2s, keys_);  // job7: suspended, nobody connected
+  service_.onDisconnect(3, start_ + 2s, keys_);
+  ASSERT_GT(keys_.numKeys(), 0u);
+  EXPECT_LE(service_.nextDeadline().value_or(Clock::time_point::max()), start_ + 2s + bound);
+
+  service_.tick(start_ + 2s + bound - 1s, keys_);
+  EXPECT_TRUE(seriesValue(scrape(), "ddprund_round{run_id=\"job7\"}")) << scrape();
+  EXPECT_EQ(status("job7", start_ + bound).find("error"), std::string::npos);
+  join(4, "y", start_ + bound, "job8");  // back in time: job8 is kept
+
+  service_.tick(start_ + 2s + bound, keys_);
+  EXPECT_FALSE(seriesValue(scrape(), "ddprund_round{run_id=\"job7\"}")) << scrape();
+  EXPECT_FALSE(seriesValue(scrape(), "ddprund_agents_alive{run_id=\"job7\"}")) << scrape();
+  EXPECT_NE(status("job7", start_ + 2s + bound).find("no rendezvous 'job7'"), std::string::npos);
+  EXPECT_EQ(value("ddprund_jobs{state=\"open\"}"), 1);
+  EXPECT_EQ(value("ddprund_agents_alive{run_id=\"job8\"}"), 1);
+}
+
+// Joins that go away cannot grow the daemon: beyond kMaxIdleRuns such jobs,
+// the one idle longest is forgotten at once.
+TEST_F(RendezvousMetricsTest, IdleJobsBeyondTheCapAreForgottenOldestFirst) {
+  const std::size_t cap = RendezvousService::kMaxIdleRuns;
+  for (std::size_t i = 0; i <= cap; ++i) {
+    const auto at = start_ + std::chrono::seconds(i);
+    join(i + 1, "a", at, "job" + std::to_string(i));
+    service_.onDisconnect(i + 1, at, keys_);
+  }
+  EXPECT_EQ(value("ddprund_jobs{state=\"open\"}"), static_cast<double>(cap));
+  EXPECT_FALSE(seriesValue(scrape(), "ddprund_round{run_id=\"job0\"}"));
+  EXPECT_TRUE(seriesValue(scrape(), "ddprund_round{run_id=\"job1\"}")) << scrape();
 }
 
 }  // namespace

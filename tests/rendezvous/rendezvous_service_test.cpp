@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
@@ -25,6 +27,30 @@ using protocol::Event;
 using protocol::EventType;
 using testing::JoinSpec;
 using testing::TestAgent;
+
+constexpr const char* kToken = "the job's own secret";
+
+// A stranger's join of job7 naming `agent` as `session`, with `auth` for a
+// proof: what its connection is told (nothing: it was closed).
+std::optional<Event> strangersJoin(std::uint16_t port, const std::string& agent, int64_t session,
+                                   const std::string& auth = "") {
+  protocol::JoinRequest request;
+  request.agent = agent;
+  request.session = session;
+  request.min_nodes = 2;
+  request.max_nodes = 2;
+  request.store_host = "mallory";
+  request.store_port = 1;
+  request.auth = auth;
+  StoreClient mallory("127.0.0.1", port, 10s);
+  const std::string join_key = protocol::verbKey("job7", protocol::Verb::kJoin);
+  mallory.set(join_key, protocol::encodeJoin(request));
+  try {
+    return protocol::decodeEvent(mallory.query(join_key));
+  } catch (const NetworkError&) {
+    return std::nullopt;
+  }
+}
 
 class RendezvousServiceTest : public ::testing::TestWithParam<int> {
  protected:
@@ -244,6 +270,81 @@ TEST_P(RendezvousServiceTest, NoPlainCommandWritesAReservedKey) {
 // A restarted rendezvous (a fresh server here) restores the running round
 // from its members' rejoins: no round event, so no worker restarts; the exit
 // barrier then completes there.
+// With a token, a stranger who names a live agent (ids are in the job's
+// status) is refused on its own connection before anything is written: the
+// agent, waiting for its first round, hears nothing of it.
+TEST_P(RendezvousServiceTest, AStrangersJoinNamingALiveAgentNeverReachesIt) {
+  const auto server = testing::startLoopbackServer(GetParam(), kToken);
+  TestAgent a(server->port(), "job7", "a", kToken);
+  a.join({2, 2});
+  for (const std::string& auth : {std::string(), std::string(64, '0')}) {
+    for (int64_t session = 0; session < 3; ++session) {
+      EXPECT_FALSE(strangersJoin(server->port(), "a", session, auth))
+          << "a stranger joined as a live agent";
+    }
+  }
+  EXPECT_FALSE(a.eventWithin(300ms)) << "a stranger's join reached agent a";
+  TestAgent b(server->port(), "job7", "b", kToken);
+  b.join({2, 2});
+  EXPECT_EQ(a.nextEvent().type, EventType::kRound);
+  EXPECT_EQ(b.nextEvent().type, EventType::kRound);
+}
+
+// Joins planted for agents not started yet (ids are host:pid, predictable),
+// for their first session and later ones: each stranger is told why on its
+// own connection, and the agents join as if nothing had been sent.
+TEST_P(RendezvousServiceTest, JoinsPlantedForAgentsNotStartedYetNeverReachThem) {
+  const auto server = testing::startLoopbackServer(GetParam(), kToken);
+  std::vector<std::optional<Event>> told;
+  for (int64_t session = 0; session < 3; ++session) {
+    told.push_back(strangersJoin(server->port(), "c", session));
+  }
+  // c waits for a second node, as an agent does that starts first.
+  TestAgent c(server->port(), "job7", "c", kToken);
+  c.join({2, 2});
+  EXPECT_FALSE(c.eventWithin(300ms)) << "a planted join reached agent c";
+  TestAgent d(server->port(), "job7", "d", kToken);
+  d.join({2, 2});
+  EXPECT_EQ(c.nextEvent().type, EventType::kRound);
+  // Both go; c comes back first, in its session 2, and waits again.
+  c.disconnect();
+  d.disconnect();
+  TestAgent again(server->port(), "job7", "c", kToken);
+  again.join({2, 2}, 1, 2, std::nullopt, 0);
+  EXPECT_FALSE(again.eventWithin(300ms)) << "a join planted for c's session 2 reached it";
+  TestAgent d_again(server->port(), "job7", "d", kToken);
+  d_again.join({2, 2}, 1, 1, std::nullopt, 0);
+  EXPECT_EQ(again.nextEvent().type, EventType::kRound);
+  for (const std::optional<Event>& answer : told) {
+    ASSERT_TRUE(answer) << "a refused stranger was not told why";
+    EXPECT_EQ(answer->type, EventType::kError);
+    EXPECT_NE(answer->message.find("requires the job's token"), std::string::npos)
+        << answer->message;
+  }
+}
+
+// Nothing a stranger sends is stored under an agent's keys: a challenge
+// naming an agent, and joins naming one, leave no key at all; a nonce is
+// the asking connection's alone.
+TEST_P(RendezvousServiceTest, NothingAStrangerSendsIsStoredUnderAnAgentsKeys) {
+  const auto server = testing::startLoopbackServer(GetParam(), kToken);
+  TestAgent a(server->port(), "job7", "a", kToken);
+  a.join({2, 2});
+  StoreClient mallory("127.0.0.1", server->port(), 10s);
+  mallory.set(protocol::verbKey("job7", protocol::Verb::kChallenge),
+              protocol::challengeRequest("a", 1));
+  for (int64_t session = 0; session < 3; ++session) {
+    strangersJoin(server->port(), "d", session);
+  }
+  StoreClient observer("127.0.0.1", server->port(), 10s);
+  EXPECT_EQ(observer.query(protocol::challengeKey("job7", "a", 1)), "");
+  for (const std::string& key : observer.listKeys()) {
+    EXPECT_FALSE(key.starts_with("ddprun/rdzv/job7/challenges/")) << key;
+    EXPECT_FALSE(key.starts_with("ddprun/rdzv/job7/events/d/")) << key;
+  }
+  EXPECT_NE(mallory.query(protocol::challengeKey("job7", "a", 1)), "");  // its own, answered
+}
+
 TEST_P(RendezvousServiceTest, ARestartedRendezvousRestoresTheRoundFromRejoins) {
   TestAgent a = agent("a");
   TestAgent b = agent("b");

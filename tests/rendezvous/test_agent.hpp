@@ -18,12 +18,14 @@
 namespace ddprun::rdzv::testing {
 
 // A started ddprund server on loopback, on a free port, with `threads` I/O
-// threads: what the rendezvous suites speak to.
-inline std::unique_ptr<Server> startLoopbackServer(int threads = 1) {
+// threads (and `token`, if any, for joins to prove): what the rendezvous
+// suites speak to.
+inline std::unique_ptr<Server> startLoopbackServer(int threads = 1, std::string token = "") {
   ServerOptions options;
   options.host = "127.0.0.1";
   options.port = 0;
   options.threads = threads;
+  options.token = std::move(token);
   auto server = std::make_unique<Server>(options);
   server->start();
   return server;
@@ -41,10 +43,12 @@ struct JoinSpec {
 
 class TestAgent {
  public:
-  TestAgent(std::uint16_t port, std::string run, std::string id)
+  // `token`: proven in every join, as an agent given token_file does.
+  TestAgent(std::uint16_t port, std::string run, std::string id, std::string token = "")
       : port_(port),
         run_(std::move(run)),
         id_(std::move(id)),
+        token_(std::move(token)),
         client_(std::make_unique<StoreClient>("127.0.0.1", port, std::chrono::seconds(10))) {}
 
   void join(const JoinSpec& spec, std::uint16_t store_port = 1) {
@@ -70,11 +74,21 @@ class TestAgent {
     request.store_port = store_port;
     request.max_restarts = spec.max_restarts;
     request.restarts_used = spec.restarts_used;
-    client_->set(proto::rendezvous::verbKey(run_, proto::rendezvous::Verb::kJoin),
-                 proto::rendezvous::encodeJoin(request));
-    // A SET has no reply; the ping's echo means the daemon has handled it,
-    // so agents joining one after another join in that order.
-    client_->ping();
+    namespace protocol = proto::rendezvous;
+    if (!token_.empty()) {
+      client_->set(protocol::verbKey(run_, protocol::Verb::kChallenge),
+                   protocol::challengeRequest(id_, session));
+      const std::string nonce = client_->query(protocol::challengeKey(run_, id_, session));
+      request.auth = protocol::joinProof(token_, run_, id_, session, nonce);
+    }
+    const std::string join_key = protocol::verbKey(run_, protocol::Verb::kJoin);
+    client_->set(join_key, protocol::encodeJoin(request));
+    // A SET has no reply; the join's answer (nothing: it was taken) means
+    // the daemon has handled it, so agents joining one after another join
+    // in that order.
+    if (const std::string refused = client_->query(join_key); !refused.empty()) {
+      throw Error("join refused: " + protocol::decodeEvent(refused).message);
+    }
   }
 
   // The verb with the agent's id as its value, as every agent sends most
@@ -118,6 +132,7 @@ class TestAgent {
   std::uint16_t port_;
   std::string run_;
   std::string id_;
+  std::string token_;
   std::unique_ptr<StoreClient> client_;
   int64_t session_ = 0;
   int64_t next_ = 0;

@@ -186,5 +186,73 @@ TEST(MemoryBoundTest, ConnectionsThatFetchedLargeValuesKeepNoReplyBuffers) {
       << " connections each fetched " << kValueBytes / 1024 << " KiB";
 }
 
+// A SET flood past --max-memory: the flooding client is refused (closed,
+// with one warning naming the limit) at the first value that would not fit;
+// what was stored stays, another client keeps being served, and the
+// daemon's memory stays near the limit (40 such SETs took it from 9 MB to
+// 353 MB when nothing bounded the store).
+TEST(MemoryBoundTest, ASetFloodPastMaxMemoryIsRefusedWhileOthersAreServed) {
+  constexpr std::size_t kLimitKiB = 32 * 1024;
+  constexpr int kFloodSets = 40;  // 320 MiB
+  DaemonProcess daemon({"--max-memory", "32MiB"});
+  WireClient bystander(daemon.port(), Dialect::Modern);
+  bystander.set("/kept", "kept");
+  ASSERT_TRUE(bystander.roundTrip());
+  const auto baseline = daemon.residentKiB();
+  ASSERT_TRUE(baseline.has_value());
+
+  const std::string value(kMaxValueBytes - 1, 'v');
+  RawConnection flooder(daemon.port());
+  for (int i = 0; i < kFloodSets; ++i) {
+    const std::string key = "/flood/" + std::to_string(i);
+    if (!flooder.sendAll(encode(Dialect::Legacy113, Command::Set, {key}, {value}))) {
+      break;  // closed: the rest would go nowhere
+    }
+  }
+  EXPECT_TRUE(flooder.waitForClose(10s)) << "the flood was never refused";
+  EXPECT_TRUE(bystander.roundTrip());
+  EXPECT_EQ(bystander.get("/kept"), "kept");
+  const auto first = bystander.get("/flood/0");
+  EXPECT_TRUE(first && first->size() == value.size()) << "a value stored before the refusal";
+  const auto after = daemon.residentKiB();
+  ASSERT_TRUE(after.has_value());
+  // The stored values, and at most a refused request's bytes and allocator
+  // slack besides: far below the 320 MiB asked.
+  EXPECT_LT(*after - *baseline, kLimitKiB + 32 * 1024)
+      << "VmRSS went from " << *baseline << " KiB to " << *after << " KiB";
+  EXPECT_TRUE(test_support::eventually(
+      [&] { return daemon.stderrText().find("--max-memory") != std::string::npos; }, 5s));
+  const std::string log = daemon.stderrText();
+  std::size_t warnings = 0;
+  for (std::size_t at = log.find("--max-memory 33554432"); at != std::string::npos;
+       at = log.find("--max-memory 33554432", at + 1)) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, 1u) << log;
+}
+
+// A MULTI_GET naming one large value many times over asks for a reply of
+// any size with a small request (131,072 keys of 8 MiB: 1 TiB). No reply
+// may carry more than --max-request-bytes: past it the asker is refused
+// (closed), while a MULTI_GET under it is answered whole.
+TEST(MemoryBoundTest, AMultiGetWhoseReplyPassesTheRequestLimitIsRefused) {
+  constexpr std::size_t kValueBytes = 1024 * 1024;
+  DaemonProcess daemon({"--max-request-bytes", "16777216"});
+  WireClient writer(daemon.port(), Dialect::Modern);
+  writer.set("/big", std::string(kValueBytes, 'v'));
+  ASSERT_TRUE(writer.roundTrip());
+  const auto multiGet = [&](WireClient& client, std::size_t copies) {
+    const std::vector<std::string_view> keys(copies, "/big");
+    return client.raw().sendAll(encode(Dialect::Modern, Command::MultiGet, keys));
+  };
+  WireClient modest(daemon.port(), Dialect::Modern);
+  ASSERT_TRUE(multiGet(modest, 8));
+  EXPECT_TRUE(modest.raw().recvExact(8 * (8 + kValueBytes), 10s).has_value());
+  WireClient greedy(daemon.port(), Dialect::Modern);
+  ASSERT_TRUE(multiGet(greedy, 64));
+  EXPECT_TRUE(greedy.raw().waitForClose(10s)) << "a 64 MiB reply was served";
+  EXPECT_TRUE(writer.roundTrip());
+}
+
 }  // namespace
 }  // namespace ddprun::wire_test

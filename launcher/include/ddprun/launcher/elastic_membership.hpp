@@ -186,7 +186,9 @@ class ElasticMembership {
   bool hostedByAnotherAgent();
   std::unique_ptr<rdzv::StoreClient> recover();
   proto::rendezvous::JoinRequest joinRequest(const rdzv::StoreClient& lease, bool rejoin);
-  void sendJoin(rdzv::StoreClient& lease, proto::rendezvous::JoinRequest request);
+  // Sends the join and reads its answer on the lease: true when it was
+  // taken; refused, the refusal is this membership's error and it is closed.
+  bool sendJoin(rdzv::StoreClient& lease, proto::rendezvous::JoinRequest request);
   std::chrono::milliseconds keepAliveBound() const;
   void enqueue(proto::rendezvous::Verb verb, std::string value);
   // A restart's or an abort's value: a report with the failure where the
@@ -215,9 +217,9 @@ class ElasticMembership {
   std::condition_variable changed_;
   // The connection to the rendezvous.
   bool connected_ = false;
-  std::int64_t session_ = 0;                      // this agent's join count; events are per session
-  std::optional<std::string> lost_;               // why the rendezvous is gone, while it is
-  rdzv::StoreClient* events_ = nullptr;           // the reader's connection, to interrupt it
+  std::int64_t session_ = 0;             // this agent's join count; events are per session
+  std::optional<std::string> lost_;      // why the rendezvous is gone, while it is
+  rdzv::StoreClient* events_ = nullptr;  // the reader's connection, to interrupt it
   std::deque<std::pair<proto::rendezvous::Verb, std::string>> requests_;  // to send, in order
   std::size_t requests_sent_ = 0;
   std::size_t requests_queued_ = 0;
@@ -236,9 +238,9 @@ class ElasticMembership {
   // or no answer). A member's event of a newer round is held until node 0
   // has emptied its store: this says the round moved on before that event.
   std::int64_t checked_round_ = -1;
-  bool spare_ = false;                   // the round is full: standing by
-  bool suspended_ = false;               // the round fell below min_nodes
-  bool finished_ = false;                // the daemon said every member of the round is done
+  bool spare_ = false;      // the round is full: standing by
+  bool suspended_ = false;  // the round fell below min_nodes
+  bool finished_ = false;   // the daemon said every member of the round is done
   bool closed_ = false;
   bool stopping_ = false;
   std::string error_;

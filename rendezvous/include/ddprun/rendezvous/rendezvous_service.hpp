@@ -19,6 +19,7 @@
 #pragma once
 
 #include <chrono>
+#include <list>
 #include <map>
 #include <optional>
 #include <set>
@@ -41,11 +42,31 @@ class RendezvousService {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // An open run none of whose agents holds a connection is forgotten after
+  // this long (ddprund --idle-run-timeout). Forgetting is what a restart of
+  // the daemon would do to it: agents that come back rejoin it afresh.
+  static constexpr std::chrono::seconds kDefaultIdleRunTimeout{3600};
+  // At most this many such runs are kept; beyond it the one idle longest is
+  // forgotten at once, so joins that go away cannot grow the daemon.
+  static constexpr std::size_t kMaxIdleRuns = 1024;
+
   // `host_agent`: the agent whose process serves this rendezvous, told to
   // every member with each round ("" for a ddprund of its own). `token`: when
   // not empty, a join must prove it holds it (challenge, then HMAC).
-  explicit RendezvousService(std::string host_agent = "", std::string token = "")
-      : host_agent_(std::move(host_agent)), token_(std::move(token)) {}
+  explicit RendezvousService(std::string host_agent = "", std::string token = "",
+                             Clock::duration idle_run_timeout = kDefaultIdleRunTimeout)
+      : host_agent_(std::move(host_agent)),
+        token_(std::move(token)),
+        idle_run_timeout_(idle_run_timeout) {}
+
+  // Why a rendezvous SET was refused. `close`: the request was malformed or
+  // not the connection's to make, and its connection closes. Otherwise (a
+  // join without a valid proof of the token) the connection stays open, and
+  // reply() tells it why; the agent the join named is never told anything.
+  struct Refusal {
+    std::string why;
+    bool close = true;
+  };
 
   static bool isRendezvousKey(std::string_view key);
   // Whether `key` is a read-only question (proto::rendezvous::isQueryKey).
@@ -55,12 +76,18 @@ class RendezvousService {
   // question: {"error": ...}). Reads only; rendezvous_queries.cpp.
   std::string answer(std::string_view key, Clock::time_point now) const;
 
-  // A SET of a rendezvous key by `client`. Returns why the connection must
-  // close if the request is malformed, or not the requesting agent's to make
-  // (every verb but join must come from the connection that joined as that
-  // agent of that run); nothing is changed then.
-  std::optional<std::string> onSet(ClientId client, std::string_view key, std::string_view value,
-                                   Clock::time_point now, KeySpace& keys);
+  // A SET of a rendezvous key by `client`. Returns why it was refused if the
+  // request is malformed, not the requesting agent's to make (every verb but
+  // join must come from the connection that joined as that agent of that
+  // run), or a join without a valid proof of the token; nothing is changed
+  // then, and nothing is written where another client reads.
+  std::optional<Refusal> onSet(ClientId client, std::string_view key, std::string_view value,
+                               Clock::time_point now, KeySpace& keys);
+  // The answer to a GET of `key` that is `client`'s alone, never stored: the
+  // nonce of its challenge at its challenge key, the refusal of its join (an
+  // error event) at the run's join key. nullopt: the store answers it (an
+  // event; a join that was taken reads as nothing).
+  std::optional<std::string> reply(ClientId client, std::string_view key) const;
   // The client's connection is gone: the agent it joined as is lost.
   // Returns whether it was an agent's (plain store clients are not).
   bool onDisconnect(ClientId client, Clock::time_point now, KeySpace& keys);
@@ -97,6 +124,9 @@ class RendezvousService {
     std::string store_host;
     std::uint16_t store_port = 0;
   };
+  // Runs none of whose agents holds a connection, idle longest first: since
+  // when, and the run's id.
+  using IdleRuns = std::list<std::pair<Clock::time_point, std::string>>;
   struct Run {
     explicit Run(const ElasticSettings& s) : settings(s), rdzv(s) {}
     ElasticSettings settings;
@@ -112,8 +142,10 @@ class RendezvousService {
     std::string held_for;  // node 0 of held_round
     std::vector<NodeAssignment> held;
     proto::rendezvous::Event held_event;
-    JobRecord record;  // what `ddprun status` is told beyond the rounds
+    JobRecord record;                        // what `ddprun status` is told beyond the rounds
+    std::optional<IdleRuns::iterator> idle;  // its entry while no agent holds a connection
   };
+  using Runs = std::map<std::string, Run, std::less<>>;
   struct Binding {
     std::string run_id;
     std::string agent;
@@ -125,17 +157,28 @@ class RendezvousService {
     int64_t session = 0;
     std::string nonce;
   };
+  // A connection's join that was refused for want of a proof: the run it
+  // named, and the error event that answers it.
+  struct RefusedJoin {
+    std::string run_id;
+    std::string answer;
+  };
 
-  std::optional<std::string> join(ClientId client, const std::string& run_id,
-                                  std::string_view payload, Clock::time_point now, KeySpace& keys);
+  std::optional<Refusal> join(ClientId client, const std::string& run_id, std::string_view payload,
+                              Clock::time_point now, KeySpace& keys);
+  std::optional<std::string> verb(ClientId client, const proto::rendezvous::ElasticRequestKey& key,
+                                  std::string_view value, Clock::time_point now, KeySpace& keys);
   std::optional<std::string> authorize(ClientId client, const std::string& run_id,
                                        std::string_view verb, std::string_view agent) const;
   std::optional<std::string> challenge(ClientId client, const std::string& run_id,
-                                       std::string_view value, KeySpace& keys);
-  std::optional<std::string> checkProof(ClientId client, const std::string& run_id,
-                                        const proto::rendezvous::JoinRequest& request,
-                                        KeySpace& keys);
-  void forgetChallenge(ClientId client, KeySpace& keys);
+                                       std::string_view value);
+  bool proven(ClientId client, const std::string& run_id,
+              const proto::rendezvous::JoinRequest& request);
+  // Forgets the runs idle past the bound, or beyond kMaxIdleRuns.
+  void forgetIdleRuns(Clock::time_point now, KeySpace& keys);
+  void forgetRun(Runs::iterator run, KeySpace& keys);
+  // The run's agents' open leases changed: it starts or stops being idle.
+  void noteLeases(const std::string& run_id, Run& run, Clock::time_point now);
   void openStream(const std::string& run_id, Run& run, const std::string& agent, int64_t session,
                   KeySpace& keys);
   void recordDone(Run& run, const std::string& agent, int64_t round);
@@ -175,9 +218,12 @@ class RendezvousService {
 
   std::string host_agent_;
   std::string token_;
+  Clock::duration idle_run_timeout_;
   Counters counters_;
   std::unordered_map<ClientId, Challenge> challenges_;
-  std::map<std::string, Run, std::less<>> runs_;
+  std::unordered_map<ClientId, RefusedJoin> refused_joins_;
+  Runs runs_;
+  IdleRuns idle_runs_;
   std::unordered_map<ClientId, Binding> bindings_;
   // Leases whose agent was dropped (no heartbeat in time): their requests
   // are ignored, not refused, so the agent learns of the drop from its

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "ddprun/proto/tcpstore_wire.hpp"
+#include "ddprun/rendezvous/memory_budget.hpp"
+#include "ddprun/rendezvous/rendezvous_service.hpp"
 
 namespace ddprun::metrics {
 class Exposition;
@@ -36,6 +38,12 @@ struct ServerOptions {
   // When set, agents must prove they hold this token to join (see
   // token_file.hpp); the workers' store commands stay unauthenticated.
   std::string token;
+  // What the store may hold in all (MemoryBudget): a client's write past it
+  // is refused and its connection closed; what is stored stays. No reply
+  // may carry more than limits.max_request_bytes.
+  std::size_t max_memory_bytes = MemoryBudget::kDefaultBytes;
+  // An open run with no agent connected is forgotten after this long.
+  std::chrono::milliseconds idle_run_timeout = RendezvousService::kDefaultIdleRunTimeout;
 };
 
 struct ServerStats {
