@@ -66,6 +66,7 @@ std::optional<RendezvousService::Refusal> RendezvousService::onSet(ClientId clie
   std::optional<std::string> refused = *parts->verb == protocol::Verb::kChallenge
                                            ? challenge(client, parts->run_id, value)
                                            : verb(client, *parts, value, now, keys);
+  forgetIdleRuns(now, keys);  // a leave may have left one beyond kMaxIdleRuns
   if (refused) {
     return Refusal{std::move(*refused)};
   }

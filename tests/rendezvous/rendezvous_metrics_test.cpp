@@ -143,13 +143,20 @@ TEST_F(RendezvousMetricsTest, AJobNoAgentComesBackToIsForgottenAfterTheBound) {
 }
 
 // Joins that go away cannot grow the daemon: beyond kMaxIdleRuns such jobs,
-// the one idle longest is forgotten at once.
+// the one idle longest is forgotten at once, whether the last agent's
+// connection closed or it left (and kept its connection).
 TEST_F(RendezvousMetricsTest, IdleJobsBeyondTheCapAreForgottenOldestFirst) {
   const std::size_t cap = RendezvousService::kMaxIdleRuns;
   for (std::size_t i = 0; i <= cap; ++i) {
     const auto at = start_ + std::chrono::seconds(i);
-    join(i + 1, "a", at, "job" + std::to_string(i));
-    service_.onDisconnect(i + 1, at, keys_);
+    const std::string run = "job" + std::to_string(i);
+    join(i + 1, "a", at, run);
+    if (i < cap) {
+      service_.onDisconnect(i + 1, at, keys_);
+    } else {
+      ASSERT_FALSE(
+          service_.onSet(i + 1, protocol::verbKey(run, protocol::Verb::kLeave), "a", at, keys_));
+    }
   }
   EXPECT_EQ(value("ddprund_jobs{state=\"open\"}"), static_cast<double>(cap));
   EXPECT_FALSE(seriesValue(scrape(), "ddprund_round{run_id=\"job0\"}"));
