@@ -1,6 +1,6 @@
-# DDPRUN_TRAIN_ONLY: train and the two libraries of proto/ it links
-# (ddprun::env_contract, ddprun::visible_gpus), nothing else: no tests,
-# benchmarks or packages. LibTorch is required. Included from the top-level
+# DDPRUN_TRAIN_ONLY: train and the libraries of proto/ it links
+# (ddprun::env_contract, ddprun::visible_gpus, ddprun::cli_args), nothing
+# else: no tests, benchmarks or packages. LibTorch is required. Included from the top-level
 # CMakeLists.txt, which returns right after.
 find_package(nlohmann_json 3.10 REQUIRED)
 ddprun_find_cli11()

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "ddprun/launcher/option_values.hpp"
+#include "ddprun/proto/cli_args.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "option_table.hpp"
 
@@ -81,9 +82,8 @@ std::size_t detachValue(std::vector<std::string>& args, std::size_t i, const Opt
 // canonical name when abbreviated. Returns how many arguments it used, 0
 // when it is not one of ddprun's (CLI11 then names it).
 std::size_t longOption(std::vector<std::string>& args, std::size_t i) {
-  const std::string arg = args[i];
-  const auto equals = arg.find('=');
-  std::string name = arg.substr(0, equals);
+  const auto attached = proto::splitAttachedValue(args[i]);
+  std::string name = attached ? attached->name : args[i];
   const OptionSpec* spec = exactly(name);
   if (spec == nullptr) {
     spec = byPrefix(name);
@@ -92,8 +92,8 @@ std::size_t longOption(std::vector<std::string>& args, std::size_t i) {
     }
     name = canonicalFlag(*spec);
   }
-  if (equals != std::string::npos) {
-    return detachValue(args, i, *spec, name, arg.substr(equals + 1));
+  if (attached) {
+    return detachValue(args, i, *spec, name, attached->value);
   }
   args[i] = name;
   return spec->is_flag ? 1 : 2;  // the value, whatever it looks like, as CLI11 takes it
@@ -108,8 +108,8 @@ std::size_t shortOption(std::vector<std::string>& args, std::size_t i) {
   if (spec == nullptr) {
     return 0;
   }
-  if (arg.size() > 2 && arg[2] == '=') {
-    return detachValue(args, i, *spec, name, arg.substr(3));
+  if (const auto attached = proto::splitAttachedValue(arg)) {
+    return detachValue(args, i, *spec, name, attached->value);
   }
   return !spec->is_flag && arg.size() == 2 ? 2 : 1;
 }

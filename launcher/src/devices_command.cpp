@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "ddprun/proto/cli_args.hpp"
 #include "ddprun/proto/visible_gpus.hpp"
 
 namespace ddprun::launcher {
@@ -46,8 +47,10 @@ int runDevicesCommand(const std::vector<std::string>& args) {
   app.add_flag("--count-only", count_only,
                "Never start the CUDA driver only to learn bus ids NVML cannot give in CUDA's "
                "order (two GPU models): they are then left out");
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 wants them reversed
   try {
+    // Flags only today; an option given later reads "--opt=" as argparse does.
+    const std::vector<std::string> read = proto::readAsArgparse(app, args);
+    std::vector<std::string> reversed(read.rbegin(), read.rend());  // CLI11 wants them reversed
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "ddprun/launcher/option_values.hpp"
+#include "ddprun/proto/cli_args.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/json_parse.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
@@ -76,7 +77,7 @@ StatusRequest parseStatusFlags(std::vector<std::string> args) {
   app.footer(
       "Exit status: 0 the rendezvous answered; 1 it could not be asked (nothing answers at the\n"
       "endpoint, no answer within --timeout, an unknown run id, not a c10d rendezvous); 2 bad\n"
-      "flags.");
+      "flags, an empty value among them (leave --rdzv-id out for the list of jobs).");
   std::string endpoint;
   std::string timeout = "5";
   std::string backend = "c10d";
@@ -92,8 +93,10 @@ StatusRequest parseStatusFlags(std::vector<std::string> args) {
       ->type_name("SECONDS");
   app.add_option("--rdzv-backend,--rdzv_backend", backend, "c10d, the only one with a status")
       ->type_name("BACKEND");
-  std::reverse(args.begin(), args.end());  // CLI11's vector overload expects reversed order
   try {
+    // "--rdzv-id=" is "", never the next argument, and "" means nothing here.
+    args = proto::readAsArgparse(app, std::move(args));
+    std::reverse(args.begin(), args.end());  // CLI11's vector overload expects reversed order
     app.parse(args);
   } catch (const CLI::CallForHelp&) {
     throw HelpRequested{app.help()};

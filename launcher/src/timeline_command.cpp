@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "ddprun/launcher/timeline_merge.hpp"
+#include "ddprun/proto/cli_args.hpp"
 #include "regular_file.hpp"
 
 namespace ddprun::launcher {
@@ -124,8 +125,11 @@ int runTimelineCommand(const std::vector<std::string>& args) {
   app.add_flag("--mixed-runs", mixed_runs);
   app.add_option("-o,--output", output);
   app.add_option("inputs", inputs);
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 reads them reversed
   try {
+    // As argparse: "-o=FILE" is FILE, and "--output=" is "", refused (it
+    // would otherwise take the next argument, a DIR, for the output).
+    const std::vector<std::string> read = proto::readAsArgparse(app, args);
+    std::vector<std::string> reversed(read.rbegin(), read.rend());  // CLI11 reads them reversed
     app.parse(reversed);
   } catch (const CLI::ParseError& error) {
     std::fprintf(stderr, "ddprun timeline: %s\n%s", error.what(), kUsage);

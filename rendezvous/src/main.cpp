@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -13,8 +14,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ddprun/metrics/registry.hpp"
+#include "ddprun/proto/cli_args.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/metrics_endpoint.hpp"
 #include "ddprun/rendezvous/rendezvous_service.hpp"
@@ -63,9 +66,12 @@ std::string checkSeconds(const std::string& text) {
   return "";
 }
 
-void defineFlags(CLI::App& app, DaemonFlags& flags) {
+// Returns the one option whose empty value has a meaning: --host "" is every
+// address, as when it is left out.
+const CLI::Option* defineFlags(CLI::App& app, DaemonFlags& flags) {
   auto& s = flags.server;
-  app.add_option("--host", s.host, "Address to listen on (default: all, IPv6 and IPv4)");
+  const CLI::Option* host =
+      app.add_option("--host", s.host, "Address to listen on (default: all, IPv6 and IPv4)");
   app.add_option("--port", s.port, "TCP port; 0 picks a free one and prints it")
       ->capture_default_str();
   app.add_option("--threads", s.threads, "I/O threads")
@@ -115,6 +121,7 @@ void defineFlags(CLI::App& app, DaemonFlags& flags) {
                  "Address the metrics listen on (default: --host's, all when --host is not given)");
   app.add_option("--metrics-port-file", flags.metrics_port_file,
                  "Write the metrics port to this file once listening");
+  return host;
 }
 
 // The store's port would be taken by the store: the metrics never share it.
@@ -168,13 +175,19 @@ int waitForStopSignal(const sigset_t& signals) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("ddprund: a c10d TCPStore-compatible rendezvous store (PyTorch 1.13 to 2.10+)");
+  CLI::App app("ddprund: a c10d TCPStore-compatible rendezvous store (PyTorch 1.13 to 2.10+)",
+               argv[0]);
   DaemonFlags flags;
-  defineFlags(app, flags);
+  const CLI::Option* host = defineFlags(app, flags);
   app.set_version_flag("--version", std::string("ddprund (ddprun) ") + ddprun::kVersion,
                        "Print ddprund's version and exit");
   try {
-    app.parse(argc, argv);
+    // "--token-file=" is "" as in argparse, refused (an unset variable must
+    // not run an open daemon), never the next argument.
+    std::vector<std::string> args =
+        ddprun::proto::readAsArgparse(app, {argv + 1, argv + argc}, {host});
+    std::reverse(args.begin(), args.end());  // CLI11's vector overload expects reversed order
+    app.parse(args);
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() == 0) {
       return app.exit(error);  // --help, --version

@@ -63,6 +63,25 @@ TEST(DdprunStatusCliTest, BadFlagsAreOneLineAndTheUsageWithExitStatus2) {
             std::string::npos);
 }
 
+// "--rdzv-id=" is "" as in argparse, never the next argument (CLI11 alone
+// took "--rdzv-endpoint" for the run id and then missed the endpoint); ""
+// means nothing here (no run id is the list of jobs: leave it out), so it
+// is refused naming the option.
+TEST(DdprunStatusCliTest, AnEmptyValueIsRefusedNamingItsOptionNotTheNextOne) {
+  for (const auto& [args, option] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--rdzv-id=", "--rdzv-endpoint", "h:1"}, "--rdzv-id"},
+           {{"--rdzv-endpoint", "h:1", "--rdzv_id", ""}, "--rdzv_id"},
+           {{"--rdzv-endpoint=", "--rdzv-id", "job"}, "--rdzv-endpoint"},
+           {{"--timeout=", "--rdzv-endpoint", "h:1"}, "--timeout"},
+           {{"--rdzv-backend=", "--rdzv-endpoint", "h:1"}, "--rdzv-backend"}}) {
+    const auto result = status(args);
+    EXPECT_EQ(result.code, 2) << result.errors;
+    EXPECT_EQ(lines(result.errors), 2u) << result.errors;
+    EXPECT_EQ(result.errors.rfind("ddprun status: " + option + ": empty value", 0), 0u)
+        << result.errors;
+  }
+}
+
 TEST(DdprunStatusCliTest, HelpDescribesTheFlagsAndExitStatuses) {
   const auto result = status({"--help"});
   EXPECT_EQ(result.code, 0) << result.errors;

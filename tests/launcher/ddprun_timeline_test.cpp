@@ -143,6 +143,17 @@ TEST_F(DdprunTimelineTest, BadInputIsOneLineNamingItAndBadFlagsAreExitTwo) {
   EXPECT_EQ(result.code, 2);
   EXPECT_NE(result.errors.find("--frobnicate"), std::string::npos) << result.errors;
   EXPECT_NE(result.errors.find("usage: ddprun timeline"), std::string::npos) << result.errors;
+  // "--output=" is "" as in argparse, never the DIR after it; "" names no file.
+  for (const std::string& empty : std::vector<std::string>{"--output=", "-o="}) {
+    result = ddprun({"timeline", empty, empty_dir.string()});
+    EXPECT_EQ(result.code, 2) << empty;
+    EXPECT_EQ(result.errors.rfind("ddprun timeline: " + empty.substr(0, empty.size() - 1) +
+                                      ": empty value (an unset variable?)",
+                                  0),
+              0u)
+        << result.errors;
+    EXPECT_NE(result.errors.find("usage: ddprun timeline"), std::string::npos) << result.errors;
+  }
   result = ddprun({"timeline"});
   EXPECT_EQ(result.code, 2);
   EXPECT_NE(result.errors.find("required: DIR"), std::string::npos) << result.errors;

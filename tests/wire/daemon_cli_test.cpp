@@ -90,5 +90,28 @@ TEST_F(DaemonCliTest, AHostThatIsNotAnAddressIsOneLineAndExitTwo) {
   EXPECT_EQ(outcome.errors, "ddprund: --host 'not-an-address' is not an IP address\n");
 }
 
+// "--token-file=" is "" as in argparse, never the next argument (CLI11
+// alone took "--port" for the token file). "" names no file: most often an
+// unset variable, refused rather than run without a token.
+TEST_F(DaemonCliTest, AnEmptyValueIsOneLineNamingItsFlagNotTheNextOne) {
+  for (const std::string& flag :
+       std::vector<std::string>{"--token-file", "--port-file", "--metrics-port-file",
+                                "--metrics-host", "--log-level", "--port", "--threads"}) {
+    const Outcome outcome = run({flag + "=", "--port", "0", "--metrics-port", "0"});
+    EXPECT_EQ(outcome.status.describe(), "exited with code 2") << flag << ": " << outcome.errors;
+    EXPECT_EQ(outcome.errors, "ddprund: " + flag +
+                                  ": empty value (an unset variable?); give a value or leave "
+                                  "it out\n");
+    EXPECT_EQ(outcome.output, "") << flag;
+  }
+}
+
+// --host "" is every address, as when it is left out.
+TEST_F(DaemonCliTest, AnEmptyHostIsEveryAddress) {
+  DaemonProcess daemon({"--host="});
+  EXPECT_GT(daemon.port(), 0);
+  EXPECT_NE(daemon.stdoutText().find("ddprund listening on "), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ddprun::wire_test

@@ -87,5 +87,23 @@ TEST(TrainOptionsTest, BadValuesAreOneLineErrorsNamingTheFlag) {
   }
 }
 
+// "--data-dir=" is "" as in argparse, never the next argument: CLI11 alone
+// took "10" for the data directory and "5" for total_epochs. "" names no
+// directory, file or number, so it is refused naming the flag.
+TEST(TrainOptionsTest, AnEmptyValueIsRefusedNamingItsFlagNotTheNextArgument) {
+  for (const auto& [args, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--data-dir=", "10", "5"}, "--data-dir"},
+           {{"--snapshot_path=", "--save-every", "3"}, "--snapshot_path"},
+           {{"--inspect-snapshot", ""}, "--inspect-snapshot"},
+           {{"--seed=", "--task", "mlp"}, "--seed"},
+       }) {
+    EXPECT_EQ(parseError(args), "bad command line: " + flag +
+                                    ": empty value (an unset variable?); give a value or leave "
+                                    "it out (see train --help)");
+  }
+  EXPECT_EQ(parse({"--data-dir=d", "10", "5"}).data_dir, "d");
+  EXPECT_FALSE(parse({"--ignore-snapshot=false"}).ignore_snapshot) << "a flag keeps its value";
+}
+
 }  // namespace
 }  // namespace ddprun::worker

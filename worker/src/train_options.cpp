@@ -4,6 +4,7 @@
 #include <iostream>
 #include <map>
 
+#include "ddprun/proto/cli_args.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/version.hpp"
 
@@ -90,8 +91,11 @@ std::optional<TrainOptions> parseTrainOptions(const std::vector<std::string>& ar
   app.add_option("save_every", options.save_every, "Same as --save-every")
       ->check(CLI::NonNegativeNumber);
 
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
+    // "--data-dir=" is "" as in argparse, refused, never the next argument
+    // (which CLI11 alone would take, leaving a positional to change meaning).
+    const std::vector<std::string> read = proto::readAsArgparse(app, args);
+    std::vector<std::string> reversed(read.rbegin(), read.rend());
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
