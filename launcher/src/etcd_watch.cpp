@@ -86,11 +86,34 @@ bool Watch::cancelled() {
   return cancelled_;
 }
 
-bool Watch::attach(Stream* stream) {
-  std::lock_guard lock(mutex_);
-  stream_ = stream;
-  return !cancelled_;
-}
+// The one way a stream becomes the one cancel() aborts, for the life of this
+// object: run() declares it after the stream, so the stream (and the
+// Connection in it, which cancel() calls) is detached before it is
+// destroyed, on every way out of run(). A watch already cancelled attaches
+// nothing: there is nothing to abort, and nothing left to dangle.
+class Watch::Attachment {
+ public:
+  Attachment(Watch& watch, Stream& stream) : watch_(watch) {
+    std::lock_guard lock(watch_.mutex_);
+    if (!watch_.cancelled_) {
+      watch_.stream_ = &stream;
+      attached_ = true;
+    }
+  }
+  ~Attachment() {
+    std::lock_guard lock(watch_.mutex_);
+    watch_.stream_ = nullptr;
+  }
+  Attachment(const Attachment&) = delete;
+  Attachment& operator=(const Attachment&) = delete;
+
+  // false: the watch was cancelled before the stream opened.
+  bool attached() const { return attached_; }
+
+ private:
+  Watch& watch_;
+  bool attached_ = false;
+};
 
 void Watch::run(const EventHandler& on_events,
                 const std::function<void(std::int64_t revision)>& on_created) {
@@ -106,7 +129,8 @@ void Watch::run(const EventHandler& on_events,
   for (std::size_t i = 0; i < count; ++i) {
     const Member& member = options.members[(client_.currentMember() + i) % count];
     Stream stream(options, member);
-    if (!attach(&stream)) return;
+    const Attachment attachment(*this, stream);
+    if (!attachment.attached()) return;
     try {
       // Connecting, the request and the member's "created" answer have a
       // deadline; the events after it do not (a watch is silent for long).
@@ -117,18 +141,13 @@ void Watch::run(const EventHandler& on_events,
       const auto refusal = detail::checkAnswer(member, target, refused);
       if (refusal) {
         failures.push_back(detail::describeMember(member) + ": " + *refusal);
-        attach(nullptr);
         continue;
       }
       while (!stream.created) readOnce(stream, deadline, on_events);
     } catch (const detail::MemberFailure& e) {
-      attach(nullptr);
       if (cancelled()) return;
       failures.push_back(detail::describeMember(member) + ": " + e.what());
       continue;
-    } catch (...) {
-      attach(nullptr);
-      throw;
     }
     streamEvents(stream, on_events);
     return;
@@ -143,14 +162,9 @@ void Watch::streamEvents(Stream& stream, const EventHandler& on_events) {
     while (readOnce(stream, std::nullopt, on_events)) {
     }
   } catch (const detail::MemberFailure& e) {
-    attach(nullptr);
     if (cancelled()) return;
     throw EtcdUnavailable(from + "broke: " + e.what());
-  } catch (...) {
-    attach(nullptr);
-    throw;
   }
-  attach(nullptr);
   if (cancelled()) return;
   throw EtcdUnavailable(from + "ended: the member closed the stream");
 }

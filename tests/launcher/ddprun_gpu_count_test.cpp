@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "ddprun/test_support/proc_status.hpp"
+#include "ddprun/test_support/sanitizer.hpp"
 #include "ddprun_binary_fixture.hpp"
 
 namespace ddprun::launcher {
@@ -80,6 +81,19 @@ class DdprunGpuCountTest : public DdprunBinaryTest,
     return calls;
   }
 };
+
+// The settings of a fake library whose `call` crashes (SIGSEGV), as the
+// count's child should see it. Under ASan its SEGV handler would turn the
+// signal into a report and exit 1, so the child would not die of the signal
+// this test is about; handle_segv=0 leaves the signal to kill it, as in a
+// plain build.
+std::vector<std::pair<std::string, std::string>> crashIn(const std::string& call) {
+  std::vector<std::pair<std::string, std::string>> settings = {{"FAKE_GPU_CRASH", call}};
+  if (test_support::kAddressSanitizer) {
+    settings.emplace_back("ASAN_OPTIONS", test_support::asanOptionsWith("handle_segv=0"));
+  }
+  return settings;
+}
 
 std::set<int> upTo(int count) {
   std::set<int> ranks;
@@ -183,7 +197,7 @@ TEST_F(DdprunGpuFailureTest, NvmlThatCannotStartLeavesTheCountToTheDriver) {
 
 // A library that crashes takes the short-lived child with it, not the agent.
 TEST_F(DdprunGpuFailureTest, ALibraryThatCrashesIsOneLineNotADeadAgent) {
-  fakeMachine(8, Libraries::kNvmlAndDriver, {{"FAKE_GPU_CRASH", "nvmlInit_v2"}});
+  fakeMachine(8, Libraries::kNvmlAndDriver, crashIn("nvmlInit_v2"));
   const Outcome outcome = runFor(gpuJob("gpu"), 30s);
   EXPECT_EQ(outcome.status.code, 2) << outcome.stderr_text;
   EXPECT_EQ(outcome.stderr_text,
@@ -283,7 +297,7 @@ TEST_F(DdprunGpuFailureTest, ALibraryThatNeverAnswersIsOneLineAtTheDeadline) {
 // auto falls back to the CPUs when no GPU is visible, but a count that
 // failed outright is said, not taken for "no GPU".
 TEST_F(DdprunGpuFailureTest, AutoSaysWhenTheCountItselfFailed) {
-  fakeMachine(5, Libraries::kNvmlAndDriver, {{"FAKE_GPU_CRASH", "nvmlInit_v2"}});
+  fakeMachine(5, Libraries::kNvmlAndDriver, crashIn("nvmlInit_v2"));
   const Outcome outcome = runFor(gpuJob("auto"), 30s);
   ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
   EXPECT_EQ(countOf(outcome.stderr_text,

@@ -144,7 +144,10 @@ class Client {
 // until the stream breaks, when it throws EtcdUnavailable (the caller
 // re-watches from the revision after the last one it saw, on any member).
 // Throws WatchCompacted when `start_revision` was compacted away (the caller
-// re-reads the prefix).
+// re-reads the prefix). run() owns the stream and its connection, on its
+// stack; cancel() reaches them only while run() has them attached, so a
+// cancel() before, during or after run(), or the destructor's, never touches
+// a connection that is gone.
 class WatchCompacted : public Error {
  public:
   using Error::Error;
@@ -171,9 +174,10 @@ class Watch {
 
  private:
   struct Stream;
+  // Makes a stream the one cancel() aborts for as long as the attachment
+  // lives (etcd_watch.cpp).
+  class Attachment;
   bool cancelled();
-  // Makes `stream` the one cancel() aborts; false when already cancelled.
-  bool attach(Stream* stream);
   void streamEvents(Stream& stream, const EventHandler& on_events);
   // One read of the stream; false when it ended or the watch was cancelled.
   bool readOnce(Stream& stream, std::optional<std::chrono::steady_clock::time_point> deadline,
@@ -186,7 +190,7 @@ class Watch {
   std::function<void(std::int64_t)> on_created_;  // set by run()
   std::mutex mutex_;
   bool cancelled_ = false;
-  Stream* stream_ = nullptr;  // the open stream, for cancel(); under mutex_
+  Stream* stream_ = nullptr;  // the attached stream, for cancel(); under mutex_
 };
 
 // The base64 text etcd's JSON uses for bytes (OpenSSL's encoder).
