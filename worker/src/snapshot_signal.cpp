@@ -33,10 +33,15 @@ SnapshotSignal::~SnapshotSignal() {
   waiter_.join();
 }
 
+void SnapshotSignal::answered() {
+  last_request_ = std::chrono::steady_clock::now().time_since_epoch().count();
+  requested_ = false;
+}
+
 void SnapshotSignal::waitForSignals() {
   const sigset_t usr1 = onlyUsr1();
   using Clock = std::chrono::steady_clock;
-  Clock::time_point last = Clock::now() - kOneRequest;
+  last_request_ = (Clock::now() - kOneRequest).time_since_epoch().count();
   for (;;) {
     if (sigwaitinfo(&usr1, nullptr) != SIGUSR1) {
       continue;  // EINTR
@@ -45,8 +50,9 @@ void SnapshotSignal::waitForSignals() {
       return;
     }
     const Clock::time_point now = Clock::now();
+    const Clock::time_point last{Clock::duration(last_request_.load())};
     if (now - last >= kOneRequest) {
-      last = now;
+      last_request_ = now.time_since_epoch().count();
       requested_ = true;
     }
   }

@@ -71,6 +71,9 @@ void Trainer::run() {
     if (snapshotDue(epoch + 1) || result.snapshot_asked) {
       snapshot(epoch + 1, result.snapshot_asked);
     }
+    if (result.snapshot_asked && snapshot_signal_ != nullptr) {
+      snapshot_signal_->answered();
+    }
   }
   if (isRankZero()) {
     log_ << "throughput: samples=" << samples << " seconds=" << std::fixed << std::setprecision(6)

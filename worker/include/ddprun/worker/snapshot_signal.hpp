@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 namespace ddprun::worker {
@@ -26,10 +27,20 @@ class SnapshotSignal {
   // True once for each request that came since the last call.
   bool takeRequest() { return requested_.exchange(false); }
 
+  // The job's request was answered (any rank's copy asked for it): this
+  // rank's own copies of that request, pending or arriving within the same
+  // second, ask for nothing more. Each rank takes its request at its next
+  // epoch, so without this a copy that reached one rank just after an epoch
+  // boundary asked a second snapshot one epoch later.
+  void answered();
+
  private:
   void waitForSignals();
 
   std::atomic<bool> requested_{false};
+  // When the last request was taken as one, in steady_clock ticks; written
+  // by the waiter and by answered().
+  std::atomic<std::chrono::steady_clock::rep> last_request_{0};
   std::atomic<bool> stopping_{false};
   std::thread waiter_;
 };
