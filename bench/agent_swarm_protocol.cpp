@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "agent_swarm_parts.hpp"
-#include "ddprun/launcher/clock_sync.hpp"
+#include "ddprun/launcher/rendezvous/clock_sync.hpp"
 
 namespace ddprun::bench {
 namespace {

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 
 namespace ddprun::bench {
 

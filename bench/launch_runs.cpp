@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "child_runs.hpp"
-#include "ddprun/launcher/executable_path.hpp"
+#include "ddprun/launcher/process/executable_path.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "launch_report.hpp"
 #include "machine.hpp"

@@ -7,7 +7,7 @@
 
 #include "agent_swarm.hpp"
 #include "child_runs.hpp"
-#include "ddprun/launcher/rdzv_conf.hpp"
+#include "ddprun/launcher/core/rdzv_conf.hpp"
 #include "ddprun/test_support/fd_limit.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "format.hpp"

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 
 namespace ddprun::bench {

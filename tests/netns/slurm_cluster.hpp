@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "netns_lab.hpp"
 #include "slurm_config.hpp"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/test_support/command.hpp"
 #include "ddprun/test_support/text.hpp"
 #include "ddprun/version.hpp"

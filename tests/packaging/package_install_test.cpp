@@ -27,8 +27,8 @@
 #include <system_error>
 #include <vector>
 
-#include "ddprun/launcher/executable_path.hpp"
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/executable_path.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/test_support/command.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"

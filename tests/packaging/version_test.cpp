@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/cli.hpp"
+#include "ddprun/launcher/config/cli.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/test_support/command.hpp"
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "ddprun/worker/tasks.hpp"
 

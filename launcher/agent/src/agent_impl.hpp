@@ -12,13 +12,13 @@
 #include <thread>
 #include <vector>
 
-#include "ddprun/launcher/agent.hpp"
-#include "ddprun/launcher/agent_events.hpp"
+#include "ddprun/launcher/agent/agent.hpp"
+#include "ddprun/launcher/core/agent_events.hpp"
 #include "ddprun/net/asio.hpp"
-#include "exit_watch.hpp"
-#include "line_relay.hpp"
-#include "process_tree.hpp"
-#include "worker_watchdogs.hpp"
+#include "ddprun/launcher/supervision/exit_watch.hpp"
+#include "ddprun/launcher/output/line_relay.hpp"
+#include "ddprun/launcher/supervision/process_tree.hpp"
+#include "ddprun/launcher/watchdogs/worker_watchdogs.hpp"
 
 namespace ddprun::launcher {
 

@@ -7,10 +7,10 @@
 #include <optional>
 #include <sstream>
 
-#include "ddprun/launcher/agent.hpp"
+#include "ddprun/launcher/agent/agent.hpp"
 #include "ddprun/proto/json_parse.hpp"
 #include "ddprun/proto/json_text.hpp"
-#include "regular_file.hpp"
+#include "ddprun/launcher/core/regular_file.hpp"
 
 namespace ddprun::launcher {
 namespace {

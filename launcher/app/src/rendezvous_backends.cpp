@@ -1,13 +1,13 @@
-// The one place a rendezvous backend is chosen: a new backend is one class
-// implementing Rendezvous and one entry in kBackends.
+#include "ddprun/launcher/app/rendezvous_backends.hpp"
+
+// A new backend is one class implementing Rendezvous and one entry in kBackends.
 #include <functional>
 #include <utility>
 
-#include "ddprun/launcher/c10d_rendezvous.hpp"
-#include "ddprun/launcher/etcd_rendezvous.hpp"
-#include "ddprun/launcher/rendezvous.hpp"
-#include "ddprun/launcher/standalone_rendezvous.hpp"
-#include "ddprun/launcher/static_rendezvous.hpp"
+#include "ddprun/launcher/rendezvous/c10d_rendezvous.hpp"
+#include "ddprun/launcher/etcd/etcd_rendezvous.hpp"
+#include "ddprun/launcher/rendezvous/standalone_rendezvous.hpp"
+#include "ddprun/launcher/rendezvous/static_rendezvous.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {

@@ -1,11 +1,11 @@
-#include "subcommands.hpp"
+#include "ddprun/launcher/app/subcommands.hpp"
 
 #include <array>
 #include <string_view>
 
-#include "devices_command.hpp"
-#include "status_command.hpp"
-#include "timeline_command.hpp"
+#include "ddprun/launcher/host/devices_command.hpp"
+#include "ddprun/launcher/observe/status_command.hpp"
+#include "ddprun/launcher/observe/timeline_command.hpp"
 
 namespace ddprun::launcher {
 namespace {

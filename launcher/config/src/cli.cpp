@@ -5,7 +5,7 @@
 // where it happens: argparse's abbreviations and attached values
 // (abbreviations.cpp), the PET_* fallback and the typed conversions. The
 // options themselves are option_table.cpp's.
-#include "ddprun/launcher/cli.hpp"
+#include "ddprun/launcher/config/cli.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -15,12 +15,12 @@
 #include <random>
 
 #include "abbreviations.hpp"
-#include "ddprun/launcher/option_values.hpp"
+#include "ddprun/launcher/core/option_values.hpp"
 #include "ddprun/net/asio.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "derived_rules.hpp"
 #include "help_formatter.hpp"
-#include "option_table.hpp"
+#include "ddprun/launcher/config/option_table.hpp"
 
 namespace ddprun::launcher {
 namespace {

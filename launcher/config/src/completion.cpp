@@ -5,9 +5,9 @@
 #include <sstream>
 #include <string>
 
-#include "ddprun/launcher/cli.hpp"
+#include "ddprun/launcher/config/cli.hpp"
 #include "ddprun/proto/errors.hpp"
-#include "option_table.hpp"
+#include "ddprun/launcher/config/option_table.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <limits>
 
-#include "ddprun/launcher/option_values.hpp"
-#include "ddprun/launcher/slurm_launch.hpp"
+#include "ddprun/launcher/core/option_values.hpp"
+#include "ddprun/launcher/slurm/slurm_launch.hpp"
 #include "ddprun/proto/env_contract.hpp"
 #include "ddprun/proto/errors.hpp"
 

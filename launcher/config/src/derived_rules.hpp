@@ -1,7 +1,7 @@
 // The pure-configuration rules of docs/torchrun-contract.md §3, applied once after parsing.
 #pragma once
 
-#include "ddprun/launcher/cli.hpp"
+#include "ddprun/launcher/config/cli.hpp"
 
 namespace ddprun::launcher {
 

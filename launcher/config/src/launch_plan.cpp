@@ -1,8 +1,8 @@
-#include "ddprun/launcher/launch_plan.hpp"
+#include "ddprun/launcher/config/launch_plan.hpp"
 
 #include <nlohmann/json.hpp>
 
-#include "ddprun/launcher/option_values.hpp"
+#include "ddprun/launcher/core/option_values.hpp"
 #include "ddprun/proto/json_text.hpp"
 
 namespace ddprun::launcher {

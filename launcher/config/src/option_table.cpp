@@ -1,4 +1,4 @@
-#include "option_table.hpp"
+#include "ddprun/launcher/config/option_table.hpp"
 
 #include <algorithm>
 #include <cctype>

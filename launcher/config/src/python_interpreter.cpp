@@ -1,4 +1,4 @@
-#include "ddprun/launcher/python_interpreter.hpp"
+#include "ddprun/launcher/config/python_interpreter.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,8 +7,8 @@
 #include <optional>
 #include <vector>
 
-#include "ddprun/launcher/executable_path.hpp"
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/executable_path.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {

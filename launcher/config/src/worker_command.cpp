@@ -1,4 +1,4 @@
-#include "ddprun/launcher/worker_command.hpp"
+#include "ddprun/launcher/config/worker_command.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "ddprun/launcher/executable_path.hpp"
+#include "ddprun/launcher/process/executable_path.hpp"
 
 namespace ddprun::launcher {
 namespace {

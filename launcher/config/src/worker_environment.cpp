@@ -1,11 +1,11 @@
-#include "ddprun/launcher/worker_environment.hpp"
+#include "ddprun/launcher/config/worker_environment.hpp"
 
 #include <map>
 #include <sstream>
 
-#include "ddprun/launcher/environment.hpp"
-#include "ddprun/launcher/rendezvous.hpp"
-#include "ddprun/launcher/socket_interface.hpp"
+#include "ddprun/launcher/core/environment.hpp"
+#include "ddprun/launcher/core/rendezvous.hpp"
+#include "ddprun/launcher/host/socket_interface.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {

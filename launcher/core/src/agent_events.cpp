@@ -1,4 +1,4 @@
-#include "ddprun/launcher/agent_events.hpp"
+#include "ddprun/launcher/core/agent_events.hpp"
 
 namespace ddprun::launcher {
 

@@ -1,4 +1,4 @@
-#include "ddprun/launcher/environment.hpp"
+#include "ddprun/launcher/core/environment.hpp"
 
 #include <cstdlib>
 

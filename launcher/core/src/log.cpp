@@ -1,4 +1,4 @@
-#include "log.hpp"
+#include "ddprun/launcher/core/log.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 

@@ -1,4 +1,4 @@
-#include "ddprun/launcher/option_values.hpp"
+#include "ddprun/launcher/core/option_values.hpp"
 
 #include <cctype>
 #include <charconv>

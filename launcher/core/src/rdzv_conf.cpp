@@ -1,11 +1,11 @@
-#include "ddprun/launcher/rdzv_conf.hpp"
+#include "ddprun/launcher/core/rdzv_conf.hpp"
 
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
 
-#include "ddprun/launcher/option_values.hpp"
+#include "ddprun/launcher/core/option_values.hpp"
 
 namespace ddprun::launcher {
 namespace {

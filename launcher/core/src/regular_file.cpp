@@ -1,4 +1,4 @@
-#include "regular_file.hpp"
+#include "ddprun/launcher/core/regular_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

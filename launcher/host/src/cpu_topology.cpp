@@ -1,4 +1,4 @@
-#include "ddprun/launcher/cpu_topology.hpp"
+#include "ddprun/launcher/host/cpu_topology.hpp"
 
 #include <hwloc.h>
 #include <sched.h>

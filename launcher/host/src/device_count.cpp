@@ -1,4 +1,4 @@
-#include "ddprun/launcher/device_count.hpp"
+#include "ddprun/launcher/host/device_count.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {

@@ -1,4 +1,4 @@
-#include "devices_command.hpp"
+#include "ddprun/launcher/host/devices_command.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>

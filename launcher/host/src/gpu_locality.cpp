@@ -1,11 +1,11 @@
-#include "ddprun/launcher/gpu_locality.hpp"
+#include "ddprun/launcher/host/gpu_locality.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
 
-#include "ddprun/launcher/device_count.hpp"
+#include "ddprun/launcher/host/device_count.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {

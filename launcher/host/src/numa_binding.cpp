@@ -1,13 +1,13 @@
-#include "ddprun/launcher/numa_binding.hpp"
+#include "ddprun/launcher/host/numa_binding.hpp"
 
-#include "ddprun/launcher/option_values.hpp"
+#include "ddprun/launcher/core/option_values.hpp"
 
 #include <algorithm>
 #include <iterator>
 #include <map>
 #include <utility>
 
-#include "ddprun/launcher/gpu_locality.hpp"
+#include "ddprun/launcher/host/gpu_locality.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {

@@ -1,4 +1,4 @@
-#include "ddprun/launcher/socket_interface.hpp"
+#include "ddprun/launcher/host/socket_interface.hpp"
 
 #include <ifaddrs.h>
 #include <netinet/in.h>

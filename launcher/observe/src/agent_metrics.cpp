@@ -1,4 +1,4 @@
-#include "ddprun/launcher/agent_metrics.hpp"
+#include "ddprun/launcher/observe/agent_metrics.hpp"
 
 #include <string>
 

@@ -1,6 +1,6 @@
-#include "agent_observers.hpp"
+#include "ddprun/launcher/observe/agent_observers.hpp"
 
-#include "log.hpp"
+#include "ddprun/launcher/core/log.hpp"
 
 namespace ddprun::launcher {
 

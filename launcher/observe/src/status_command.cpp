@@ -1,4 +1,4 @@
-#include "status_command.hpp"
+#include "ddprun/launcher/observe/status_command.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "ddprun/launcher/option_values.hpp"
+#include "ddprun/launcher/core/option_values.hpp"
 #include "ddprun/proto/cli_args.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/json_parse.hpp"
@@ -16,7 +16,7 @@
 #include "ddprun/proto/rendezvous_status.hpp"
 #include "ddprun/proto/visible_text.hpp"
 #include "ddprun/rendezvous/client.hpp"
-#include "status_table.hpp"
+#include "ddprun/launcher/observe/status_table.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "status_table.hpp"
+#include "ddprun/launcher/observe/status_table.hpp"
 
 #include <algorithm>
 #include <cstdio>

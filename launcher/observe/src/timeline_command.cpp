@@ -1,4 +1,4 @@
-#include "timeline_command.hpp"
+#include "ddprun/launcher/observe/timeline_command.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "ddprun/launcher/timeline_merge.hpp"
+#include "ddprun/launcher/observe/timeline_merge.hpp"
 #include "ddprun/proto/cli_args.hpp"
-#include "regular_file.hpp"
+#include "ddprun/launcher/core/regular_file.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "ddprun/launcher/timeline_format.hpp"
+#include "ddprun/launcher/observe/timeline_format.hpp"
 
 #include <algorithm>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "ddprun/launcher/timeline_merge.hpp"
+#include "ddprun/launcher/observe/timeline_merge.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -8,9 +8,9 @@
 #include <optional>
 #include <sstream>
 
-#include "ddprun/launcher/worker_environment.hpp"
+#include "ddprun/launcher/config/worker_environment.hpp"
 #include "ddprun/proto/json_text.hpp"
-#include "timeline_worker_events.hpp"
+#include "ddprun/launcher/observe/timeline_worker_events.hpp"
 
 namespace ddprun::launcher::timeline {
 namespace {

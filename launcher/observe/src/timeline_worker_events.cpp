@@ -1,8 +1,8 @@
-#include "timeline_worker_events.hpp"
+#include "ddprun/launcher/observe/timeline_worker_events.hpp"
 
-#include "ddprun/launcher/timeline_format.hpp"
+#include "ddprun/launcher/observe/timeline_format.hpp"
 #include "ddprun/proto/json_parse.hpp"
-#include "regular_file.hpp"
+#include "ddprun/launcher/core/regular_file.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "ddprun/launcher/timeline_writer.hpp"
+#include "ddprun/launcher/observe/timeline_writer.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -6,11 +6,11 @@
 #include <cerrno>
 #include <cstring>
 
-#include "ddprun/launcher/timeline_format.hpp"
-#include "ddprun/launcher/worker_environment.hpp"
+#include "ddprun/launcher/observe/timeline_format.hpp"
+#include "ddprun/launcher/config/worker_environment.hpp"
 #include "ddprun/proto/json_text.hpp"
-#include "log.hpp"
-#include "timeline_worker_events.hpp"
+#include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/observe/timeline_worker_events.hpp"
 
 namespace ddprun::launcher {
 namespace {

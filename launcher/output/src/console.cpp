@@ -1,4 +1,4 @@
-#include "console.hpp"
+#include "ddprun/launcher/output/console.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "line_relay.hpp"
+#include "ddprun/launcher/output/line_relay.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -9,8 +9,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "ddprun/launcher/subprocess.hpp"
-#include "log.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
+#include "ddprun/launcher/core/log.hpp"
 #include "worker_pty.hpp"
 
 namespace ddprun::launcher {

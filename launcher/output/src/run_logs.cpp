@@ -1,4 +1,4 @@
-#include "worker_output.hpp"
+#include "ddprun/launcher/output/run_logs.hpp"
 
 #include <stdlib.h>
 

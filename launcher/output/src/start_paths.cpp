@@ -1,4 +1,4 @@
-#include "start_paths.hpp"
+#include "ddprun/launcher/output/start_paths.hpp"
 
 #include <limits.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "ddprun/proto/errors.hpp"
-#include "worker_output.hpp"
+#include "ddprun/launcher/output/run_logs.hpp"
 
 namespace ddprun::launcher {
 namespace {

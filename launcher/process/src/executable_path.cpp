@@ -1,4 +1,4 @@
-#include "ddprun/launcher/executable_path.hpp"
+#include "ddprun/launcher/process/executable_path.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -3,7 +3,7 @@
 // and exec the child runs only async-signal-safe calls on memory prepared
 // before the fork (the process may have other threads), and nothing that
 // relies on the C library's fork handlers (it may come from a raw clone3).
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -26,7 +26,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "ddprun/launcher/executable_path.hpp"
+#include "ddprun/launcher/process/executable_path.hpp"
 
 extern char** environ;
 

@@ -1,4 +1,4 @@
-#include "ddprun/launcher/worker_limits.hpp"
+#include "ddprun/launcher/process/worker_limits.hpp"
 
 #include <sys/resource.h>
 #include <unistd.h>

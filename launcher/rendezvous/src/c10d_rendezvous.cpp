@@ -1,4 +1,4 @@
-#include "ddprun/launcher/c10d_rendezvous.hpp"
+#include "ddprun/launcher/rendezvous/c10d_rendezvous.hpp"
 
 #include <netdb.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "ddprun/rendezvous/token_file.hpp"
-#include "log.hpp"
+#include "ddprun/launcher/core/log.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "ddprun/launcher/clock_sync.hpp"
+#include "ddprun/launcher/rendezvous/clock_sync.hpp"
 
 #include <unistd.h>
 

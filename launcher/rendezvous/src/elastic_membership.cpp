@@ -8,14 +8,14 @@
 // Exception boundaries: the reader catches every error; a dropped connection
 // is the loss of the rendezvous (the lease thread recovers), a malformed
 // event ends the membership with an error. nextRound() throws to its caller.
-#include "ddprun/launcher/elastic_membership.hpp"
+#include "ddprun/launcher/rendezvous/elastic_membership.hpp"
 
 #include <algorithm>
 
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/visible_text.hpp"
-#include "log.hpp"
-#include "wait_notice.hpp"
+#include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/rendezvous/wait_notice.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,6 +1,6 @@
-#include "ddprun/launcher/standalone_rendezvous.hpp"
+#include "ddprun/launcher/rendezvous/standalone_rendezvous.hpp"
 
-#include "ddprun/launcher/clock_sync.hpp"
+#include "ddprun/launcher/rendezvous/clock_sync.hpp"
 #include "ddprun/rendezvous/server.hpp"
 
 namespace ddprun::launcher {

@@ -4,12 +4,12 @@
 // Runs on the thread that runs the step (see static_rendezvous.hpp).
 #include <algorithm>
 
-#include "ddprun/launcher/static_rendezvous.hpp"
+#include "ddprun/launcher/rendezvous/static_rendezvous.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/visible_text.hpp"
 #include "ddprun/rendezvous/client.hpp"
 #include "ddprun/rendezvous/server.hpp"
-#include "wait_notice.hpp"
+#include "ddprun/launcher/rendezvous/wait_notice.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "ddprun/rendezvous/client.hpp"
-#include "wait_notice.hpp"
+#include "ddprun/launcher/rendezvous/wait_notice.hpp"
 
 namespace ddprun::launcher {
 

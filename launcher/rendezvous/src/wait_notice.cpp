@@ -1,9 +1,9 @@
-#include "wait_notice.hpp"
+#include "ddprun/launcher/rendezvous/wait_notice.hpp"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "log.hpp"
+#include "ddprun/launcher/core/log.hpp"
 
 namespace ddprun::launcher {
 

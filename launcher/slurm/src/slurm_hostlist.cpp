@@ -3,7 +3,7 @@
 // follow Slurm 22.05's src/common/hostlist.c (_hostlist_create_bracketed,
 // _parse_single_range, _push_range_list) where it accepts a list, and
 // refuse where it guesses.
-#include "ddprun/launcher/slurm_hostlist.hpp"
+#include "ddprun/launcher/slurm/slurm_hostlist.hpp"
 
 #include <cctype>
 #include <charconv>

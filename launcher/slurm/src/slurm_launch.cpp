@@ -1,14 +1,14 @@
 // The Slurm rules (docs/torchrun-contract.md §3.12). Which variable srun sets
 // for a step is srun(1)'s OUTPUT ENVIRONMENT VARIABLES; sbatch(1)'s lists what
 // a batch script has (no SLURM_STEP_*).
-#include "ddprun/launcher/slurm_launch.hpp"
+#include "ddprun/launcher/slurm/slurm_launch.hpp"
 
 #include <algorithm>
 #include <limits>
 #include <regex>
 
-#include "ddprun/launcher/option_values.hpp"
-#include "ddprun/launcher/slurm_hostlist.hpp"
+#include "ddprun/launcher/core/option_values.hpp"
+#include "ddprun/launcher/slurm/slurm_hostlist.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,11 +1,11 @@
-#include "exit_watch.hpp"
+#include "ddprun/launcher/supervision/exit_watch.hpp"
 
 #include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "guardian.hpp"
+#include "ddprun/launcher/supervision/guardian.hpp"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -13,11 +13,11 @@
 #include <cstdio>
 #include <cstring>
 
-#include "ddprun/launcher/subprocess.hpp"
-#include "ddprun/launcher/worker_cgroup.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
+#include "ddprun/launcher/supervision/worker_cgroup.hpp"
 #include "ddprun/proto/errors.hpp"
-#include "log.hpp"
-#include "process_tree.hpp"
+#include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/supervision/process_tree.hpp"
 
 namespace ddprun::launcher {
 namespace {

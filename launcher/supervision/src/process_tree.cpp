@@ -1,4 +1,4 @@
-#include "process_tree.hpp"
+#include "ddprun/launcher/supervision/process_tree.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -12,9 +12,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "ddprun/launcher/worker_cgroup.hpp"
-#include "log.hpp"
-#include "proc_tree.hpp"
+#include "ddprun/launcher/supervision/worker_cgroup.hpp"
+#include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/supervision/procfs.hpp"
 
 namespace ddprun::launcher {
 namespace {

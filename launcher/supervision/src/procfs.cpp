@@ -1,4 +1,4 @@
-#include "proc_tree.hpp"
+#include "ddprun/launcher/supervision/procfs.hpp"
 
 #include <filesystem>
 #include <fstream>

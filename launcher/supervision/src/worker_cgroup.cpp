@@ -1,4 +1,4 @@
-#include "ddprun/launcher/worker_cgroup.hpp"
+#include "ddprun/launcher/supervision/worker_cgroup.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

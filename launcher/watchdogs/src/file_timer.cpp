@@ -11,7 +11,7 @@
 #include <filesystem>
 
 #include "ddprun/proto/errors.hpp"
-#include "log.hpp"
+#include "ddprun/launcher/core/log.hpp"
 
 namespace ddprun::launcher {
 namespace {

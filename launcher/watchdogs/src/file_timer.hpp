@@ -20,7 +20,7 @@
 #include <functional>
 #include <string>
 
-#include "ddprun/launcher/timer_requests.hpp"
+#include "ddprun/launcher/watchdogs/timer_requests.hpp"
 #include "ddprun/net/asio.hpp"
 
 namespace ddprun::launcher {

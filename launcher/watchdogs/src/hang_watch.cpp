@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "proc_tree.hpp"
+#include "ddprun/launcher/supervision/procfs.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <filesystem>
 
-#include "ddprun/launcher/executable_path.hpp"
+#include "ddprun/launcher/process/executable_path.hpp"
 
 namespace ddprun::launcher {
 namespace {

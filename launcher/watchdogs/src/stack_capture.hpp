@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/net/asio.hpp"
 
 namespace ddprun::launcher {

@@ -1,4 +1,4 @@
-#include "ddprun/launcher/timer_requests.hpp"
+#include "ddprun/launcher/watchdogs/timer_requests.hpp"
 
 #include <algorithm>
 #include <climits>

@@ -1,4 +1,4 @@
-#include "worker_watchdogs.hpp"
+#include "ddprun/launcher/watchdogs/worker_watchdogs.hpp"
 
 #include <signal.h>
 #include <string.h>
@@ -10,8 +10,8 @@
 
 #include "file_timer.hpp"
 #include "hang_watch.hpp"
-#include "log.hpp"
-#include "proc_tree.hpp"
+#include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/supervision/procfs.hpp"
 #include "stack_capture.hpp"
 
 namespace ddprun::launcher {

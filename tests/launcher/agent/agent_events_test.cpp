@@ -1,14 +1,14 @@
 // What an agent tells its observer (AgentConfig::events), with real worker
 // processes (fake_worker) and a scripted rendezvous: the order of a run with
 // one crash and one restart, and that a fan-out tells each observer the same.
-#include "ddprun/launcher/agent_events.hpp"
+#include "ddprun/launcher/core/agent_events.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/agent.hpp"
+#include "ddprun/launcher/agent/agent.hpp"
 #include "fake_rendezvous.hpp"
 #include "fake_worker_config.hpp"
 

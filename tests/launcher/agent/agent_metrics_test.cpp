@@ -2,7 +2,7 @@
 // worker processes (fake_worker) and a scripted rendezvous: a run with one
 // crash and its restart leaves exact counts; the numbers are live while the
 // workers run; promtool accepts the scrape.
-#include "ddprun/launcher/agent_metrics.hpp"
+#include "ddprun/launcher/observe/agent_metrics.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <future>
 
-#include "ddprun/launcher/agent.hpp"
+#include "ddprun/launcher/agent/agent.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/prometheus.hpp"
 #include "ddprun/test_support/temp_dir.hpp"

@@ -5,7 +5,7 @@
 // drives: groups it decides, membership restarts that do not count, the job
 // ended elsewhere, its errors, a worker that cannot be spawned, and a signal
 // while the agent waits for a group.
-#include "ddprun/launcher/agent.hpp"
+#include "ddprun/launcher/agent/agent.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>

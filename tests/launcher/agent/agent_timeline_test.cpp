@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "ddprun/launcher/agent.hpp"
-#include "ddprun/launcher/timeline_format.hpp"
-#include "ddprun/launcher/timeline_writer.hpp"
+#include "ddprun/launcher/agent/agent.hpp"
+#include "ddprun/launcher/observe/timeline_format.hpp"
+#include "ddprun/launcher/observe/timeline_writer.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "ddprun/test_support/trace_check.hpp"

@@ -11,8 +11,8 @@
 #include <chrono>
 #include <filesystem>
 
-#include "ddprun/launcher/agent.hpp"
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/agent/agent.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "fake_rendezvous.hpp"

@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "ddprun/launcher/agent.hpp"
+#include "ddprun/launcher/agent/agent.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 
 namespace ddprun::launcher {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun_binary_fixture.hpp"
 

@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "ddprun/launcher/subprocess.hpp"
-#include "ddprun/launcher/worker_cgroup.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
+#include "ddprun/launcher/supervision/worker_cgroup.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/proc_status.hpp"
 #include "ddprun/test_support/files.hpp"

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "launcher_test_util.hpp"
-#include "option_table.hpp"
+#include "ddprun/launcher/config/option_table.hpp"
 
 namespace ddprun::launcher {
 namespace {

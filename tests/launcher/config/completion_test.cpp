@@ -11,8 +11,8 @@
 #include <set>
 #include <sstream>
 
-#include "ddprun/launcher/cli.hpp"
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/config/cli.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "launcher_test_util.hpp"

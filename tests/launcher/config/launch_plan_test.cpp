@@ -1,7 +1,7 @@
 // --dry-run's plan (docs/torchrun-contract.md §2.5): one JSON object whose
 // launch values each carry where they came from, whatever decided them (the
 // defaults, a flag, a PET_ variable, another variable, the derived rules, Slurm).
-#include "ddprun/launcher/launch_plan.hpp"
+#include "ddprun/launcher/config/launch_plan.hpp"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // stand-in probe: the order ($PYTHON_EXEC, the active virtual or conda
 // environment, then PATH), when the choice is worth a line, and the error
 // when nothing fits. The real probe runs in python_probe_test.cpp.
-#include "ddprun/launcher/python_interpreter.hpp"
+#include "ddprun/launcher/config/python_interpreter.hpp"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "ddprun/launcher/python_interpreter.hpp"
+#include "ddprun/launcher/config/python_interpreter.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 
 namespace ddprun::launcher {

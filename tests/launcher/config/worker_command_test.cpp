@@ -1,6 +1,6 @@
 // Worker argv building (docs/torchrun-contract.md §4): -u, -m, --no-python, --run-path,
 // ${local_rank} expansion and ddprun's direct-executable rule.
-#include "ddprun/launcher/worker_command.hpp"
+#include "ddprun/launcher/config/worker_command.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,13 +1,13 @@
 // The workers' environment, assembled in one place: inherited variables,
 // torchrun's defaults only where the user set nothing, the signals torchrun
 // exports, and the contract last.
-#include "ddprun/launcher/worker_environment.hpp"
+#include "ddprun/launcher/config/worker_environment.hpp"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "ddprun/launcher/rendezvous.hpp"
+#include "ddprun/launcher/core/rendezvous.hpp"
 #include "launcher_test_util.hpp"
 
 namespace ddprun::launcher {

@@ -1,6 +1,6 @@
 // Table tests for the value parsers: endpoints (docs/torchrun-contract.md
 // §3.6), rendezvous config, -r/-t maps, signal lists and filter lists.
-#include "ddprun/launcher/option_values.hpp"
+#include "ddprun/launcher/core/option_values.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // --rdzv-conf, typed once: every key a torchrun backend reads, torchrun's
 // defaults, and a bad key or value as one line naming both.
-#include "ddprun/launcher/rdzv_conf.hpp"
+#include "ddprun/launcher/core/rdzv_conf.hpp"
 
 #include <gtest/gtest.h>
 

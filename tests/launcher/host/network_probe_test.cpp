@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "ddprun/launcher/socket_interface.hpp"
+#include "ddprun/launcher/host/socket_interface.hpp"
 
 namespace ddprun::launcher {
 namespace {

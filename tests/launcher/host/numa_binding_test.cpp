@@ -1,7 +1,7 @@
 // --numa-binding's CPU sets on machines hwloc synthesizes (several packages,
 // NUMA nodes and L3 caches, hyperthreads numbered apart as on Intel), this
 // machine's own topology, and a GPU's NUMA node from a fake sysfs tree.
-#include "ddprun/launcher/numa_binding.hpp"
+#include "ddprun/launcher/host/numa_binding.hpp"
 
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -10,8 +10,8 @@
 #include <fstream>
 #include <set>
 
-#include "ddprun/launcher/cpu_topology.hpp"
-#include "ddprun/launcher/gpu_locality.hpp"
+#include "ddprun/launcher/host/cpu_topology.hpp"
+#include "ddprun/launcher/host/gpu_locality.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 

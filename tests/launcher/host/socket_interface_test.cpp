@@ -1,7 +1,7 @@
 // The workers' socket interface (docs/torchrun-contract.md §5.3), decided
 // from a fake network: when a job across hosts needs one, which interface,
 // what the log says, and that a user's own variable always wins.
-#include "ddprun/launcher/socket_interface.hpp"
+#include "ddprun/launcher/host/socket_interface.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // `ddprun status`'s tables: aligned columns, durations for humans, and what
 // each part of a job's status says.
-#include "status_table.hpp"
+#include "ddprun/launcher/observe/status_table.hpp"
 
 #include <gtest/gtest.h>
 

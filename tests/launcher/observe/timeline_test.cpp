@@ -18,14 +18,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "ddprun/launcher/timeline_format.hpp"
-#include "ddprun/launcher/timeline_merge.hpp"
-#include "ddprun/launcher/timeline_writer.hpp"
-#include "ddprun/launcher/worker_environment.hpp"
+#include "ddprun/launcher/observe/timeline_format.hpp"
+#include "ddprun/launcher/observe/timeline_merge.hpp"
+#include "ddprun/launcher/observe/timeline_writer.hpp"
+#include "ddprun/launcher/config/worker_environment.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "ddprun/test_support/trace_check.hpp"
-#include "timeline_worker_events.hpp"
+#include "ddprun/launcher/observe/timeline_worker_events.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -4,7 +4,7 @@
 // no orphan after the agent is SIGKILLed, the pidfd, waits with a timeout,
 // stopping with a grace period, a group killed before its leader is reaped,
 // the owned pids, and no zombie left.
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/executable_path.hpp"
+#include "ddprun/launcher/process/executable_path.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,7 +1,7 @@
 // The up-front check of --nproc-per-node against the machine's limits: the
 // descriptors the agent needs per worker (RLIMIT_NOFILE), processes
 // (RLIMIT_NPROC) and the kernel's pid_max, each named with its numbers.
-#include "ddprun/launcher/worker_limits.hpp"
+#include "ddprun/launcher/process/worker_limits.hpp"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // lie within half the round trip), against a store that does not tell its
 // clock, the watch that hands measurements on, and the static rendezvous,
 // whose node 0 is the clock and whose other nodes measure it once joined.
-#include "ddprun/launcher/clock_sync.hpp"
+#include "ddprun/launcher/rendezvous/clock_sync.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <mutex>
 #include <optional>
 
-#include "ddprun/launcher/static_rendezvous.hpp"
+#include "ddprun/launcher/rendezvous/static_rendezvous.hpp"
 #include "ddprun/rendezvous/client.hpp"
 #include "ddprun/rendezvous/server.hpp"
 

@@ -3,7 +3,7 @@
 // round hosted by another agent ends with that agent (its server stopped
 // here); a running rendezvous keeps it; a lost ddprund keeps it too (the
 // workers go on while the agent reconnects).
-#include "ddprun/launcher/elastic_membership.hpp"
+#include "ddprun/launcher/rendezvous/elastic_membership.hpp"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // 127.0.0.1: group environments, node 0 starting last, a missing node, a
 // duplicated node rank, mismatched --nproc-per-node, the exit barrier keeping
 // node 0's store up, and the per-attempt clear barrier.
-#include "ddprun/launcher/static_rendezvous.hpp"
+#include "ddprun/launcher/rendezvous/static_rendezvous.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

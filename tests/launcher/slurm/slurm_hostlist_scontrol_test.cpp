@@ -13,9 +13,9 @@
 #include <optional>
 #include <sstream>
 
-#include "ddprun/launcher/executable_path.hpp"
-#include "ddprun/launcher/slurm_hostlist.hpp"
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/executable_path.hpp"
+#include "ddprun/launcher/slurm/slurm_hostlist.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "slurm_hostlist_cases.hpp"

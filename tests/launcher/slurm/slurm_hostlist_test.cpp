@@ -1,7 +1,7 @@
 // Slurm's hostlist syntax expanded by ddprun: the lists of
 // slurm_hostlist_cases.hpp (which the scontrol test holds Slurm to), the
 // first host and the count without expanding, and each refusal's line.
-#include "ddprun/launcher/slurm_hostlist.hpp"
+#include "ddprun/launcher/slurm/slurm_hostlist.hpp"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // value the user gives winning on its own, a hand-wired rendezvous left as
 // without Slurm, --no-slurm, the batch script's warning, the refusals, and
 // the info line.
-#include "ddprun/launcher/slurm_launch.hpp"
+#include "ddprun/launcher/slurm/slurm_launch.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // ExitWatch says a child has exited only when the kernel does (a white-box
 // test of a header private to the launcher).
-#include "exit_watch.hpp"
+#include "ddprun/launcher/supervision/exit_watch.hpp"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -9,7 +9,7 @@
 #include <csignal>
 #include <memory>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/net/asio.hpp"
 
 namespace ddprun::launcher {

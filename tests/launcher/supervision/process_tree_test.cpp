@@ -1,7 +1,7 @@
 // ProcessTree's periodic reap of orphans ends with the run: a loop that
 // runs nothing else then has no work left and returns (a white-box test of
 // a private header: the race is in how its timer is stopped).
-#include "process_tree.hpp"
+#include "ddprun/launcher/supervision/process_tree.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Finding the agent's cgroup v2 and its mount from /proc's text, and
 // DDPRUN_CGROUP=0. Whether a real cgroup is used is tested with the ddprun
 // binary (process_cleanup_test.cpp).
-#include "ddprun/launcher/worker_cgroup.hpp"
+#include "ddprun/launcher/supervision/worker_cgroup.hpp"
 
 #include <gtest/gtest.h>
 

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/proto/visible_gpus.hpp"
 #include "ddprun/test_support/text.hpp"
 #include "ddprun/test_support/eventually.hpp"

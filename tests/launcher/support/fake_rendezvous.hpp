@@ -15,7 +15,7 @@
 #include <variant>
 #include <vector>
 
-#include "ddprun/launcher/rendezvous.hpp"
+#include "ddprun/launcher/core/rendezvous.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher::testing {

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "ddprun/launcher/agent.hpp"
-#include "ddprun/launcher/worker_environment.hpp"
+#include "ddprun/launcher/agent/agent.hpp"
+#include "ddprun/launcher/config/worker_environment.hpp"
 
 namespace ddprun::launcher::testing {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/cli.hpp"
+#include "ddprun/launcher/config/cli.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher::testing {

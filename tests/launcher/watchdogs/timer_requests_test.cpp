@@ -3,7 +3,7 @@
 // set and replace per (pid, scope), release by a negative expiration, expiry
 // per pid with every timer of a reaped pid forgotten, the reaping signal,
 // and lines that are not requests.
-#include "ddprun/launcher/timer_requests.hpp"
+#include "ddprun/launcher/watchdogs/timer_requests.hpp"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "ddprun/launcher/executable_path.hpp"
+#include "ddprun/launcher/process/executable_path.hpp"
 #include "ddprun/test_support/command.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 
 namespace ddprun::test_support::etcd_detail {
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/test_support/command.hpp"
 #include "ddprun/test_support/etcd_cluster.hpp"
 

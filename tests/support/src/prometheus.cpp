@@ -11,8 +11,8 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "ddprun/launcher/executable_path.hpp"
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/executable_path.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/http_get.hpp"

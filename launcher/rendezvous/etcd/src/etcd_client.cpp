@@ -1,4 +1,4 @@
-#include "ddprun/launcher/etcd_client.hpp"
+#include "ddprun/launcher/etcd/etcd_client.hpp"
 
 #include <openssl/evp.h>
 

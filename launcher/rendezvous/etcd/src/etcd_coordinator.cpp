@@ -4,7 +4,7 @@
 #include <variant>
 #include <vector>
 
-#include "log.hpp"
+#include "ddprun/launcher/core/log.hpp"
 
 namespace ddprun::launcher::etcd_rdzv {
 namespace {

@@ -30,7 +30,7 @@
 #include <thread>
 
 #include "ddprun/rendezvous/elastic_rendezvous.hpp"
-#include "etcd_records.hpp"
+#include "ddprun/launcher/etcd/etcd_records.hpp"
 #include "etcd_view.hpp"
 
 namespace ddprun::launcher::etcd_rdzv {

@@ -3,13 +3,13 @@
 // failure here, and leaving (the lease revoked, so the others learn at once).
 #include <thread>
 
-#include "ddprun/launcher/etcd_rendezvous.hpp"
+#include "ddprun/launcher/etcd/etcd_rendezvous.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "etcd_coordinator.hpp"
 #include "etcd_lease.hpp"
-#include "etcd_records.hpp"
+#include "ddprun/launcher/etcd/etcd_records.hpp"
 #include "etcd_view.hpp"
-#include "log.hpp"
+#include "ddprun/launcher/core/log.hpp"
 
 namespace ddprun::launcher {
 namespace {

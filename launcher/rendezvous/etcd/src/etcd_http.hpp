@@ -20,7 +20,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "ddprun/launcher/etcd_client.hpp"
+#include "ddprun/launcher/etcd/etcd_client.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher::etcd::detail {

@@ -1,6 +1,6 @@
 #include "etcd_lease.hpp"
 
-#include "log.hpp"
+#include "ddprun/launcher/core/log.hpp"
 
 namespace ddprun::launcher::etcd_rdzv {
 

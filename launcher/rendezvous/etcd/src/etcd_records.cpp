@@ -1,4 +1,4 @@
-#include "etcd_records.hpp"
+#include "ddprun/launcher/etcd/etcd_records.hpp"
 
 #include <nlohmann/json.hpp>
 #include <stdexcept>

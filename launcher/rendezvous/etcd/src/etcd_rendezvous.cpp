@@ -1,18 +1,18 @@
-#include "ddprun/launcher/etcd_rendezvous.hpp"
+#include "ddprun/launcher/etcd/etcd_rendezvous.hpp"
 
 #include <unistd.h>
 
 #include <climits>
 
-#include "ddprun/launcher/socket_interface.hpp"
+#include "ddprun/launcher/host/socket_interface.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "etcd_coordinator.hpp"
 #include "etcd_lease.hpp"
-#include "etcd_records.hpp"
+#include "ddprun/launcher/etcd/etcd_records.hpp"
 #include "etcd_view.hpp"
-#include "log.hpp"
-#include "wait_notice.hpp"
+#include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/rendezvous/wait_notice.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -24,7 +24,7 @@
 #include <thread>
 #include <utility>
 
-#include "ddprun/launcher/etcd_client.hpp"
+#include "ddprun/launcher/etcd/etcd_client.hpp"
 
 namespace ddprun::launcher::etcd_rdzv {
 

@@ -1,7 +1,7 @@
 // Watch: one streaming POST /v3/watch, read on the thread that calls run().
 #include <nlohmann/json.hpp>
 
-#include "ddprun/launcher/etcd_client.hpp"
+#include "ddprun/launcher/etcd/etcd_client.hpp"
 #include "ddprun/proto/json_parse.hpp"
 #include "etcd_http.hpp"
 

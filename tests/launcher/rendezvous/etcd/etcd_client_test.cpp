@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "ddprun/launcher/etcd_client.hpp"
+#include "ddprun/launcher/etcd/etcd_client.hpp"
 #include "ddprun/test_support/etcd_cluster.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"

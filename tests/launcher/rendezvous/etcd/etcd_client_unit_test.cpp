@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "ddprun/launcher/etcd_client.hpp"
+#include "ddprun/launcher/etcd/etcd_client.hpp"
 
 namespace ddprun::launcher::etcd {
 namespace {

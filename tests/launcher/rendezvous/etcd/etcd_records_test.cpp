@@ -1,6 +1,6 @@
 // The etcd backend's keys and records: round trips, and that a foreign or
 // corrupt value is refused (never half-read) so a coordinator ignores it.
-#include "etcd_records.hpp"
+#include "ddprun/launcher/etcd/etcd_records.hpp"
 
 #include <gtest/gtest.h>
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/test_support/command.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 
 namespace ddprun::test_support {
 

@@ -25,42 +25,15 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/rendezvous.hpp"
-#include "ddprun/launcher/run_result.hpp"
-#include "ddprun/launcher/worker_environment.hpp"
+#include "ddprun/launcher/core/rendezvous.hpp"
+#include "ddprun/launcher/core/run_result.hpp"
+#include "ddprun/launcher/config/worker_environment.hpp"
+#include "ddprun/launcher/core/worker_output.hpp"
 
 namespace ddprun::launcher {
 
 class WorkerCgroup;
 class AgentEvents;
-
-// --duplicate-stdout-filters / --duplicate-stderr-filters for one stream:
-// each whole line containing any of `substrings` is copied, after `prefix`,
-// into `file`, which the node's workers share for the attempt.
-struct LineFilter {
-  std::vector<std::string> substrings;  // empty: no filter
-  std::string file;                     // empty: none (no log files)
-  std::string prefix;
-};
-
-// Where one worker's output goes. Output always passes through the agent
-// (a pipe, or a pseudo-terminal), so the console only ever receives whole
-// lines, and a live '\r' line only where the console is a terminal.
-struct WorkerOutput {
-  std::string stdout_file;  // empty: no file
-  std::string stderr_file;
-  bool stdout_to_console = true;
-  bool stderr_to_console = true;
-  std::string stdout_prefix;  // e.g. "[default0]:" for tee'd lines
-  std::string stderr_prefix;
-  // A stream neither redirected nor tee'd that is shown: when ddprun's own
-  // stream is a terminal, the worker's gets a pseudo-terminal of its own.
-  bool stdout_may_be_terminal = true;
-  bool stderr_may_be_terminal = true;
-  LineFilter stdout_filter;
-  LineFilter stderr_filter;
-  std::string error_file;  // TORCHELASTIC_ERROR_FILE: where torch's @record writes
-};
 
 struct AgentConfig {
   int nproc_per_node = 1;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/launch_config.hpp"
+#include "ddprun/launcher/core/launch_config.hpp"
 
 namespace ddprun::launcher {
 

@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "ddprun/launcher/environment.hpp"
+#include "ddprun/launcher/core/environment.hpp"
 
 namespace ddprun::launcher {
 

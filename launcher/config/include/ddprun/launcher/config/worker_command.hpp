@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ddprun/launcher/environment.hpp"
-#include "ddprun/launcher/launch_config.hpp"
+#include "ddprun/launcher/core/environment.hpp"
+#include "ddprun/launcher/core/launch_config.hpp"
 
 namespace ddprun::launcher {
 

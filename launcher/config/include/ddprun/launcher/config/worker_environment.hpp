@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "ddprun/launcher/launch_config.hpp"
+#include "ddprun/launcher/core/launch_config.hpp"
 #include "ddprun/proto/env_contract.hpp"
 
 namespace ddprun::launcher {

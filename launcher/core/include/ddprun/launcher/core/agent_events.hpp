@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ddprun/launcher/rendezvous.hpp"
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/core/rendezvous.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 
 namespace ddprun::launcher {
 

@@ -12,7 +12,7 @@
 #include <variant>
 #include <vector>
 
-#include "ddprun/launcher/rdzv_conf.hpp"
+#include "ddprun/launcher/core/rdzv_conf.hpp"
 
 namespace ddprun::launcher {
 

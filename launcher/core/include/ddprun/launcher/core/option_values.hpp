@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "ddprun/launcher/launch_config.hpp"
+#include "ddprun/launcher/core/launch_config.hpp"
 
 namespace ddprun::launcher {
 

@@ -1,9 +1,10 @@
 // What a node needs from a rendezvous backend, whatever the backend is: the
 // next worker group (ranks, world, the workers' store, the attempt number),
 // word that the running group is over, a restart request, and the end of the
-// job. The Agent talks only to this interface; makeRendezvous() picks the
-// implementation (standalone, static, c10d) from the flags. A new backend is
-// one class implementing it and one line in makeRendezvous().
+// job. The Agent talks only to this interface. The program picks the
+// implementation (standalone, static, c10d, etcd) from the flags with
+// makeRendezvous() (app/rendezvous_backends.hpp): a new backend is one class
+// implementing it and one entry in that file's kBackends table.
 //
 // Threads: nextGroup() runs on the agent's waiter thread and may block for as
 // long as the backend's timeout; cancelWait() may be called from any thread
@@ -21,8 +22,8 @@
 #include <optional>
 #include <string>
 
-#include "ddprun/launcher/launch_config.hpp"
-#include "ddprun/launcher/run_result.hpp"
+#include "ddprun/launcher/core/launch_config.hpp"
+#include "ddprun/launcher/core/run_result.hpp"
 
 namespace ddprun::metrics {
 class Exposition;
@@ -130,17 +131,10 @@ class Rendezvous {
   virtual void collectMetrics(metrics::Exposition& out) const { (void)out; }
 };
 
-// What the factory needs besides the flags.
+// What a backend needs besides the flags.
 struct NodeInfo {
   int nproc = 1;         // workers on this node, resolved (gpu/cpu/auto counted)
   std::string hostname;  // for messages and the agent's id
 };
-
-// The backend the flags ask for: --standalone (and torchrun's single-node
-// default, and c10d on one node), static, or c10d across nodes. Binds what it
-// hosts (node 0's store, an embedded rendezvous daemon) but contacts no other
-// node. Throws ConfigError for a backend ddprun does not have, NetworkError
-// when a port it must host is taken.
-std::unique_ptr<Rendezvous> makeRendezvous(const LaunchConfig& config, const NodeInfo& node);
 
 }  // namespace ddprun::launcher

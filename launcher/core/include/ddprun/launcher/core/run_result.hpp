@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 
 namespace ddprun::launcher {
 

@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "ddprun/launcher/environment.hpp"
-#include "ddprun/launcher/launch_config.hpp"
+#include "ddprun/launcher/core/environment.hpp"
+#include "ddprun/launcher/core/launch_config.hpp"
 
 namespace ddprun::launcher {
 

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <optional>
 
-#include "ddprun/launcher/agent_events.hpp"
+#include "ddprun/launcher/core/agent_events.hpp"
 #include "ddprun/metrics/exposition.hpp"
 #include "ddprun/metrics/histogram.hpp"
 

@@ -13,9 +13,9 @@
 #include <memory>
 #include <string>
 
-#include "ddprun/launcher/agent_events.hpp"
-#include "ddprun/launcher/agent_metrics.hpp"
-#include "ddprun/launcher/launch_config.hpp"
+#include "ddprun/launcher/core/agent_events.hpp"
+#include "ddprun/launcher/observe/agent_metrics.hpp"
+#include "ddprun/launcher/core/launch_config.hpp"
 #include "ddprun/metrics/registry.hpp"
 #include "ddprun/rendezvous/metrics_endpoint.hpp"
 

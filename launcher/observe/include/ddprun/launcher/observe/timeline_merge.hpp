@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/timeline_format.hpp"
+#include "ddprun/launcher/observe/timeline_format.hpp"
 
 namespace ddprun::launcher::timeline {
 

@@ -22,7 +22,7 @@
 #include <set>
 #include <string>
 
-#include "ddprun/launcher/agent_events.hpp"
+#include "ddprun/launcher/core/agent_events.hpp"
 
 namespace ddprun::launcher {
 

@@ -6,7 +6,7 @@
 // once the rendezvous is up. Reads the file system only; main thread.
 #pragma once
 
-#include "ddprun/launcher/launch_config.hpp"
+#include "ddprun/launcher/core/launch_config.hpp"
 
 namespace ddprun::launcher {
 

@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 
-#include "ddprun/launcher/rendezvous.hpp"
+#include "ddprun/launcher/core/rendezvous.hpp"
 
 namespace ddprun::rdzv {
 class StoreClient;

@@ -48,7 +48,7 @@
 #include <string>
 #include <thread>
 
-#include "ddprun/launcher/clock_sync.hpp"
+#include "ddprun/launcher/rendezvous/clock_sync.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/rendezvous/client.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "ddprun/launcher/rendezvous.hpp"
+#include "ddprun/launcher/core/rendezvous.hpp"
 
 namespace ddprun::rdzv {
 class Server;

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/clock_sync.hpp"
-#include "ddprun/launcher/rendezvous.hpp"
+#include "ddprun/launcher/rendezvous/clock_sync.hpp"
+#include "ddprun/launcher/core/rendezvous.hpp"
 
 namespace ddprun::rdzv {
 class Server;

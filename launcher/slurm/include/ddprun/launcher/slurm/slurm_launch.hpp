@@ -16,8 +16,8 @@
 #include <optional>
 #include <string>
 
-#include "ddprun/launcher/environment.hpp"
-#include "ddprun/launcher/launch_config.hpp"
+#include "ddprun/launcher/core/environment.hpp"
+#include "ddprun/launcher/core/launch_config.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {

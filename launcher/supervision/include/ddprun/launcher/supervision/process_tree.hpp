@@ -29,9 +29,9 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/subprocess.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/net/asio.hpp"
-#include "exit_watch.hpp"
+#include "ddprun/launcher/supervision/exit_watch.hpp"
 
 namespace ddprun::launcher {
 

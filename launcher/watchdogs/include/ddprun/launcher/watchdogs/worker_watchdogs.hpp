@@ -26,8 +26,8 @@
 #include <memory>
 #include <string>
 
-#include "ddprun/launcher/run_result.hpp"
-#include "ddprun/launcher/timer_requests.hpp"
+#include "ddprun/launcher/core/run_result.hpp"
+#include "ddprun/launcher/watchdogs/timer_requests.hpp"
 #include "ddprun/net/asio.hpp"
 
 namespace ddprun::launcher {

@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "ddprun/launcher/etcd_client.hpp"
-#include "ddprun/launcher/rendezvous.hpp"
+#include "ddprun/launcher/etcd/etcd_client.hpp"
+#include "ddprun/launcher/core/rendezvous.hpp"
 
 namespace ddprun::rdzv {
 class Server;
