@@ -22,8 +22,8 @@ std::string agentsText(const ScaleResult& r) {
   if (r.fd_limit == 0) {
     return std::to_string(r.agents);
   }
-  return std::to_string(r.agents) + " (" + std::to_string(r.asked) +
-         " asked; the fd limit, " + std::to_string(r.fd_limit) + ", holds no more)";
+  return std::to_string(r.agents) + " (" + std::to_string(r.asked) + " asked; the fd limit, " +
+         std::to_string(r.fd_limit) + ", holds no more)";
 }
 
 std::string met(bool yes) { return yes ? "met" : "**not met**"; }

@@ -1,11 +1,11 @@
 #include "ddprun/proto/visible_gpus.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 #include <cctype>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/json_parse.hpp"

@@ -86,9 +86,9 @@ TEST(RdzvScaleTest, OneRunPrintsTheAgentsAndThenTheStoreAtScale) {
   options.env = {{"PATH", "/usr/bin:/bin"}};
   options.timeout = 60s;
   const auto result = test_support::runCommand(
-      {DDPRUN_RDZV_SCALE, "--agents", "4", "--hold", "0", "--store-clients", "40",
-       "--store-growth", "40", "--store-cpu-connections", "4", "--store-cpu-seconds", "0.15",
-       "--store-repeat", "1", "--libtorch-server", "/nonexistent/libtorch_store_server"},
+      {DDPRUN_RDZV_SCALE, "--agents", "4", "--hold", "0", "--store-clients", "40", "--store-growth",
+       "40", "--store-cpu-connections", "4", "--store-cpu-seconds", "0.15", "--store-repeat", "1",
+       "--libtorch-server", "/nonexistent/libtorch_store_server"},
       options);
   ASSERT_EQ(result.code, 0) << result.errors;
   const std::size_t agents = result.output.find("agents=4 join_to_round_ms=");

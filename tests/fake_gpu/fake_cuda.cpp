@@ -108,13 +108,26 @@ int cuInit(unsigned flags) {
 
 int cuGetErrorName(int error, const char** name) {
   switch (error) {
-    case kSuccess: *name = "CUDA_SUCCESS"; return kSuccess;
-    case kInvalidValue: *name = "CUDA_ERROR_INVALID_VALUE"; return kSuccess;
-    case kNotInitialized: *name = "CUDA_ERROR_NOT_INITIALIZED"; return kSuccess;
-    case kNoDevice: *name = "CUDA_ERROR_NO_DEVICE"; return kSuccess;
-    case kInvalidDevice: *name = "CUDA_ERROR_INVALID_DEVICE"; return kSuccess;
-    case 999: *name = "CUDA_ERROR_UNKNOWN"; return kSuccess;
-    default: return kInvalidValue;
+    case kSuccess:
+      *name = "CUDA_SUCCESS";
+      return kSuccess;
+    case kInvalidValue:
+      *name = "CUDA_ERROR_INVALID_VALUE";
+      return kSuccess;
+    case kNotInitialized:
+      *name = "CUDA_ERROR_NOT_INITIALIZED";
+      return kSuccess;
+    case kNoDevice:
+      *name = "CUDA_ERROR_NO_DEVICE";
+      return kSuccess;
+    case kInvalidDevice:
+      *name = "CUDA_ERROR_INVALID_DEVICE";
+      return kSuccess;
+    case 999:
+      *name = "CUDA_ERROR_UNKNOWN";
+      return kSuccess;
+    default:
+      return kInvalidValue;
   }
 }
 

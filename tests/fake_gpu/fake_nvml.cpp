@@ -65,11 +65,16 @@ int nvmlShutdown() {
 
 const char* nvmlErrorString(int error) {
   switch (error) {
-    case kSuccess: return "Success";
-    case kUninitialized: return "Uninitialized";
-    case 9: return "Driver Not Loaded";
-    case 12: return "NVML Shared Library Not Found";
-    default: return "Unknown Error";
+    case kSuccess:
+      return "Success";
+    case kUninitialized:
+      return "Uninitialized";
+    case 9:
+      return "Driver Not Loaded";
+    case 12:
+      return "NVML Shared Library Not Found";
+    default:
+      return "Unknown Error";
   }
 }
 

@@ -75,8 +75,7 @@ class NetnsChaosTest : public NetnsTrainTest {
         "keep_alive_max_attempt=3",
         "--log-dir=" + (dirOf(agent.name) / "logs").string(),
         "--no-python"};
-    const std::vector<std::string> program =
-        train(kEpochs, {"--samples", "6000"});
+    const std::vector<std::string> program = train(kEpochs, {"--samples", "6000"});
     args.insert(args.end(), program.begin(), program.end());
     agent.process.emplace(ddprunOn(agent.name, host, args));
   }
@@ -167,7 +166,9 @@ class NetnsChaosTest : public NetnsTrainTest {
     Incarnation* agent = running(host);
     const bool inner = pick(0, 1) == 1;
     step("SIGKILL the " + role + " on " + host +
-         (agent == nullptr ? " (none runs)" : inner ? " (its agent process)" : " (ddprun's pid)"));
+         (agent == nullptr ? " (none runs)"
+          : inner          ? " (its agent process)"
+                           : " (ddprun's pid)"));
     if (agent == nullptr) {
       return;
     }
@@ -175,9 +176,9 @@ class NetnsChaosTest : public NetnsTrainTest {
     ::kill(inner ? test_support::ddprunAgentOf(ddprun) : ddprun, SIGKILL);
     agent->killed = true;
     agent->status = agent->process->wait();
-    EXPECT_TRUE(emptyWithin(host, 10s))
-        << "left running on " << host << " by the killed agent:\n"
-        << leftoversOn(host) << "\n===== its log =====\n" << log(agent->name);
+    EXPECT_TRUE(emptyWithin(host, 10s)) << "left running on " << host << " by the killed agent:\n"
+                                        << leftoversOn(host) << "\n===== its log =====\n"
+                                        << log(agent->name);
     pause(pick(200, 3000));
     startAgent(host);
   }
@@ -191,10 +192,9 @@ class NetnsChaosTest : public NetnsTrainTest {
     daemon_logs_ += daemon_->stderrText();
     daemon_.reset();
     pause(pick(200, 3000));
-    daemon_.emplace(ipBinary(),
-                    std::vector<std::string>{"netns", "exec", lab_->namespaceOf("h0"),
-                                             DDPRUND_BINARY, "--host", lab_->address("h0"),
-                                             "--port", port});
+    daemon_.emplace(ipBinary(), std::vector<std::string>{"netns", "exec", lab_->namespaceOf("h0"),
+                                                         DDPRUND_BINARY, "--host",
+                                                         lab_->address("h0"), "--port", port});
   }
 
   void cutLink(const std::string& host) {
@@ -271,11 +271,11 @@ class NetnsChaosTest : public NetnsTrainTest {
       const std::string text = log(agent.name);
       EXPECT_TRUE(agent.status->success() || contains(text, "ddprun: ") ||
                   contains(text, "] [error] ") || contains(text, " FAILED"))
-          << agent.name << " failed without saying why:\n" << text;
+          << agent.name << " failed without saying why:\n"
+          << text;
     }
     EXPECT_TRUE(finished && some_success)
-        << "the job did not finish: " << snapshotEpochs() << " epochs of " << kEpochs
-        << allLogs();
+        << "the job did not finish: " << snapshotEpochs() << " epochs of " << kEpochs << allLogs();
     expectSnapshotWhole("at the end");
     if (daemon_) {
       daemon_logs_ += daemon_->stderrText();
@@ -313,10 +313,14 @@ TEST_F(NetnsChaosTest, AJobWithAnExternalDaemon) {
   }
   unleash([&] {
     switch (pick(0, 3)) {
-      case 0: return killWorker(anyHost());
-      case 1: return killAgent(anyHost(), "agent");
-      case 2: return killDaemon();
-      default: return cutLink(pick(0, 3) == 0 ? "h0" : anyHost());
+      case 0:
+        return killWorker(anyHost());
+      case 1:
+        return killAgent(anyHost(), "agent");
+      case 2:
+        return killDaemon();
+      default:
+        return cutLink(pick(0, 3) == 0 ? "h0" : anyHost());
     }
   });
   expectAnHonestEnd();
@@ -334,10 +338,14 @@ TEST_F(NetnsChaosTest, AJobWhoseAgentHostsTheRendezvous) {
   }
   unleash([&] {
     switch (pick(0, 3)) {
-      case 0: return killWorker(anyHost());
-      case 1: return killAgent(pick(0, 1) == 0 ? "h2" : "h3", "agent");
-      case 2: return killAgent("h1", "rendezvous host");
-      default: return cutLink(anyHost());
+      case 0:
+        return killWorker(anyHost());
+      case 1:
+        return killAgent(pick(0, 1) == 0 ? "h2" : "h3", "agent");
+      case 2:
+        return killAgent("h1", "rendezvous host");
+      default:
+        return cutLink(anyHost());
     }
   });
   expectAnHonestEnd();

@@ -221,8 +221,7 @@ bool SlurmCluster::awaitIdle(std::chrono::milliseconds timeout) const {
       [&] {
         const CommandResult queue = client({"squeue", "-h", "-o", "%i"});
         std::string states;
-        return queue.code == 0 &&
-               queue.output.find_first_not_of(" \n") == std::string::npos &&
+        return queue.code == 0 && queue.output.find_first_not_of(" \n") == std::string::npos &&
                idleNodes(states) == config_.nodes.size();
       },
       timeout, 20ms);

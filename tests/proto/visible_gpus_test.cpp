@@ -87,8 +87,9 @@ TEST(VisibleGpusJsonTest, RoundTrips) {
 TEST(VisibleGpusJsonTest, ABadAnswerIsAnErrorNamingIt) {
   EXPECT_THROW(visibleGpusFromJson("garbage"), Error);
   EXPECT_THROW(visibleGpusFromJson(R"({"count":1})"), Error);
-  EXPECT_THROW(visibleGpusFromJson(R"({"count":2,"counted_by":"NVML","why_none":"","bus_ids":["a"]})"),
-               Error);
+  EXPECT_THROW(
+      visibleGpusFromJson(R"({"count":2,"counted_by":"NVML","why_none":"","bus_ids":["a"]})"),
+      Error);
   EXPECT_THROW(visibleGpusFromJson(R"({"count":-1,"counted_by":"","why_none":"","bus_ids":[]})"),
                Error);
 }

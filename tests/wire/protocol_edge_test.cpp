@@ -2,7 +2,6 @@
 // split across writes, many requests in one write, and the CANCEL_WAIT
 // orderings 2.1+ clients rely on after a client-side wait timeout.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include <chrono>

@@ -27,16 +27,15 @@ class TrainGpuNodeTest : public ::testing::Test {
   }
 
   RunOutcome onTwoGpus(std::vector<std::string> argv) const {
-    return runner_.run(std::move(argv),
-                       {{"LD_LIBRARY_PATH",
-                         std::string(DDPRUN_FAKE_NVML_DIR) + ":" + DDPRUN_FAKE_CUDA_DIR},
-                        {"FAKE_GPU_COUNT", "2"}});
+    return runner_.run(std::move(argv), {{"LD_LIBRARY_PATH", std::string(DDPRUN_FAKE_NVML_DIR) +
+                                                                 ":" + DDPRUN_FAKE_CUDA_DIR},
+                                         {"FAKE_GPU_COUNT", "2"}});
   }
 
   std::vector<std::string> trainOnEveryGpu(std::vector<std::string> train_args = {}) const {
-    std::vector<std::string> argv = {DDPRUN_BINARY, "--standalone", "--nproc-per-node", "gpu",
-                                     TRAIN_BINARY,  "--total-epochs", "1", "--snapshot-path",
-                                     runner_.snapshot("gpu.pt")};
+    std::vector<std::string> argv = {DDPRUN_BINARY, "--standalone",    "--nproc-per-node",
+                                     "gpu",         TRAIN_BINARY,      "--total-epochs",
+                                     "1",           "--snapshot-path", runner_.snapshot("gpu.pt")};
     argv.insert(argv.end(), train_args.begin(), train_args.end());
     return argv;
   }
@@ -55,8 +54,8 @@ TEST_F(TrainGpuNodeTest, OneWorkerPerGpuAndOneLineSayingTheyGoUnused) {
 }
 
 TEST_F(TrainGpuNodeTest, ByHandTooAndNeverWhenTheUserChoseGloo) {
-  RunOutcome run = onTwoGpus({TRAIN_BINARY, "--total-epochs", "1", "--snapshot-path",
-                              runner_.snapshot("alone.pt")});
+  RunOutcome run = onTwoGpus(
+      {TRAIN_BINARY, "--total-epochs", "1", "--snapshot-path", runner_.snapshot("alone.pt")});
   ASSERT_TRUE(run.status.success()) << describe(run);
   EXPECT_EQ(run.stderr_text, kNotice);
 

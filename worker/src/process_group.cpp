@@ -55,8 +55,11 @@ DistributedContext connectProcessGroup(const proto::WorkerEnv& env, const std::s
 DistributedContext singleProcessGroup(const std::string& backend,
                                       std::chrono::milliseconds timeout) {
   const TrainingDevice device = chooseTrainingDevice(backend, 0);
-  DistributedContext context{proto::WorkerEnv{}, c10::make_intrusive<c10d::HashStore>(), {},
-                             device.backend, device.device};
+  DistributedContext context{proto::WorkerEnv{},
+                             c10::make_intrusive<c10d::HashStore>(),
+                             {},
+                             device.backend,
+                             device.device};
   context.group = groupFor(device, context.store, 0, 1, timeout);
   return context;
 }

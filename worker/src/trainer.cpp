@@ -91,9 +91,8 @@ int64_t Trainer::resume() {
   // --ignore-snapshot discards what an earlier job left; a restart of this
   // job (attempt > 0) resumes from the snapshot this job wrote.
   if (!options_.ignore_snapshot || context_.env.restart_count > 0) {
-    const auto header =
-        readSnapshot(options_.snapshot_path, task_.name,
-                     {*task_.model, *task_.optimizer, context_.device});
+    const auto header = readSnapshot(options_.snapshot_path, task_.name,
+                                     {*task_.model, *task_.optimizer, context_.device});
     if (header) {
       epochs_run = header->epochs_run;
       reportTimelineEvent({"resumed from snapshot",
@@ -202,8 +201,8 @@ void Trainer::logEpoch(int64_t epoch, const EpochResult& result) {
   log_ << "epoch " << epoch << "/" << options_.total_epochs << " | loss " << std::fixed
        << std::setprecision(6) << result.mean_loss;
   if (task_.reports_accuracy && data_.test) {
-    log_ << " | accuracy " << std::setprecision(2) << 100.0 * accuracy(task_.model, *data_.test, context_.device)
-         << "%";
+    log_ << " | accuracy " << std::setprecision(2)
+         << 100.0 * accuracy(task_.model, *data_.test, context_.device) << "%";
   }
   log_ << " | " << result.samples << " samples in " << std::setprecision(3) << result.seconds
        << " s" << std::defaultfloat << std::endl;

@@ -31,8 +31,8 @@
 #include <thread>
 
 #include "agent_impl.hpp"
-#include "ddprun/launcher/core/option_values.hpp"
 #include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/core/option_values.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -14,11 +14,11 @@
 
 #include "ddprun/launcher/agent/agent.hpp"
 #include "ddprun/launcher/core/agent_events.hpp"
-#include "ddprun/net/asio.hpp"
-#include "ddprun/launcher/supervision/exit_watch.hpp"
 #include "ddprun/launcher/output/line_relay.hpp"
+#include "ddprun/launcher/supervision/exit_watch.hpp"
 #include "ddprun/launcher/supervision/process_tree.hpp"
 #include "ddprun/launcher/watchdogs/worker_watchdogs.hpp"
+#include "ddprun/net/asio.hpp"
 
 namespace ddprun::launcher {
 

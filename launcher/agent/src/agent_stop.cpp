@@ -8,8 +8,8 @@
 #include <csignal>
 
 #include "agent_impl.hpp"
-#include "ddprun/launcher/core/option_values.hpp"
 #include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/core/option_values.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "ddprun/launcher/agent/agent.hpp"
+#include "ddprun/launcher/core/regular_file.hpp"
 #include "ddprun/proto/json_parse.hpp"
 #include "ddprun/proto/json_text.hpp"
-#include "ddprun/launcher/core/regular_file.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -19,32 +19,32 @@
 #include <thread>
 #include <vector>
 
-#include "ddprun/launcher/observe/agent_observers.hpp"
 #include "ddprun/launcher/agent/agent.hpp"
-#include "ddprun/launcher/core/agent_events.hpp"
-#include "ddprun/launcher/config/cli.hpp"
-#include "ddprun/launcher/host/device_count.hpp"
-#include "ddprun/launcher/config/launch_plan.hpp"
-#include "ddprun/launcher/host/numa_binding.hpp"
-#include "ddprun/launcher/config/python_interpreter.hpp"
 #include "ddprun/launcher/app/rendezvous_backends.hpp"
-#include "ddprun/launcher/core/rendezvous.hpp"
-#include "ddprun/launcher/slurm/slurm_launch.hpp"
-#include "ddprun/launcher/process/subprocess.hpp"
-#include "ddprun/launcher/observe/timeline_format.hpp"
-#include "ddprun/launcher/observe/timeline_writer.hpp"
-#include "ddprun/launcher/supervision/worker_cgroup.hpp"
+#include "ddprun/launcher/app/subcommands.hpp"
+#include "ddprun/launcher/config/cli.hpp"
+#include "ddprun/launcher/config/launch_plan.hpp"
+#include "ddprun/launcher/config/python_interpreter.hpp"
 #include "ddprun/launcher/config/worker_command.hpp"
 #include "ddprun/launcher/config/worker_environment.hpp"
+#include "ddprun/launcher/core/agent_events.hpp"
+#include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/core/rendezvous.hpp"
+#include "ddprun/launcher/host/device_count.hpp"
+#include "ddprun/launcher/host/numa_binding.hpp"
+#include "ddprun/launcher/observe/agent_observers.hpp"
+#include "ddprun/launcher/observe/timeline_format.hpp"
+#include "ddprun/launcher/observe/timeline_writer.hpp"
+#include "ddprun/launcher/output/run_logs.hpp"
+#include "ddprun/launcher/output/start_paths.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/launcher/process/worker_limits.hpp"
+#include "ddprun/launcher/slurm/slurm_launch.hpp"
+#include "ddprun/launcher/supervision/guardian.hpp"
+#include "ddprun/launcher/supervision/worker_cgroup.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/visible_text.hpp"
 #include "ddprun/version.hpp"
-#include "ddprun/launcher/supervision/guardian.hpp"
-#include "ddprun/launcher/core/log.hpp"
-#include "ddprun/launcher/output/start_paths.hpp"
-#include "ddprun/launcher/app/subcommands.hpp"
-#include "ddprun/launcher/output/run_logs.hpp"
 
 namespace {
 
@@ -265,9 +265,9 @@ int runAgent(const LaunchConfig& config) {
     observers.add(&timeline);
   }
   const std::string binding_line = cpu_binding.description;
-  launcher::AgentConfig agent_config = agentConfig(config, nproc, *rendezvous, run_dir, host,
-                                                   python, std::move(cpu_binding),
-                                                   std::move(environment));
+  launcher::AgentConfig agent_config =
+      agentConfig(config, nproc, *rendezvous, run_dir, host, python, std::move(cpu_binding),
+                  std::move(environment));
   agent_config.cgroup = cgroup.get();
   agent_config.guardian_pidfd = guardian_pidfd;
   agent_config.events = observers.events();

@@ -4,8 +4,8 @@
 #include <functional>
 #include <utility>
 
-#include "ddprun/launcher/rendezvous/c10d_rendezvous.hpp"
 #include "ddprun/launcher/etcd/etcd_rendezvous.hpp"
+#include "ddprun/launcher/rendezvous/c10d_rendezvous.hpp"
 #include "ddprun/launcher/rendezvous/standalone_rendezvous.hpp"
 #include "ddprun/launcher/rendezvous/static_rendezvous.hpp"
 #include "ddprun/proto/errors.hpp"
@@ -46,11 +46,8 @@ std::unique_ptr<Rendezvous> makeEtcd(const LaunchConfig& config, const NodeInfo&
 }
 
 const std::pair<const char*, Factory> kBackends[] = {
-    {"static", makeStatic},
-    {"c10d", makeC10d},
-    {"etcd-v3", makeEtcd},
-    {"etcd-v2", makeEtcd},
-    {"etcd", makeEtcd},
+    {"static", makeStatic}, {"c10d", makeC10d}, {"etcd-v3", makeEtcd},
+    {"etcd-v2", makeEtcd},  {"etcd", makeEtcd},
 };
 
 }  // namespace

@@ -11,10 +11,10 @@
 
 #include <string_view>
 
+#include "ddprun/launcher/config/option_table.hpp"
 #include "ddprun/launcher/core/option_values.hpp"
 #include "ddprun/proto/cli_args.hpp"
 #include "ddprun/proto/errors.hpp"
-#include "ddprun/launcher/config/option_table.hpp"
 
 namespace ddprun::launcher {
 namespace {

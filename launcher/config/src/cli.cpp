@@ -15,12 +15,12 @@
 #include <random>
 
 #include "abbreviations.hpp"
+#include "ddprun/launcher/config/option_table.hpp"
 #include "ddprun/launcher/core/option_values.hpp"
 #include "ddprun/net/asio.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "derived_rules.hpp"
 #include "help_formatter.hpp"
-#include "ddprun/launcher/config/option_table.hpp"
 
 namespace ddprun::launcher {
 namespace {

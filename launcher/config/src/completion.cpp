@@ -6,8 +6,8 @@
 #include <string>
 
 #include "ddprun/launcher/config/cli.hpp"
-#include "ddprun/proto/errors.hpp"
 #include "ddprun/launcher/config/option_table.hpp"
+#include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -93,9 +93,9 @@ PythonChoice choosePython(const Environment& env, const TorchProbe& finds_torch)
   for (const std::string& python : on_path) {
     if (finds_torch(python)) {
       const std::vector<std::string>& passed = without_torch.empty() ? tried : without_torch;
-    return {python, passed.empty() ? ""
-                                   : "the first python3 on PATH that can import torch; " +
-                                         joined(passed) + " cannot"};
+      return {python, passed.empty() ? ""
+                                     : "the first python3 on PATH that can import torch; " +
+                                           joined(passed) + " cannot"};
     }
     without_torch.push_back(python);
   }

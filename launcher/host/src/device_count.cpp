@@ -33,7 +33,8 @@ std::optional<std::string> readUntilClosed(int fd, Clock::time_point deadline) {
   std::string text;
   char buffer[4096];
   while (text.size() < kMaxAnswer) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     pollfd readable{fd, POLLIN, 0};
     const int ready = ::poll(&readable, 1, static_cast<int>(std::max<long>(left.count(), 0)));
     if (ready == 0) {

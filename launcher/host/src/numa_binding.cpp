@@ -1,12 +1,11 @@
 #include "ddprun/launcher/host/numa_binding.hpp"
 
-#include "ddprun/launcher/core/option_values.hpp"
-
 #include <algorithm>
 #include <iterator>
 #include <map>
 #include <utility>
 
+#include "ddprun/launcher/core/option_values.hpp"
 #include "ddprun/launcher/host/gpu_locality.hpp"
 #include "ddprun/proto/errors.hpp"
 

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "ddprun/launcher/core/option_values.hpp"
+#include "ddprun/launcher/observe/status_table.hpp"
 #include "ddprun/proto/cli_args.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/json_parse.hpp"
@@ -16,7 +17,6 @@
 #include "ddprun/proto/rendezvous_status.hpp"
 #include "ddprun/proto/visible_text.hpp"
 #include "ddprun/rendezvous/client.hpp"
-#include "ddprun/launcher/observe/status_table.hpp"
 
 namespace ddprun::launcher {
 namespace {

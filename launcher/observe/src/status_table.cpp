@@ -187,9 +187,8 @@ std::string formatJobStatus(const protocol::JobStatus& status, std::string_view 
   const std::string served_by = status.rendezvous_host.empty()
                                     ? "ddprund"
                                     : "the agent " + status.rendezvous_host + ", embedded";
-  std::string text =
-      "rendezvous '" + visible(status.run_id) + "' at " + visible(endpoint) + " (" +
-      visible(served_by) + ")\n";
+  std::string text = "rendezvous '" + visible(status.run_id) + "' at " + visible(endpoint) + " (" +
+                     visible(served_by) + ")\n";
   text += alignColumns({
       {"  state:", describeState(status)},
       {"  round:", describeRound(status)},

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "ddprun/launcher/core/regular_file.hpp"
 #include "ddprun/launcher/observe/timeline_merge.hpp"
 #include "ddprun/proto/cli_args.hpp"
-#include "ddprun/launcher/core/regular_file.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "ddprun/launcher/config/worker_environment.hpp"
-#include "ddprun/proto/json_text.hpp"
 #include "ddprun/launcher/observe/timeline_worker_events.hpp"
+#include "ddprun/proto/json_text.hpp"
 
 namespace ddprun::launcher::timeline {
 namespace {

@@ -1,8 +1,8 @@
 #include "ddprun/launcher/observe/timeline_worker_events.hpp"
 
+#include "ddprun/launcher/core/regular_file.hpp"
 #include "ddprun/launcher/observe/timeline_format.hpp"
 #include "ddprun/proto/json_parse.hpp"
-#include "ddprun/launcher/core/regular_file.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -6,11 +6,11 @@
 #include <cerrno>
 #include <cstring>
 
-#include "ddprun/launcher/observe/timeline_format.hpp"
 #include "ddprun/launcher/config/worker_environment.hpp"
-#include "ddprun/proto/json_text.hpp"
 #include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/observe/timeline_format.hpp"
 #include "ddprun/launcher/observe/timeline_worker_events.hpp"
+#include "ddprun/proto/json_text.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "worker_pty.hpp"
 
 namespace ddprun::launcher {

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <string>
 
-#include "ddprun/proto/errors.hpp"
 #include "ddprun/launcher/output/run_logs.hpp"
+#include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -6,10 +6,10 @@
 #include <climits>
 #include <thread>
 
+#include "ddprun/launcher/core/log.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "ddprun/rendezvous/token_file.hpp"
-#include "ddprun/launcher/core/log.hpp"
 
 namespace ddprun::launcher {
 namespace {

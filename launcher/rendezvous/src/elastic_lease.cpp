@@ -10,13 +10,13 @@
 //
 // Exception boundaries: every network call here is caught; a failure is the
 // loss of the rendezvous, never an exception out of the thread.
-#include "ddprun/launcher/rendezvous/elastic_membership.hpp"
+#include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/core/option_values.hpp"
+#include "ddprun/launcher/rendezvous/elastic_membership.hpp"
+#include "ddprun/launcher/rendezvous/wait_notice.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/rendezvous_status.hpp"
-#include "ddprun/launcher/core/log.hpp"
 #include "store_connection.hpp"
-#include "ddprun/launcher/rendezvous/wait_notice.hpp"
 
 namespace ddprun::launcher {
 namespace {

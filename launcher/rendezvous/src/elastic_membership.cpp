@@ -12,10 +12,10 @@
 
 #include <algorithm>
 
-#include "ddprun/proto/errors.hpp"
-#include "ddprun/proto/visible_text.hpp"
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/rendezvous/wait_notice.hpp"
+#include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/visible_text.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -5,11 +5,11 @@
 #include <algorithm>
 
 #include "ddprun/launcher/rendezvous/static_rendezvous.hpp"
+#include "ddprun/launcher/rendezvous/wait_notice.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/visible_text.hpp"
 #include "ddprun/rendezvous/client.hpp"
 #include "ddprun/rendezvous/server.hpp"
-#include "ddprun/launcher/rendezvous/wait_notice.hpp"
 
 namespace ddprun::launcher {
 namespace {

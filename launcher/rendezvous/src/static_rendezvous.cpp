@@ -7,15 +7,15 @@
 #include <sstream>
 #include <utility>
 
+#include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/core/option_values.hpp"
+#include "ddprun/launcher/rendezvous/wait_notice.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/rendezvous/client.hpp"
 #include "ddprun/rendezvous/server.hpp"
-#include "ddprun/launcher/core/log.hpp"
 #include "store_connection.hpp"
 #include "store_watch.hpp"
-#include "ddprun/launcher/rendezvous/wait_notice.hpp"
 
 namespace ddprun::launcher {
 namespace {

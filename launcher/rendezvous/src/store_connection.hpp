@@ -12,8 +12,8 @@
 #include <memory>
 #include <string>
 
-#include "ddprun/rendezvous/client.hpp"
 #include "ddprun/launcher/rendezvous/wait_notice.hpp"
+#include "ddprun/rendezvous/client.hpp"
 
 namespace ddprun::launcher {
 

@@ -13,11 +13,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/process/subprocess.hpp"
+#include "ddprun/launcher/supervision/process_tree.hpp"
 #include "ddprun/launcher/supervision/worker_cgroup.hpp"
 #include "ddprun/proto/errors.hpp"
-#include "ddprun/launcher/core/log.hpp"
-#include "ddprun/launcher/supervision/process_tree.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -12,9 +12,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "ddprun/launcher/supervision/worker_cgroup.hpp"
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/supervision/procfs.hpp"
+#include "ddprun/launcher/supervision/worker_cgroup.hpp"
 
 namespace ddprun::launcher {
 namespace {

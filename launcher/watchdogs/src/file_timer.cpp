@@ -10,8 +10,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "ddprun/proto/errors.hpp"
 #include "ddprun/launcher/core/log.hpp"
+#include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "file_timer.hpp"
-#include "hang_watch.hpp"
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/supervision/procfs.hpp"
+#include "file_timer.hpp"
+#include "hang_watch.hpp"
 #include "stack_capture.hpp"
 
 namespace ddprun::launcher {

@@ -64,9 +64,9 @@ TEST_F(DdprunBinaryTest, BadFlagIsOneLinePlusUsageAndExitTwo) {
 // etcd-v3 across nodes runs; a setting etcd cannot use is a bad flag: one
 // line and exit 2, before any connection is tried.
 TEST_F(DdprunBinaryTest, AnEtcdProtocolOtherThanHttpIsOneLineAndExitTwo) {
-  const Outcome outcome = run({"--nnodes", "2", "--rdzv-backend", "etcd-v2", "--rdzv-endpoint",
-                               "127.0.0.1:1", "--rdzv-conf", "protocol=ftp", "--no-python",
-                               DDPRUN_FAKE_WORKER});
+  const Outcome outcome =
+      run({"--nnodes", "2", "--rdzv-backend", "etcd-v2", "--rdzv-endpoint", "127.0.0.1:1",
+           "--rdzv-conf", "protocol=ftp", "--no-python", DDPRUN_FAKE_WORKER});
   EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 2}));
   // Checked with the flags: the first line, before anything starts (the usage follows).
   const std::string line = "ddprun: --rdzv-conf protocol 'ftp': etcd speaks http or https\n";

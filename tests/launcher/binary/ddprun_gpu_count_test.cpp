@@ -50,8 +50,9 @@ class DdprunGpuCountTest : public DdprunBinaryTest,
   }
 
   std::vector<std::string> gpuJob(const std::string& nproc, bool hang = false) {
-    std::vector<std::string> args = {"--standalone", "--nproc-per-node", nproc, "--no-python",
-                                     DDPRUN_FAKE_WORKER, "--ready-to", dir_.path().string()};
+    std::vector<std::string> args = {"--standalone",      "--nproc-per-node", nproc,
+                                     "--no-python",       DDPRUN_FAKE_WORKER, "--ready-to",
+                                     dir_.path().string()};
     if (hang) {
       args.emplace_back("--hang");
     }
@@ -115,10 +116,18 @@ TEST_P(DdprunGpuCountTest, EightGpusAreEightWorkersWithLocalRanks0To7) {
 // CUDA_VISIBLE_DEVICES picks as the workers' CUDA will: ordinals, UUID
 // prefixes, an entry naming no device ends the list, a repeat empties it.
 TEST_P(DdprunGpuCountTest, VisibleDevicesDecideTheCount) {
-  const std::vector<std::pair<std::string, int>> cases = {
-      {"2,5", 2}, {"GPU-5,GPU-2", 2}, {"0,9,1", 1}, {"3,x,1", 1}, {"GPU-1,GPU-,GPU-2", 1},
-      {"7", 1},   {"1,1", 0},         {"9", 0},     {"GPU-9", 0}, {"1,2147483648", 1},
-      {"4294967296", 0}, {"99999999999999999999", 0}};
+  const std::vector<std::pair<std::string, int>> cases = {{"2,5", 2},
+                                                          {"GPU-5,GPU-2", 2},
+                                                          {"0,9,1", 1},
+                                                          {"3,x,1", 1},
+                                                          {"GPU-1,GPU-,GPU-2", 1},
+                                                          {"7", 1},
+                                                          {"1,1", 0},
+                                                          {"9", 0},
+                                                          {"GPU-9", 0},
+                                                          {"1,2147483648", 1},
+                                                          {"4294967296", 0},
+                                                          {"99999999999999999999", 0}};
   for (const auto& [visible, expected] : cases) {
     std::filesystem::remove_all(dir_.path());
     std::filesystem::create_directories(dir_.path());

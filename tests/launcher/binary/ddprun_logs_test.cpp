@@ -154,9 +154,9 @@ TEST_F(DdprunLogsTest, DevNullLogDirWritesNoFiles) {
   fs::create_directories(env_dir);
   extra_env_ = {{"TMPDIR", tmp.string()}};
   auto args = fakeWorkers(2, {"--env-to", env_dir.string(), "--chatter", "2"});
-  args.insert(args.begin(), {"--log-dir", "/dev/null", "-r", "1", "-t", "2",
-                             "--duplicate-stdout-filters", "says", "--duplicate-stderr-filters",
-                             "says"});
+  args.insert(args.begin(),
+              {"--log-dir", "/dev/null", "-r", "1", "-t", "2", "--duplicate-stdout-filters", "says",
+               "--duplicate-stderr-filters", "says"});
   const Outcome outcome = run(args);
   ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
   // Not even the duplicate filters' files, which once landed in the working directory.

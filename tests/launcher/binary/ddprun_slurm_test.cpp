@@ -19,8 +19,8 @@
 #include <sstream>
 
 #include "ddprun_binary_fixture.hpp"
-#include "srun_step_env.hpp"
 #include "elastic_fixture.hpp"
+#include "srun_step_env.hpp"
 
 namespace ddprun::launcher {
 namespace {

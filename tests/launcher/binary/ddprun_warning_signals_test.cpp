@@ -143,15 +143,15 @@ TEST_F(DdprunWarningSignalsTest, AWarningWhileDdprunStartsDoesNotEndIt) {
   std::ofstream(bin / "python3") << "#!/bin/sh\n"
                                  << "echo probing > \"" << dir << "/probing\"\n"
                                  << "i=0\n"
-                                 << "while [ ! -e \"" << dir << "/finish\" ] && [ $i -lt 200 ]; do\n"
+                                 << "while [ ! -e \"" << dir
+                                 << "/finish\" ] && [ $i -lt 200 ]; do\n"
                                  << "  sleep 0.05; i=$((i + 1))\n"
                                  << "done\n"
                                  << "exit 1\n";
   fs::permissions(bin / "python3", fs::perms::owner_all);
   extra_env_ = {{"PATH", bin.string() + ":/usr/bin:/bin"}};
   Subprocess ddprun = start({"--dry-run", "--standalone", "train.py"});
-  ASSERT_TRUE(test_support::eventually(
-      [&] { return fs::exists(dir_.path() / "probing"); }, 20s))
+  ASSERT_TRUE(test_support::eventually([&] { return fs::exists(dir_.path() / "probing"); }, 20s))
       << readFile(dir_.path() / "stderr");
   ASSERT_EQ(::kill(ddprun.pid(), SIGUSR1), 0);
   ASSERT_EQ(::kill(ddprun.pid(), SIGUSR2), 0);

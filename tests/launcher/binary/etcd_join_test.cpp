@@ -133,7 +133,8 @@ TEST_F(EtcdJoinTest, AListenerThatNeverAnswersIsOneLineWithinJoinTimeout) {
 }
 
 TEST_F(EtcdJoinTest, AnHttpServerThatIsNotEtcdIsOneLineWithinJoinTimeout) {
-  NotEtcd http("HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot here\n");
+  NotEtcd http(
+      "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot here\n");
   const std::string line = failedJoinLine(http.endpoint(), kShortJoin);
   EXPECT_TRUE(contains(line, "etcd")) << line;
   EXPECT_TRUE(contains(line, http.endpoint())) << line;
@@ -143,9 +144,9 @@ TEST_F(EtcdJoinTest, AnHttpServerThatIsNotEtcdIsOneLineWithinJoinTimeout) {
 TEST_F(EtcdJoinTest, ACertificateOfAnotherCaIsOneLineWithinJoinTimeout) {
   cluster_ = std::make_unique<test_support::EtcdCluster>(test_support::EtcdClusterOptions{3, true});
   const auto& tls = cluster_->tls();
-  const std::string conf = std::string(kShortJoin) + ",protocol=https,cacert=" +
-                           tls.other_ca.string() + ",cert=" + tls.cert.string() +
-                           ",key=" + tls.key.string();
+  const std::string conf = std::string(kShortJoin) +
+                           ",protocol=https,cacert=" + tls.other_ca.string() +
+                           ",cert=" + tls.cert.string() + ",key=" + tls.key.string();
   const std::string line = failedJoinLine(cluster_->endpoints(), conf);
   EXPECT_TRUE(contains(line, "etcd")) << line;
   EXPECT_TRUE(contains(line, cluster_->endpoint(0))) << line;
@@ -156,9 +157,8 @@ TEST_F(EtcdJoinTest, ACertificateOfAnotherCaIsOneLineWithinJoinTimeout) {
 TEST_F(EtcdJoinTest, TwoNodesFormARoundOverTls) {
   cluster_ = std::make_unique<test_support::EtcdCluster>(test_support::EtcdClusterOptions{3, true});
   const auto& tls = cluster_->tls();
-  const std::string conf = std::string(kShortLeases) + ",protocol=https,cacert=" +
-                           tls.ca.string() + ",cert=" + tls.cert.string() +
-                           ",key=" + tls.key.string();
+  const std::string conf = std::string(kShortLeases) + ",protocol=https,cacert=" + tls.ca.string() +
+                           ",cert=" + tls.cert.string() + ",key=" + tls.key.string();
   Subprocess a = fakeAgent("a", "2", {}, conf);
   Subprocess b = fakeAgent("b", "2", {}, conf);
   for (auto [name, agent] : {std::pair{"a", &a}, std::pair{"b", &b}}) {

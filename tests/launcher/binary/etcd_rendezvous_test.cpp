@@ -4,14 +4,13 @@
 // without quorum for 10 s costs the running workers nothing, and an etcd
 // that cannot be reached, or not trusted, ends the agent with one line.
 #include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <signal.h>
 
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,8 +24,8 @@ using namespace std::chrono_literals;
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-using testing::alive;
 using test_support::contains;
+using testing::alive;
 using testing::EtcdJobTest;
 
 const std::vector<std::string> kAgents = {"a", "b", "c"};
@@ -216,7 +215,6 @@ TEST_F(EtcdRendezvousTest, EtcdWithoutQuorumForTenSecondsCostsTheWorkersNothing)
   }
 }
 
-
 // A lease lost for good (revoked here by hand, as an expiry during a long
 // quorum loss would): the agent says so, takes a new lease and registers
 // again; the coordinator counts it lost and back, and the job moves to a new
@@ -225,7 +223,9 @@ TEST_F(EtcdRendezvousTest, AnAgentWhoseLeaseWasLostRegistersAgain) {
   Subprocess a = fakeAgent("a", "2", kHangInFirstRound);
   Subprocess b = fakeAgent("b", "2", kHangInFirstRound);
   ASSERT_TRUE(test_support::eventually(
-      [&] { return roundAndWorld("a") == std::pair{0, 4} && roundAndWorld("b") == std::pair{0, 4}; },
+      [&] {
+        return roundAndWorld("a") == std::pair{0, 4} && roundAndWorld("b") == std::pair{0, 4};
+      },
       30s))
       << logs({"a", "b"});
   const auto members = cluster().etcdctl(
@@ -262,7 +262,9 @@ TEST_F(EtcdRendezvousTest, ALeaseOfOneIntervalIsNeverLostWhileTheJobRuns) {
   Subprocess a = fakeAgent("a", "2", {"--after", go.string()}, conf);
   Subprocess b = fakeAgent("b", "2", {"--after", go.string()}, conf);
   ASSERT_TRUE(test_support::eventually(
-      [&] { return roundAndWorld("a") == std::pair{0, 4} && roundAndWorld("b") == std::pair{0, 4}; },
+      [&] {
+        return roundAndWorld("a") == std::pair{0, 4} && roundAndWorld("b") == std::pair{0, 4};
+      },
       30s))
       << logs({"a", "b"});
   // Five lease lengths: a lease renewed only at its end is lost in that time.

@@ -27,9 +27,8 @@ class EtcdTrainTest : public EtcdJobTest {
   Subprocess trainAgent(const std::string& name, int epochs, int samples = 2048) {
     return etcdAgent(name, "2", 2,
                      {TRAIN_BINARY, "--task", "mlp", "--samples", std::to_string(samples),
-                      "--total-epochs", std::to_string(epochs),
-                      "--save-every", "1", "--batch-size", "32", "--snapshot-path", snapshot(),
-                      "--timeout", "60"},
+                      "--total-epochs", std::to_string(epochs), "--save-every", "1", "--batch-size",
+                      "32", "--snapshot-path", snapshot(), "--timeout", "60"},
                      kShortLeases, "", {{"GLOO_SOCKET_IFNAME", "lo"}});
   }
 

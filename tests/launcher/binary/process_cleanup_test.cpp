@@ -15,8 +15,8 @@
 #include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/launcher/supervision/worker_cgroup.hpp"
 #include "ddprun/test_support/eventually.hpp"
-#include "ddprun/test_support/proc_status.hpp"
 #include "ddprun/test_support/files.hpp"
+#include "ddprun/test_support/proc_status.hpp"
 #include "ddprun_binary_fixture.hpp"
 #include "leftovers.hpp"
 

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
-#include "launcher_test_util.hpp"
 #include "ddprun/launcher/config/option_table.hpp"
+#include "launcher_test_util.hpp"
 
 namespace ddprun::launcher {
 namespace {

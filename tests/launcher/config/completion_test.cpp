@@ -115,7 +115,8 @@ TEST_F(CompletionTest, ZshCompletesOptionsValuesAndTheScript) {
   const Words nproc = zshOffers("ddprun --nproc");
   EXPECT_TRUE(nproc.contains("--nproc-per-node") && nproc.contains("--nproc_per_node"));
   EXPECT_FALSE(nproc.contains("--nnodes"));
-  EXPECT_EQ(zshOffers("ddprun --rdzv-backend "), (Words{"static", "c10d", "etcd-v3", "etcd", "etcd-v2"}));
+  EXPECT_EQ(zshOffers("ddprun --rdzv-backend "),
+            (Words{"static", "c10d", "etcd-v3", "etcd", "etcd-v2"}));
   EXPECT_EQ(zshOffers("ddprun --rdzv_backend=c"), (Words{"c10d"}));
   EXPECT_EQ(zshOffers("ddprun --print-completion "), (Words{"bash", "zsh"}));
   EXPECT_TRUE(zshOffers("ddprun --standalone tr").contains("train.py"));

@@ -124,9 +124,10 @@ TEST(ChoosePython, AnActiveEnvironmentWithoutTorchIsPassedBy) {
   const std::string on_path = executable(dir, "usr/python3");
   const std::string conda = executable(dir, "conda/bin/python");
   StandInProbe probe{{on_path}, {}};
-  const PythonChoice choice = choosePython(
-      mapEnvironment({{"PATH", (dir / "usr").string()}, {"CONDA_PREFIX", (dir / "conda").string()}}),
-      probe.probe());
+  const PythonChoice choice =
+      choosePython(mapEnvironment({{"PATH", (dir / "usr").string()},
+                                   {"CONDA_PREFIX", (dir / "conda").string()}}),
+                   probe.probe());
   EXPECT_EQ(choice.path, on_path);
   EXPECT_NE(choice.why.find(conda + " (no torch)"), std::string::npos) << choice.why;
 }

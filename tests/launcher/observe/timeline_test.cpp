@@ -12,20 +12,20 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <functional>
-#include <thread>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <thread>
 
+#include "ddprun/launcher/config/worker_environment.hpp"
 #include "ddprun/launcher/observe/timeline_format.hpp"
 #include "ddprun/launcher/observe/timeline_merge.hpp"
+#include "ddprun/launcher/observe/timeline_worker_events.hpp"
 #include "ddprun/launcher/observe/timeline_writer.hpp"
-#include "ddprun/launcher/config/worker_environment.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "ddprun/test_support/trace_check.hpp"
-#include "ddprun/launcher/observe/timeline_worker_events.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -290,8 +290,8 @@ TEST_F(WorkerEventsFileTest, AFileOverAMebibyteIsCutThereDroppingTheLineItCuts) 
             "it is over 1 MiB: only the whole lines of its first MiB are read");
 
   // One line longer than the cap: nothing of it.
-  std::ofstream(path_) << R"({"name":"big","ts_monotonic_ns":1,"pad":")" << std::string(2 << 20, 'x')
-                       << "\"}\n";
+  std::ofstream(path_) << R"({"name":"big","ts_monotonic_ns":1,"pad":")"
+                       << std::string(2 << 20, 'x') << "\"}\n";
   const WorkerEventsRead big = readWorkerEvents(path_);
   EXPECT_TRUE(big.events.empty());
   EXPECT_EQ(big.bad_lines, 0) << "the cut line is dropped, not counted as a bad one";

@@ -14,8 +14,8 @@
 #include <sstream>
 
 #include "ddprun/launcher/process/executable_path.hpp"
-#include "ddprun/launcher/slurm/slurm_hostlist.hpp"
 #include "ddprun/launcher/process/subprocess.hpp"
+#include "ddprun/launcher/slurm/slurm_hostlist.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 #include "slurm_hostlist_cases.hpp"

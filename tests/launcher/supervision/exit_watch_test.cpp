@@ -45,15 +45,15 @@ TEST(ExitWatchTest, TheLastReadinessOfAClosedWatchIsNotTakenForTheNextChildsExit
   asio::io_context io;
   bool gone_reported = false;
   bool running_reported = false;
-  auto gone_watch =
-      std::make_unique<ExitWatch>(io, gone.pidfd(), [&] { gone_reported = true; }, "gone");
+  auto gone_watch = std::make_unique<ExitWatch>(
+      io, gone.pidfd(), [&] { gone_reported = true; }, "gone");
   std::unique_ptr<ExitWatch> running_watch;
   // Queued before the loop's first look at its descriptors, so it runs in
   // the turn that queues the gone child's readiness, before that readiness.
   asio::post(io, [&] {
     gone_watch.reset();
-    running_watch = std::make_unique<ExitWatch>(io, running.pidfd(),
-                                                [&] { running_reported = true; }, "running");
+    running_watch = std::make_unique<ExitWatch>(
+        io, running.pidfd(), [&] { running_reported = true; }, "running");
   });
   io.run_for(300ms);
   EXPECT_FALSE(gone_reported) << "a destroyed watch called back";
@@ -74,7 +74,8 @@ TEST(ExitWatchTest, AnExitIsReportedOnceAndNotAfterTheWatchIsGone) {
   Subprocess child(command({"true"}));
   asio::io_context io;
   int reports = 0;
-  auto watch = std::make_unique<ExitWatch>(io, child.pidfd(), [&] { ++reports; }, "child");
+  auto watch = std::make_unique<ExitWatch>(
+      io, child.pidfd(), [&] { ++reports; }, "child");
   const auto deadline = std::chrono::steady_clock::now() + 5s;
   while (reports == 0 && std::chrono::steady_clock::now() < deadline) {
     io.run_for(50ms);

@@ -19,10 +19,10 @@
 
 #include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/proto/visible_gpus.hpp"
-#include "ddprun/test_support/text.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
+#include "ddprun/test_support/text.hpp"
 
 namespace ddprun::launcher::testing {
 

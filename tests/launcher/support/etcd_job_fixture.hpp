@@ -16,8 +16,8 @@
 
 #include "ddprun/test_support/etcd_cluster.hpp"
 #include "ddprun/test_support/eventually.hpp"
-#include "ddprun/test_support/text.hpp"
 #include "ddprun/test_support/proc_status.hpp"
+#include "ddprun/test_support/text.hpp"
 #include "elastic_fixture.hpp"
 
 namespace ddprun::launcher::testing {
@@ -46,12 +46,12 @@ class EtcdJobTest : public ElasticTest {
                        const std::string& endpoints = "",
                        std::vector<std::pair<std::string, std::string>> env = {}) {
     std::vector<std::string> args = {
-        "--nnodes",        nnodes,
+        "--nnodes",         nnodes,
         "--nproc-per-node", std::to_string(nproc),
-        "--rdzv-backend",  "etcd-v3",
-        "--rdzv-endpoint", endpoints.empty() ? cluster().endpoints() : endpoints,
-        "--rdzv-id",       run_id_,
-        "--rdzv-conf",     conf,
+        "--rdzv-backend",   "etcd-v3",
+        "--rdzv-endpoint",  endpoints.empty() ? cluster().endpoints() : endpoints,
+        "--rdzv-id",        run_id_,
+        "--rdzv-conf",      conf,
         "--no-python"};
     args.insert(args.end(), program.begin(), program.end());
     return launch(name, std::move(args), std::move(env));

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <optional>
 #include <charconv>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "ddprun/proto/json_parse.hpp"
 #include "etcd_http.hpp"
@@ -22,7 +22,8 @@ std::string trim(const std::string& text) {
   return text.substr(first, text.find_last_not_of(" \t") - first + 1);
 }
 
-std::uint16_t parsePort(const std::string& what, const std::string& entry, const std::string& text) {
+std::uint16_t parsePort(const std::string& what, const std::string& entry,
+                        const std::string& text) {
   unsigned value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc{} || end != text.data() + text.size() || value == 0 || value > 65535) {
@@ -44,7 +45,8 @@ Member parseMember(const std::string& what, const std::string& entry) {
   } else {
     const auto colon = entry.find(':');
     if (colon != std::string::npos && entry.find(':', colon + 1) != std::string::npos) {
-      throw ConfigError(what + ": bad member '" + entry + "' (write an IPv6 address as [address]:port)");
+      throw ConfigError(what + ": bad member '" + entry +
+                        "' (write an IPv6 address as [address]:port)");
     }
     member.host = entry.substr(0, colon);
     if (colon != std::string::npos) port = entry.substr(colon + 1);
@@ -58,7 +60,6 @@ std::string bytesField(const json& object, const char* name) {
   const auto found = object.find(name);
   return found == object.end() ? std::string() : fromBase64(found->get<std::string>());
 }
-
 
 json parseAnswer(const std::string& path, const std::string& text) {
   std::string why;
@@ -181,9 +182,11 @@ std::string Client::post(const std::string& path, const std::string& body) {
 }
 
 Range Client::get(const std::string& key) {
-  const json answer = parseAnswer("kv/range", post("kv/range", json{{"key", toBase64(key)}}.dump()));
+  const json answer =
+      parseAnswer("kv/range", post("kv/range", json{{"key", toBase64(key)}}.dump()));
   Range range{{}, headerRevision(answer)};
-  for (const auto& kv : answer.value("kvs", json::array())) range.kvs.push_back(keyValueFromJson(kv));
+  for (const auto& kv : answer.value("kvs", json::array()))
+    range.kvs.push_back(keyValueFromJson(kv));
   return range;
 }
 
@@ -192,7 +195,8 @@ Range Client::getPrefix(const std::string& prefix, Read read) {
   if (read == Read::kSerializable) request["serializable"] = true;
   const json answer = parseAnswer("kv/range", post("kv/range", request.dump()));
   Range range{{}, headerRevision(answer)};
-  for (const auto& kv : answer.value("kvs", json::array())) range.kvs.push_back(keyValueFromJson(kv));
+  for (const auto& kv : answer.value("kvs", json::array()))
+    range.kvs.push_back(keyValueFromJson(kv));
   return range;
 }
 
@@ -213,7 +217,8 @@ TxnResult Client::txn(const std::vector<Compare>& compares, const std::vector<Op
 }
 
 std::int64_t Client::grantLease(std::chrono::seconds ttl) {
-  const json answer = parseAnswer("lease/grant", post("lease/grant", json{{"TTL", ttl.count()}}.dump()));
+  const json answer =
+      parseAnswer("lease/grant", post("lease/grant", json{{"TTL", ttl.count()}}.dump()));
   const std::int64_t id = int64Field(answer, "ID");
   if (id == 0) throw StoreError("etcd at " + describe() + " granted no lease: " + answer.dump());
   return id;
@@ -251,10 +256,10 @@ std::string fromBase64(const std::string& text) {
     return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '+' || c == '/';
   };
   const std::size_t padding = text.size() - text.find_last_not_of('=') - 1;
-  const bool ok = text.size() % 4 == 0 && (text.empty() || padding <= 2) &&
-                  std::all_of(text.begin(), text.end() - static_cast<std::ptrdiff_t>(
-                                                             text.empty() ? 0 : padding),
-                              isAlphabet);
+  const bool ok =
+      text.size() % 4 == 0 && (text.empty() || padding <= 2) &&
+      std::all_of(text.begin(),
+                  text.end() - static_cast<std::ptrdiff_t>(text.empty() ? 0 : padding), isAlphabet);
   if (!ok) {
     throw Error("not base64: '" + (text.size() > 40 ? text.substr(0, 40) + "..." : text) + "'");
   }

@@ -110,9 +110,9 @@ std::optional<std::int64_t> EtcdCoordinator::campaign() {
   if (stopping_) {
     return std::nullopt;
   }
-  const etcd::TxnResult result = client_.txn(
-      {{keys_.coordinator(), etcd::Compare::Target::kCreateRevision, 0}},
-      {{etcd::Operation::Kind::kPut, keys_.coordinator(), agent_id_, lease_()}});
+  const etcd::TxnResult result =
+      client_.txn({{keys_.coordinator(), etcd::Compare::Target::kCreateRevision, 0}},
+                  {{etcd::Operation::Kind::kPut, keys_.coordinator(), agent_id_, lease_()}});
   if (result.succeeded) {
     return result.revision;
   }
@@ -128,9 +128,8 @@ std::optional<std::int64_t> EtcdCoordinator::campaign() {
     return ours;  // ours already (we stepped down to rebuild)
   }
   // Someone else leads: wait until its key goes (its lease ended).
-  while (!stopping_ &&
-         !view_.waitUntil([&](const Snapshot& s) { return find(s, key) == nullptr; },
-                          Clock::now() + retry_)) {
+  while (!stopping_ && !view_.waitUntil([&](const Snapshot& s) { return find(s, key) == nullptr; },
+                                        Clock::now() + retry_)) {
   }
   return std::nullopt;
 }
@@ -181,8 +180,7 @@ void EtcdCoordinator::lead(std::int64_t election_revision) {
 void EtcdCoordinator::restore(rdzv::ElasticRendezvous& machine, const Snapshot& snapshot,
                               rdzv::Events& events) {
   const etcd::KeyValue* state_kv = find(snapshot, keys_.state());
-  const std::optional<StateRecord> state =
-      state_kv ? decodeState(state_kv->value) : std::nullopt;
+  const std::optional<StateRecord> state = state_kv ? decodeState(state_kv->value) : std::nullopt;
   state_revision_ = state_kv ? state_kv->mod_revision : 0;
   first_round_pending_ = state_kv == nullptr;  // no round was ever decided in this run
   const std::int64_t floor = state ? state->round : -1;
@@ -197,8 +195,8 @@ void EtcdCoordinator::restore(rdzv::ElasticRendezvous& machine, const Snapshot& 
     const NodeRecord* node = running ? state->find(member.record.id) : nullptr;
     if (node != nullptr) {
       const int world = static_cast<int>(state->nodes.size());
-      machine.rejoin(agentInfo(member.record, floor), {state->round, node->group_rank, world},
-                     now, events);
+      machine.rejoin(agentInfo(member.record, floor), {state->round, node->group_rank, world}, now,
+                     events);
     }
   }
   for (const LiveMember& member : live) {
@@ -264,8 +262,7 @@ void EtcdCoordinator::follow(rdzv::ElasticRendezvous& machine, const Snapshot& s
 
 bool EtcdCoordinator::stillElected(const Snapshot& snapshot) const {
   const etcd::KeyValue* held = find(snapshot, keys_.coordinator());
-  return held != nullptr && held->value == agent_id_ &&
-         held->create_revision == election_revision_;
+  return held != nullptr && held->value == agent_id_ && held->create_revision == election_revision_;
 }
 
 // The newest decision among `events`, written on the state key as read, only

@@ -29,8 +29,8 @@
 #include <string>
 #include <thread>
 
-#include "ddprun/rendezvous/elastic_rendezvous.hpp"
 #include "ddprun/launcher/etcd/etcd_records.hpp"
+#include "ddprun/rendezvous/elastic_rendezvous.hpp"
 #include "etcd_view.hpp"
 
 namespace ddprun::launcher::etcd_rdzv {
@@ -74,11 +74,11 @@ class EtcdCoordinator {
   std::chrono::milliseconds retry_;
 
   // The lead's bookkeeping (the coordinator's thread only).
-  std::int64_t election_revision_ = 0;   // the create revision of our election key
-  std::int64_t state_revision_ = 0;      // the state key's mod revision we wrote or read
-  bool first_round_pending_ = false;     // no state was ever written in this run
+  std::int64_t election_revision_ = 0;  // the create revision of our election key
+  std::int64_t state_revision_ = 0;     // the state key's mod revision we wrote or read
+  bool first_round_pending_ = false;    // no state was ever written in this run
   std::map<std::string, std::int64_t> restarts_seen_;  // restart key -> its mod revision seen
-  std::map<std::string, std::int64_t> joined_at_;  // member -> its key's create revision
+  std::map<std::string, std::int64_t> joined_at_;      // member -> its key's create revision
 
   std::atomic<bool> leading_{false};
   std::atomic<bool> stopping_{false};

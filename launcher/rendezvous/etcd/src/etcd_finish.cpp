@@ -3,13 +3,13 @@
 // failure here, and leaving (the lease revoked, so the others learn at once).
 #include <thread>
 
+#include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/etcd/etcd_records.hpp"
 #include "ddprun/launcher/etcd/etcd_rendezvous.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "etcd_coordinator.hpp"
 #include "etcd_lease.hpp"
-#include "ddprun/launcher/etcd/etcd_records.hpp"
 #include "etcd_view.hpp"
-#include "ddprun/launcher/core/log.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -67,34 +67,34 @@ EtcdRendezvous::Barrier EtcdRendezvous::exitBarrier(std::chrono::milliseconds ti
       client_.put(keys_->done(agent_id_), etcd_rdzv::encodeRound(round), lease_->id());
       break;
     } catch (const Error& error) {
-      log().warn("could not report this node's success to etcd ({}); trying again",
-                 error.what());
+      log().warn("could not report this node's success to etcd ({}); trying again", error.what());
       view_->waitForChange(view_->revision(), Clock::now() + lease_->ttl() / 3);
     }
   }
   std::optional<Barrier> outcome;
   while (!outcome && Clock::now() < deadline) {
     const std::int64_t seen = view_->revision();
-    outcome = view_->read([&](const etcd_rdzv::EtcdView::Snapshot& snapshot) -> std::optional<Barrier> {
-      if (const auto closed = snapshot.find(keys_->closed()); closed != snapshot.end()) {
-        const auto record = etcd_rdzv::decodeClosed(closed->second.value);
-        return record && !record->failed ? Barrier::kAllDone : Barrier::kClosed;
-      }
-      const auto state_kv = snapshot.find(keys_->state());
-      const auto state = state_kv == snapshot.end()
-                             ? std::nullopt
-                             : etcd_rdzv::decodeState(state_kv->second.value);
-      if (!state || state->round != round) {
-        return Barrier::kRoundMoved;
-      }
-      for (const etcd_rdzv::NodeRecord& node : state->nodes) {
-        const auto done = snapshot.find(keys_->done(node.id));
-        if (done == snapshot.end() || etcd_rdzv::decodeRound(done->second.value) != round) {
-          return std::nullopt;
-        }
-      }
-      return Barrier::kAllDone;
-    });
+    outcome =
+        view_->read([&](const etcd_rdzv::EtcdView::Snapshot& snapshot) -> std::optional<Barrier> {
+          if (const auto closed = snapshot.find(keys_->closed()); closed != snapshot.end()) {
+            const auto record = etcd_rdzv::decodeClosed(closed->second.value);
+            return record && !record->failed ? Barrier::kAllDone : Barrier::kClosed;
+          }
+          const auto state_kv = snapshot.find(keys_->state());
+          const auto state = state_kv == snapshot.end()
+                                 ? std::nullopt
+                                 : etcd_rdzv::decodeState(state_kv->second.value);
+          if (!state || state->round != round) {
+            return Barrier::kRoundMoved;
+          }
+          for (const etcd_rdzv::NodeRecord& node : state->nodes) {
+            const auto done = snapshot.find(keys_->done(node.id));
+            if (done == snapshot.end() || etcd_rdzv::decodeRound(done->second.value) != round) {
+              return std::nullopt;
+            }
+          }
+          return Barrier::kAllDone;
+        });
     if (!outcome) {
       view_->waitForChange(seen, deadline);
     }
@@ -110,16 +110,18 @@ bool EtcdRendezvous::closeJob(bool failed) {
     const std::int64_t lease = client_.grantLease(lease_->ttl());
     using Kind = etcd::Operation::Kind;
     client_.txn({{keys_->closed(), etcd::Compare::Target::kCreateRevision, 0}},
-                {{Kind::kPut, keys_->closed(), etcd_rdzv::encode(etcd_rdzv::ClosedRecord{failed, agent_id_}), lease},
+                {{Kind::kPut, keys_->closed(),
+                  etcd_rdzv::encode(etcd_rdzv::ClosedRecord{failed, agent_id_}), lease},
                  {Kind::kDelete, keys_->state(), "", 0},
                  {Kind::kDelete, keys_->ready(), "", 0},
                  {Kind::kDeletePrefix, keys_->restarts(), "", 0},
                  {Kind::kDeletePrefix, keys_->dones(), "", 0}});
     return true;
   } catch (const Error& error) {
-    log().error("could not close the job in etcd ({}): the other nodes learn of it when this "
-                "node's lease ends",
-                error.what());
+    log().error(
+        "could not close the job in etcd ({}): the other nodes learn of it when this "
+        "node's lease ends",
+        error.what());
     return false;
   }
 }

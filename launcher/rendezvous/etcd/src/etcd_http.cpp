@@ -9,12 +9,11 @@
 // clang-format on
 
 #include <cctype>
+#include <nlohmann/json.hpp>
 #include <optional>
 
-#include <nlohmann/json.hpp>
-
-#include "ddprun/proto/json_parse.hpp"
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/json_parse.hpp"
 
 namespace ddprun::launcher::etcd::detail {
 namespace {
@@ -95,7 +94,8 @@ std::optional<std::string> checkAnswer(const Member& member, const std::string& 
     }
   }
   if (answer.status == 200 && message.empty() && code < 0) return std::nullopt;
-  if (message.empty()) message = "HTTP " + std::to_string(answer.status) + ": " + firstLine(answer.body);
+  if (message.empty())
+    message = "HTTP " + std::to_string(answer.status) + ": " + firstLine(answer.body);
   if (memberCannotServe(code, answer.status)) return message;
   throw GatewayError("etcd at " + describeMember(member) + ": " + target + ": " + message, code);
 }
@@ -123,7 +123,8 @@ std::string describeMember(const Member& member) {
 }
 
 struct Connection::Impl {
-  Impl(const ClientOptions& client_options, Member to) : options(client_options), member(std::move(to)) {}
+  Impl(const ClientOptions& client_options, Member to)
+      : options(client_options), member(std::move(to)) {}
 
   const ClientOptions& options;
   Member member;
@@ -164,8 +165,7 @@ struct Connection::Impl {
   // The phrase for a failed operation; `what` names the step.
   std::string failure(const std::string& what, const error_code& ec) const {
     if (ec == beast::error::timeout) {
-      return what + ": no answer within " + std::to_string(options.request_timeout.count()) +
-             " ms";
+      return what + ": no answer within " + std::to_string(options.request_timeout.count()) + " ms";
     }
     std::string text = ec.message();
     if (!text.empty()) {
@@ -201,8 +201,9 @@ struct Connection::Impl {
     request.body() = body;
     request.prepare_payload();
     lowest().expires_at(deadline);
-    const error_code ec = onStream(
-        [&](auto& stream, auto handler) { http::async_write(stream, request, std::move(handler)); });
+    const error_code ec = onStream([&](auto& stream, auto handler) {
+      http::async_write(stream, request, std::move(handler));
+    });
     if (ec) throw MemberFailure(failure("sending " + target, ec));
     parser.emplace();
     parser->body_limit(kAnswerLimit);

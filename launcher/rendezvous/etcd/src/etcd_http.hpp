@@ -12,13 +12,12 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "ddprun/launcher/etcd/etcd_client.hpp"
 #include "ddprun/proto/errors.hpp"
@@ -48,8 +47,7 @@ std::string describeMember(const Member& member);
 // the gRPC status code the gateway reports (5: not found).
 class GatewayError : public StoreError {
  public:
-  GatewayError(const std::string& message, int grpc_code)
-      : StoreError(message), code(grpc_code) {}
+  GatewayError(const std::string& message, int grpc_code) : StoreError(message), code(grpc_code) {}
   int code;
 };
 

@@ -112,11 +112,10 @@ std::optional<StateRecord> decodeState(const std::string& text) {
     record.first = object.value("first", false);
     record.world_size = object.at("world_size").get<int>();
     for (const json& node : object.at("nodes")) {
-      record.nodes.push_back({node.at("id").get<std::string>(),
-                              intIn(node, "group_rank", 0, 1 << 20),
-                              intIn(node, "base_rank", 0, 1 << 30),
-                              intIn(node, "local_world_size", 1, 1 << 20),
-                              node.at("store_host").get<std::string>(), portOf(node)});
+      record.nodes.push_back(
+          {node.at("id").get<std::string>(), intIn(node, "group_rank", 0, 1 << 20),
+           intIn(node, "base_rank", 0, 1 << 30), intIn(node, "local_world_size", 1, 1 << 20),
+           node.at("store_host").get<std::string>(), portOf(node)});
     }
     return record;
   });

@@ -4,15 +4,15 @@
 
 #include <climits>
 
+#include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/etcd/etcd_records.hpp"
 #include "ddprun/launcher/host/socket_interface.hpp"
+#include "ddprun/launcher/rendezvous/wait_notice.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "etcd_coordinator.hpp"
 #include "etcd_lease.hpp"
-#include "ddprun/launcher/etcd/etcd_records.hpp"
 #include "etcd_view.hpp"
-#include "ddprun/launcher/core/log.hpp"
-#include "ddprun/launcher/rendezvous/wait_notice.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -87,8 +87,8 @@ EtcdRendezvous::EtcdRendezvous(const LaunchConfig& config, const NodeInfo& node)
       local_world_size_(node.nproc),
       client_(etcdClientOptions(config)) {
   const auto prefix = confValue(config.rdzv_conf, {"etcd_prefix"});
-  keys_ = std::make_unique<etcd_rdzv::Keys>(prefix.empty() ? kDefaultPrefix : prefix,
-                                            config.rdzv_id);
+  keys_ =
+      std::make_unique<etcd_rdzv::Keys>(prefix.empty() ? kDefaultPrefix : prefix, config.rdzv_id);
   rdzv::ServerOptions store_options;  // every interface: other nodes' workers connect
   store_options.port = 0;
   worker_store_ = std::make_unique<rdzv::Server>(store_options);
@@ -147,15 +147,16 @@ bool EtcdRendezvous::join() {
   // from node 0 before they connect (no worker has written anything yet).
   worker_store_->start();
   {
-    auto view = std::make_unique<EtcdView>(client_, keys_->base, interval,
-                                           [this] { onViewChange(); });
+    auto view =
+        std::make_unique<EtcdView>(client_, keys_->base, interval, [this] { onViewChange(); });
     std::lock_guard lock(wait_mutex_);
     view_ = std::move(view);
     view_ready_ = true;
   }
   if (decide().closed) {
-    throw Error(describe() + " is closed: a job with this run id has just ended; use another "
-                             "--rdzv-id, or start again in a few seconds");
+    throw Error(describe() +
+                " is closed: a job with this run id has just ended; use another "
+                "--rdzv-id, or start again in a few seconds");
   }
   rdzv::ElasticSettings settings;
   settings.min_nodes = config_.min_nodes;
@@ -224,13 +225,17 @@ std::optional<WorkerGroup> EtcdRendezvous::nextGroup() {
       const etcd_rdzv::NodeRecord& zero = state->nodes.front();
       returned_ = state->round;
       was_member_ = true;
-      return WorkerGroup{static_cast<int>(state->round), me->group_rank,
-                         static_cast<int>(state->nodes.size()), me->base_rank, state->world_size,
-                         zero.store_host, zero.store_port};
+      return WorkerGroup{static_cast<int>(state->round),
+                         me->group_rank,
+                         static_cast<int>(state->nodes.size()),
+                         me->base_rank,
+                         state->world_size,
+                         zero.store_host,
+                         zero.store_port};
     }
     // A spare waits as long as the round is full.
-    const bool spare = news && me == nullptr &&
-                       static_cast<int>(state->nodes.size()) >= config_.max_nodes;
+    const bool spare =
+        news && me == nullptr && static_cast<int>(state->nodes.size()) >= config_.max_nodes;
     if (notice.expired() && !spare) {
       throw TimeoutError("no round of the " + describe() + " took this node within join_timeout (" +
                          describeSeconds(config_.rdzv_conf.joinTimeout()) + "): " + waitingFor());
@@ -262,7 +267,8 @@ std::string EtcdRendezvous::waitingFor() {
   const auto& state = decision.state;
   if (state && !state->suspended && state->round > returned_) {
     if (state->find(agent_id_) == nullptr) {
-      return "a place in round " + std::to_string(state->round) + " (it is full: this node is a spare)";
+      return "a place in round " + std::to_string(state->round) +
+             " (it is full: this node is a spare)";
     }
     return "node 0 (" + state->nodes.front().id + ") to ready the workers' store of round " +
            std::to_string(state->round);

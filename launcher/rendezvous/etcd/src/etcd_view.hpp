@@ -34,8 +34,8 @@ class EtcdView {
   using Snapshot = std::map<std::string, etcd::KeyValue>;
 
   // Starts watching and reads the prefix; returns once the read is in
-  // (throws EtcdUnavailable when no member serves them). `retry` is how long a broken watch waits before trying
-  // again.
+  // (throws EtcdUnavailable when no member serves them). `retry` is how long a broken watch waits
+  // before trying again.
   EtcdView(etcd::Client& client, std::string prefix, std::chrono::milliseconds retry,
            std::function<void()> on_change);
   ~EtcdView();
@@ -76,12 +76,12 @@ class EtcdView {
   std::condition_variable changed_;
   Snapshot kvs_;
   std::int64_t revision_ = 0;
-  std::int64_t base_revision_ = 0;  // the last full read's revision
-  bool loaded_ = false;             // the first full read is in
+  std::int64_t base_revision_ = 0;          // the last full read's revision
+  bool loaded_ = false;                     // the first full read is in
   std::optional<std::string> first_error_;  // why the first watch or read failed
   bool watching_ = false;
   bool stopping_ = false;
-  std::uint64_t wakes_ = 0;  // wake() calls, so a waitForChange() sees one
+  std::uint64_t wakes_ = 0;             // wake() calls, so a waitForChange() sees one
   std::unique_ptr<etcd::Watch> watch_;  // the open watch, for cancel()
   std::thread thread_;
 };

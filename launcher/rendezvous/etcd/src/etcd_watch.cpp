@@ -54,8 +54,8 @@ class JsonObjectSplitter {
 
 WatchEvent eventFromJson(const json& event) {
   WatchEvent result;
-  result.type = event.value("type", "PUT") == "DELETE" ? WatchEvent::Type::kDelete
-                                                       : WatchEvent::Type::kPut;
+  result.type =
+      event.value("type", "PUT") == "DELETE" ? WatchEvent::Type::kDelete : WatchEvent::Type::kPut;
   result.kv = detail::keyValueFromJson(event.value("kv", json::object()));
   return result;
 }
@@ -137,7 +137,8 @@ void Watch::run(const EventHandler& on_events,
       const auto deadline = detail::Clock::now() + options.request_timeout;
       stream.connection.open(deadline);
       detail::HttpAnswer refused;
-      refused.status = stream.connection.startStream(target, request.dump(), deadline, refused.body);
+      refused.status =
+          stream.connection.startStream(target, request.dump(), deadline, refused.body);
       const auto refusal = detail::checkAnswer(member, target, refused);
       if (refusal) {
         failures.push_back(detail::describeMember(member) + ": " + *refusal);
@@ -156,8 +157,8 @@ void Watch::run(const EventHandler& on_events,
 }
 
 void Watch::streamEvents(Stream& stream, const EventHandler& on_events) {
-  const std::string from = "etcd at " + detail::describeMember(stream.member) + ": the watch of '" +
-                           prefix_ + "' ";
+  const std::string from =
+      "etcd at " + detail::describeMember(stream.member) + ": the watch of '" + prefix_ + "' ";
   try {
     while (readOnce(stream, std::nullopt, on_events)) {
     }
@@ -186,8 +187,9 @@ void Watch::handleMessage(Stream& stream, const std::string& text, const EventHa
   if (!message.is_object()) throw StoreError(from + ": the watch answered bad JSON: " + text);
   if (message.contains("error")) {
     const auto& error = message["error"];
-    throw EtcdUnavailable(from + ": the watch of '" + prefix_ + "' failed: " +
-                          (error.is_object() ? error.value("message", error.dump()) : error.dump()));
+    throw EtcdUnavailable(
+        from + ": the watch of '" + prefix_ +
+        "' failed: " + (error.is_object() ? error.value("message", error.dump()) : error.dump()));
   }
   const json result = message.value("result", json::object());
   const std::int64_t compacted = detail::int64Field(result, "compact_revision");

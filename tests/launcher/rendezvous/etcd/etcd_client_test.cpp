@@ -1,5 +1,7 @@
 // The etcd client against a real etcd cluster (tests/support's EtcdCluster):
 // keys, transactions, leases, a watch, failover between members, and TLS.
+#include "ddprun/launcher/etcd/etcd_client.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -8,7 +10,6 @@
 #include <thread>
 #include <vector>
 
-#include "ddprun/launcher/etcd/etcd_client.hpp"
 #include "ddprun/test_support/etcd_cluster.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"
@@ -25,7 +26,6 @@ ClientOptions optionsFor(const std::string& endpoints) {
   options.request_timeout = 2s;
   return options;
 }
-
 
 class EtcdClientTest : public ::testing::Test {
  protected:
@@ -73,8 +73,9 @@ TEST_F(EtcdClientTest, TxnCreatesOnlyWhenAbsent) {
   EXPECT_EQ(client.get("/job/loser").kvs.at(0).value, "second");
 
   const std::int64_t mod = client.get("/job/owner").kvs.at(0).mod_revision;
-  EXPECT_TRUE(client.txn({{"/job/owner", Compare::Target::kModRevision, mod}},
-                         {{Operation::Kind::kDeletePrefix, "/job/", "", 0}})
+  EXPECT_TRUE(client
+                  .txn({{"/job/owner", Compare::Target::kModRevision, mod}},
+                       {{Operation::Kind::kDeletePrefix, "/job/", "", 0}})
                   .succeeded);
   EXPECT_TRUE(client.getPrefix("/job/").kvs.empty());
 }
@@ -109,8 +110,7 @@ TEST_F(EtcdClientTest, WatchSeesPutsAndDeletesInOrderAndCancelsPromptly) {
   const std::int64_t put_a = client.put("/job/a", "1");
   client.put("/outside", "ignored");
   const std::int64_t put_b = client.put("/job/b", "2");
-  const std::int64_t del_a =
-      client.txn({}, {{Operation::Kind::kDelete, "/job/a", "", 0}}).revision;
+  const std::int64_t del_a = client.txn({}, {{Operation::Kind::kDelete, "/job/a", "", 0}}).revision;
   const auto count = [&] {
     std::lock_guard lock(mutex);
     return seen.size();
@@ -183,7 +183,8 @@ TEST_F(EtcdClientTest, WatchFromACompactedRevisionThrowsWatchCompacted) {
 
 TEST_F(EtcdClientTest, WatchFailsOverFromADeadFirstMember) {
   EtcdCluster cluster({.members = 1});
-  Client client(optionsFor("127.0.0.1:" + std::to_string(test_support::freeLoopbackPort()) + "," + cluster.endpoints()));
+  Client client(optionsFor("127.0.0.1:" + std::to_string(test_support::freeLoopbackPort()) + "," +
+                           cluster.endpoints()));
   const std::int64_t revision = client.put("/job/a", "1");
   Watch watch(client, "/job/", revision);
   std::int64_t got = 0;
@@ -203,8 +204,8 @@ TEST_F(EtcdClientTest, CallFailsOverFromADeadFirstMember) {
   const int leader = cluster.leader();
   const int victim = (leader + 1) % 3;
   const std::string dead = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
-  Client client(optionsFor(dead + "," + cluster.endpoint(victim) + "," +
-                           cluster.endpoint(leader) + "," + cluster.endpoint((leader + 2) % 3)));
+  Client client(optionsFor(dead + "," + cluster.endpoint(victim) + "," + cluster.endpoint(leader) +
+                           "," + cluster.endpoint((leader + 2) % 3)));
   EXPECT_EQ(client.currentMember(), 0u);
   client.put("/job/a", "1");
   EXPECT_EQ(client.currentMember(), 1u);
@@ -224,10 +225,9 @@ TEST_F(EtcdClientTest, NoMemberServingGivesOneLineNamingEachMember) {
     client.get("/job/a");
     FAIL() << "no EtcdUnavailable";
   } catch (const EtcdUnavailable& e) {
-    EXPECT_EQ(std::string(e.what()), "etcd at " + first + "," + second +
-                                         ": no member served /v3/kv/range (" + first +
-                                         ": connection refused; " + second +
-                                         ": connection refused)");
+    EXPECT_EQ(std::string(e.what()),
+              "etcd at " + first + "," + second + ": no member served /v3/kv/range (" + first +
+                  ": connection refused; " + second + ": connection refused)");
   }
 }
 
@@ -266,8 +266,9 @@ TEST_F(EtcdClientTlsTest, AMismatchedCaGivesOneLineNamingTls) {
     FAIL() << "no EtcdUnavailable";
   } catch (const EtcdUnavailable& e) {
     const std::string message = e.what();
-    EXPECT_NE(message.find(cluster.endpoint(0) + ": TLS handshake failed: certificate verify failed"),
-              std::string::npos)
+    EXPECT_NE(
+        message.find(cluster.endpoint(0) + ": TLS handshake failed: certificate verify failed"),
+        std::string::npos)
         << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }

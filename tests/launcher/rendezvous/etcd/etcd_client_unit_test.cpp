@@ -22,8 +22,8 @@ TEST(EtcdMembers, ParsesHostsPortsAndBracketedIpv6) {
 }
 
 TEST(EtcdMembers, BadEntriesGiveOneLineNamingWhatAndTheEntry) {
-  for (const std::string list : {"", "a,,b", "a:0", "a:65536", "a:x", "a:", ":2379", "::1:2379",
-                                 "[::1", "[]:1", "[::1]x"}) {
+  for (const std::string list :
+       {"", "a,,b", "a:0", "a:65536", "a:x", "a:", ":2379", "::1:2379", "[::1", "[]:1", "[::1]x"}) {
     try {
       parseMembers("--rdzv-endpoint", list);
       ADD_FAILURE() << "accepted '" << list << "'";

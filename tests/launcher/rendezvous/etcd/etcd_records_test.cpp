@@ -21,8 +21,8 @@ TEST(EtcdRecords, RecordsRoundTrip) {
   EXPECT_EQ(decodeMember(encode(member)), member);
   const MemberRecord no_hint{"h2:7", 2, std::nullopt, -1, "h2", 1};
   EXPECT_EQ(decodeMember(encode(no_hint)), no_hint);
-  const StateRecord state{5, false, true, 6,
-                          {{"a", 0, 0, 4, "10.0.0.1", 41000}, {"b", 1, 4, 2, "b", 9}}};
+  const StateRecord state{
+      5, false, true, 6, {{"a", 0, 0, 4, "10.0.0.1", 41000}, {"b", 1, 4, 2, "b", 9}}};
   EXPECT_EQ(decodeState(encode(state)), state);
   ASSERT_NE(state.find("b"), nullptr);
   EXPECT_EQ(state.find("b")->base_rank, 4);

@@ -5,11 +5,12 @@
 // LibTorch has CUDA) on top of it. Built once, on the main thread.
 #pragma once
 
+#include <torch/types.h>
+
 #include <chrono>
 #include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/types.h>
 
 #include "ddprun/proto/env_contract.hpp"
 
@@ -19,7 +20,7 @@ struct DistributedContext {
   proto::WorkerEnv env;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroup> group;
-  std::string backend;  // "gloo" or "nccl"
+  std::string backend;                // "gloo" or "nccl"
   torch::Device device{torch::kCPU};  // where the model, batches and collectives live
 };
 

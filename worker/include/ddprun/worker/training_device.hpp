@@ -9,13 +9,14 @@
 // against one trains with NCCL only). Stateless; main thread.
 #pragma once
 
+#include <torch/types.h>
+
 #include <chrono>
 #include <iosfwd>
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/types.h>
 
 #include "ddprun/proto/visible_gpus.hpp"
 

@@ -28,10 +28,10 @@ struct EtcdClusterOptions {
 };
 
 struct EtcdTlsFiles {
-  std::filesystem::path ca;          // the CA the members' certificates chain to
-  std::filesystem::path cert;        // a client certificate that CA signed
-  std::filesystem::path key;         // its key
-  std::filesystem::path other_ca;    // a CA that signed nothing the members use
+  std::filesystem::path ca;        // the CA the members' certificates chain to
+  std::filesystem::path cert;      // a client certificate that CA signed
+  std::filesystem::path key;       // its key
+  std::filesystem::path other_ca;  // a CA that signed nothing the members use
 };
 
 // What one etcdctl run printed and how it ended.

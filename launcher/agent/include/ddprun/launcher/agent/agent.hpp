@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "ddprun/launcher/config/worker_environment.hpp"
 #include "ddprun/launcher/core/rendezvous.hpp"
 #include "ddprun/launcher/core/run_result.hpp"
-#include "ddprun/launcher/config/worker_environment.hpp"
 #include "ddprun/launcher/core/worker_output.hpp"
 
 namespace ddprun::launcher {

@@ -1,10 +1,9 @@
 // Counts the CUDA GPUs a worker would see, as PyTorch does (NVML, then the
 // CUDA driver; ddprun/proto/visible_gpus.hpp), in a short-lived child:
-// `<this ddprun> devices --json` (with --count-only for the count). Neither library is ever loaded into the
-// agent, so counting leaves no driver threads, CUDA state or memory in a
-// process that lives as long as the job. Must run in the ddprun executable
-// (the child is /proc/self/exe); tests ask proto::probeVisibleGpus instead.
-// Each is asked once per process; safe from any thread.
+// `<this ddprun> devices --json` (with --count-only for the count). Neither library is ever loaded
+// into the agent, so counting leaves no driver threads, CUDA state or memory in a process that
+// lives as long as the job. Must run in the ddprun executable (the child is /proc/self/exe); tests
+// ask proto::probeVisibleGpus instead. Each is asked once per process; safe from any thread.
 #pragma once
 
 #include <string>

@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ddprun/launcher/host/cpu_topology.hpp"
 #include "ddprun/launcher/core/launch_config.hpp"
+#include "ddprun/launcher/host/cpu_topology.hpp"
 
 namespace ddprun::launcher {
 

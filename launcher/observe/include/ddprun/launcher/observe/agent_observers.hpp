@@ -14,8 +14,8 @@
 #include <string>
 
 #include "ddprun/launcher/core/agent_events.hpp"
-#include "ddprun/launcher/observe/agent_metrics.hpp"
 #include "ddprun/launcher/core/launch_config.hpp"
+#include "ddprun/launcher/observe/agent_metrics.hpp"
 #include "ddprun/metrics/registry.hpp"
 #include "ddprun/rendezvous/metrics_endpoint.hpp"
 

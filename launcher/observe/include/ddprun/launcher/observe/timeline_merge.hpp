@@ -63,8 +63,7 @@ class MixedRunsError : public TraceError {
 // timeline (no "agent start" event), or one that can be placed on neither
 // clock; MixedRunsError naming each file and its run when they are of
 // different runs and `mixed` is kRefuse.
-MergedTrace mergeTraces(const std::vector<NodeTrace>& nodes,
-                        MixedRuns mixed = MixedRuns::kRefuse);
+MergedTrace mergeTraces(const std::vector<NodeTrace>& nodes, MixedRuns mixed = MixedRuns::kRefuse);
 
 // The JSON Array Format, closed: "[", one event a line, "]".
 std::string formatTrace(const std::vector<TraceEvent>& events);

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/output/console.hpp"
 #include "ddprun/launcher/core/worker_output.hpp"
+#include "ddprun/launcher/output/console.hpp"
 #include "ddprun/net/asio.hpp"
 
 namespace ddprun::launcher {

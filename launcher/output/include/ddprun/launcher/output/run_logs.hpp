@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "ddprun/launcher/core/worker_output.hpp"
 #include "ddprun/launcher/core/launch_config.hpp"
+#include "ddprun/launcher/core/worker_output.hpp"
 
 namespace ddprun::launcher {
 

@@ -14,8 +14,8 @@
 #include <atomic>
 #include <memory>
 
-#include "ddprun/launcher/rendezvous/elastic_membership.hpp"
 #include "ddprun/launcher/core/rendezvous.hpp"
+#include "ddprun/launcher/rendezvous/elastic_membership.hpp"
 
 namespace ddprun::rdzv {
 class Server;

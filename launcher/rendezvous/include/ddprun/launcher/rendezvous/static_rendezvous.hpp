@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/launcher/rendezvous/clock_sync.hpp"
 #include "ddprun/launcher/core/rendezvous.hpp"
+#include "ddprun/launcher/rendezvous/clock_sync.hpp"
 
 namespace ddprun::rdzv {
 class Server;

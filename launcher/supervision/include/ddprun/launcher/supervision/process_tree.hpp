@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "ddprun/launcher/process/subprocess.hpp"
-#include "ddprun/net/asio.hpp"
 #include "ddprun/launcher/supervision/exit_watch.hpp"
+#include "ddprun/net/asio.hpp"
 
 namespace ddprun::launcher {
 

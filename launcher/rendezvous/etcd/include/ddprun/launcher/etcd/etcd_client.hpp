@@ -86,8 +86,8 @@ struct Operation {
   enum class Kind { kPut, kDelete, kDeletePrefix };
   Kind kind = Kind::kPut;
   std::string key;
-  std::string value;        // kPut
-  std::int64_t lease = 0;   // kPut: 0 for none
+  std::string value;       // kPut
+  std::int64_t lease = 0;  // kPut: 0 for none
 };
 
 struct TxnResult {
@@ -162,8 +162,7 @@ class Watch {
 
   // `on_events(events, revision)`: `revision` is the store's revision the
   // batch brings the watcher up to.
-  using EventHandler =
-      std::function<void(const std::vector<WatchEvent>&, std::int64_t revision)>;
+  using EventHandler = std::function<void(const std::vector<WatchEvent>&, std::int64_t revision)>;
   // `on_created(revision)`, if given, once the member has created the watch,
   // with the store's revision then: a watch from 0 ("from now") sees every
   // change after it.

@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "ddprun/launcher/etcd/etcd_client.hpp"
 #include "ddprun/launcher/core/rendezvous.hpp"
+#include "ddprun/launcher/etcd/etcd_client.hpp"
 
 namespace ddprun::rdzv {
 class Server;
@@ -90,8 +90,8 @@ class EtcdRendezvous final : public Rendezvous {
   std::unique_ptr<etcd_rdzv::EtcdCoordinator> coordinator_;
 
   std::atomic<bool> cancelled_{false};
-  std::mutex wait_mutex_;  // guards view_'s creation against cancelWait()
-  std::condition_variable wait_;  // join()'s pause between tries; cancelWait() ends it
+  std::mutex wait_mutex_;                // guards view_'s creation against cancelWait()
+  std::condition_variable wait_;         // join()'s pause between tries; cancelWait() ends it
   std::atomic<bool> view_ready_{false};  // view_ is set: the watch thread may read it
   bool joined_ = false;
   std::atomic<std::int64_t> returned_{-1};  // the round nextGroup() returned last
