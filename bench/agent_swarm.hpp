@@ -1,6 +1,6 @@
 // N simulated ddprun agents in one process, each speaking the c10d
 // rendezvous protocol (docs/rendezvous-protocol.md) to a real ddprund with
-// the bytes the real agent sends (launcher/src/elastic_lease.cpp and
+// the bytes the real agent sends (launcher/rendezvous/src/elastic_lease.cpp and
 // elastic_membership.cpp, through rdzv::StoreClient):
 //   - a lease connection: VALIDATE + PING, SET join; a heartbeat (SET
 //     heartbeat + PING) every keep_alive_interval; store_ready when it is

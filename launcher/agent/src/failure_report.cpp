@@ -48,7 +48,7 @@ std::optional<nlohmann::json> errorFileJson(const std::string& error_file) {
 
 // The traceback (or message) a worker's @record left, if it left one. The
 // file can only be this attempt's: its directory is the run's own and was
-// emptied before the attempt started (RunLogs in worker_output.hpp).
+// emptied before the attempt started (RunLogs in output/run_logs.hpp).
 std::optional<std::string> recordedError(const std::string& error_file) {
   const auto json = errorFileJson(error_file);
   if (!json) {
