@@ -37,6 +37,18 @@ std::string nodes(const ElasticOptions& options) {
   return "--nnodes " + std::to_string(options.min_nodes) + ":" + std::to_string(options.max_nodes);
 }
 
+// When round 0 forms, for a range of nodes: a job that waits out the last
+// call must not look stuck, so the wait says what it waits for.
+std::string firstRoundRule(const ElasticOptions& options) {
+  if (options.min_nodes >= options.max_nodes) {
+    return "";
+  }
+  return ": it forms when " + std::to_string(options.max_nodes) +
+         " nodes have joined, or last_call_timeout (" + describeSeconds(options.last_call_timeout) +
+         ") after the " + std::to_string(options.min_nodes) +
+         " needed have (--rdzv-conf last_call_timeout=<s>)";
+}
+
 bool isLast(EventType type) {
   return type == EventType::kClosed || type == EventType::kLeft || type == EventType::kError;
 }
@@ -220,8 +232,10 @@ std::string ElasticMembership::waitingFor() {
   if (suspended_) {
     return "nodes to rejoin " + where + ": the round fell below " + nodes(options_);
   }
-  return (returned_ < 0 ? "round 0" : "the next round") + std::string(" of ") + where + " (" +
-         nodes(options_) + ")";
+  if (returned_ >= 0) {
+    return "the next round of " + where + " (" + nodes(options_) + ")";
+  }
+  return "round 0 of " + where + " (" + nodes(options_) + ")" + firstRoundRule(options_);
 }
 
 std::string ElasticMembership::timeoutMessage() const {

@@ -183,6 +183,21 @@ TEST_F(DdprunRendezvousTest, AC10dAgentSaysItWaitsForARound) {
   EXPECT_TRUE(contains(outcome.stderr_text, "fewer than 2 nodes joined")) << outcome.stderr_text;
 }
 
+// With a range of nodes, round 0 waits for the last call after the minimum
+// has joined: the notice names last_call_timeout, so the job does not look
+// stuck for those 30 s.
+TEST_F(DdprunRendezvousTest, ARangeOfNodesSaysRoundZeroWaitsForTheLastCall) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
+  Subprocess agent = start({"--nnodes", "2:4", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                            endpoint, "--rdzv-conf", "join_timeout=3,last_call_timeout=7",
+                            "--no-python", DDPRUN_FAKE_WORKER});
+  EXPECT_TRUE(stderrShows("last_call_timeout (7 s) after the 2 needed have", 1500ms))
+      << stderrText();
+  EXPECT_TRUE(contains(stderrText(), "forms when 4 nodes have joined")) << stderrText();
+  const Outcome outcome = waitFor(agent, 20s);
+  EXPECT_EQ(outcome.status.shellCode(), 1) << outcome.stderr_text;
+}
+
 // Two agents claiming one --node-rank: the one refused says so and exits 2
 // (bad flags), though the claim is decided on the agent's waiter thread.
 TEST_F(DdprunRendezvousTest, ANodeRankClaimedTwiceIsExitTwo) {
