@@ -2,16 +2,35 @@
 // PyTorch's own DistributedSampler gives, and train runs unchanged under
 // Debian's torchrun (its agent store and its environment).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <regex>
 #include <sstream>
 
+#include "ddprun/test_support/files.hpp"
 #include "ddprun/worker/distributed_sampler.hpp"
 #include "ddprun/worker/snapshot.hpp"
 #include "train_runner.hpp"
 
 namespace ddprun::worker::testing {
 namespace {
+
+// torchrun's --standalone, but on a free port: 1.13's --standalone always
+// hosts its store at localhost:29400, so two tests running it at once (ctest
+// -j2) met in one store and one of them failed.
+std::vector<std::string> torchrunStandalone() {
+  return {DDPRUN_TORCH_PYTHON,
+          "-m",
+          "torch.distributed.run",
+          "--nnodes",
+          "1",
+          "--rdzv_backend",
+          "c10d",
+          "--rdzv_endpoint",
+          "localhost:" + std::to_string(test_support::freeLoopbackPort()),
+          "--rdzv_id",
+          "train-compat-" + std::to_string(::getpid())};
+}
 
 class TrainCompatTest : public ::testing::Test {
  protected:
@@ -81,21 +100,9 @@ TEST_F(TrainCompatTest, SamplerShardsMatchPyTorchsDistributedSampler) {
 // does not exist, so the workers' output stays on the launcher's.
 TEST_F(TrainCompatTest, TrainRunsUnderTorchrunAndResumesThere) {
   const std::string path = runner_.snapshot("torchrun.pt");
-  const std::vector<std::string> torchrun = {DDPRUN_TORCH_PYTHON,
-                                             "-m",
-                                             "torch.distributed.run",
-                                             "--standalone",
-                                             "--nproc_per_node",
-                                             "2",
-                                             "--max_restarts",
-                                             "1",
-                                             "-r",
-                                             "9:1",
-                                             "-t",
-                                             "9:1",
-                                             "--no_python",
-                                             TRAIN_BINARY};
-  auto argv = torchrun;
+  auto argv = torchrunStandalone();
+  argv.insert(argv.end(), {"--nproc_per_node", "2", "--max_restarts", "1", "-r", "9:1", "-t", "9:1",
+                           "--no_python", TRAIN_BINARY});
   argv.insert(argv.end(), {"--total-epochs", "4", "--save-every", "1", "--snapshot-path", path,
                            "--fail-at-epoch", "2", "--fail-rank", "1"});
   const auto run = runner_.run(argv);
@@ -121,11 +128,11 @@ std::vector<std::string> epochLosses(const std::string& output) {
 // the same global loss every epoch, to the 6 digits both print. Both on Gloo:
 // on a GPU node they would otherwise each pick NCCL, if they can.
 TEST_F(TrainCompatTest, TrainAndPythonDdpReportTheSameLosses) {
-  const auto python_run =
-      runner_.run({DDPRUN_TORCH_PYTHON, "-m", "torch.distributed.run", "--standalone",
-                   "--nproc_per_node", "2", "-r", "9:1", "-t", "9:1", DDPRUN_PYTHON_DDP_SCRIPT,
-                   "--task", "mlp", "--total-epochs", "3", "--threads", "1", "--backend", "gloo"},
-                  {{"OMP_NUM_THREADS", "1"}});
+  auto torchrun = torchrunStandalone();
+  torchrun.insert(torchrun.end(),
+                  {"--nproc_per_node", "2", "-r", "9:1", "-t", "9:1", DDPRUN_PYTHON_DDP_SCRIPT,
+                   "--task", "mlp", "--total-epochs", "3", "--threads", "1", "--backend", "gloo"});
+  const auto python_run = runner_.run(torchrun, {{"OMP_NUM_THREADS", "1"}});
   ASSERT_TRUE(python_run.status.success()) << describe(python_run);
   const auto train_run =
       runner_.ddprun(2, {"--task", "mlp", "--total-epochs", "3", "--threads", "1", "--backend",
