@@ -13,9 +13,10 @@
 # once, then a count per check; 2 for a bad argument, a missing compile
 # database or a missing or wrong clang-tidy, with one line saying which.
 #
-# It takes about 25 minutes on 2 cores: about 130 files, 46 minutes one at a
-# time (DDPRUN_TIDY_JOBS=1), of which the 12 of worker/ that include LibTorch
-# take over a minute each. That is why CI does not run it.
+# Time: about 31 minutes of CPU for the 131 files (the 12 of worker/ that
+# include LibTorch take over a minute each), so about 16 minutes on 2 free
+# cores; one file at a time on 2 cores busy with other builds, 46 to 65
+# minutes. That is why CI does not run it.
 #
 # clang 14 cannot parse LibTorch 1.13's headers as C++20 (ATen's List.h uses
 # std::vector<IValue> before IValue is complete, which libstdc++ 12's
