@@ -18,7 +18,9 @@ using nlohmann::json;
 
 std::string trim(const std::string& text) {
   const auto first = text.find_first_not_of(" \t");
-  if (first == std::string::npos) return "";
+  if (first == std::string::npos) {
+    return "";
+  }
   return text.substr(first, text.find_last_not_of(" \t") - first + 1);
 }
 
@@ -39,9 +41,13 @@ Member parseMember(const std::string& what, const std::string& entry) {
     const auto close = entry.find(']');
     const bool ok = close != std::string::npos && close > 1 &&
                     (close + 1 == entry.size() || entry[close + 1] == ':');
-    if (!ok) throw ConfigError(what + ": bad member '" + entry + "' (want [address]:port)");
+    if (!ok) {
+      throw ConfigError(what + ": bad member '" + entry + "' (want [address]:port)");
+    }
     member.host = entry.substr(1, close - 1);
-    if (close + 1 < entry.size()) port = entry.substr(close + 2);
+    if (close + 1 < entry.size()) {
+      port = entry.substr(close + 2);
+    }
   } else {
     const auto colon = entry.find(':');
     if (colon != std::string::npos && entry.find(':', colon + 1) != std::string::npos) {
@@ -49,10 +55,16 @@ Member parseMember(const std::string& what, const std::string& entry) {
                         "' (write an IPv6 address as [address]:port)");
     }
     member.host = entry.substr(0, colon);
-    if (colon != std::string::npos) port = entry.substr(colon + 1);
+    if (colon != std::string::npos) {
+      port = entry.substr(colon + 1);
+    }
   }
-  if (member.host.empty()) throw ConfigError(what + ": bad member '" + entry + "' (no host)");
-  if (port) member.port = parsePort(what, entry, *port);
+  if (member.host.empty()) {
+    throw ConfigError(what + ": bad member '" + entry + "' (no host)");
+  }
+  if (port) {
+    member.port = parsePort(what, entry, *port);
+  }
   return member;
 }
 
@@ -73,7 +85,9 @@ json parseAnswer(const std::string& path, const std::string& text) {
 json operationJson(const Operation& operation) {
   if (operation.kind == Operation::Kind::kPut) {
     json put{{"key", toBase64(operation.key)}, {"value", toBase64(operation.value)}};
-    if (operation.lease != 0) put["lease"] = std::to_string(operation.lease);
+    if (operation.lease != 0) {
+      put["lease"] = std::to_string(operation.lease);
+    }
     return {{"request_put", put}};
   }
   json range{{"key", toBase64(operation.key)}};
@@ -98,8 +112,12 @@ namespace detail {
 // etcd's JSON writes 64-bit numbers as strings and leaves out default values.
 std::int64_t int64Field(const nlohmann::json& object, const char* name) {
   const auto found = object.find(name);
-  if (found == object.end()) return 0;
-  if (found->is_number_integer()) return found->get<std::int64_t>();
+  if (found == object.end()) {
+    return 0;
+  }
+  if (found->is_number_integer()) {
+    return found->get<std::int64_t>();
+  }
   const std::string text = found->get<std::string>();
   std::int64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -136,7 +154,9 @@ std::vector<Member> parseMembers(const std::string& what, const std::string& lis
   while (start <= list.size()) {
     const auto comma = std::min(list.find(',', start), list.size());
     const std::string entry = trim(list.substr(start, comma - start));
-    if (entry.empty()) throw ConfigError(what + ": empty member in '" + list + "'");
+    if (entry.empty()) {
+      throw ConfigError(what + ": empty member in '" + list + "'");
+    }
     members.push_back(parseMember(what, entry));
     start = comma + 1;
   }
@@ -185,33 +205,45 @@ Range Client::get(const std::string& key) {
   const json answer =
       parseAnswer("kv/range", post("kv/range", json{{"key", toBase64(key)}}.dump()));
   Range range{{}, headerRevision(answer)};
-  for (const auto& kv : answer.value("kvs", json::array()))
+  for (const auto& kv : answer.value("kvs", json::array())) {
     range.kvs.push_back(keyValueFromJson(kv));
+  }
   return range;
 }
 
 Range Client::getPrefix(const std::string& prefix, Read read) {
   json request{{"key", toBase64(prefix)}, {"range_end", toBase64(detail::prefixEnd(prefix))}};
-  if (read == Read::kSerializable) request["serializable"] = true;
+  if (read == Read::kSerializable) {
+    request["serializable"] = true;
+  }
   const json answer = parseAnswer("kv/range", post("kv/range", request.dump()));
   Range range{{}, headerRevision(answer)};
-  for (const auto& kv : answer.value("kvs", json::array()))
+  for (const auto& kv : answer.value("kvs", json::array())) {
     range.kvs.push_back(keyValueFromJson(kv));
+  }
   return range;
 }
 
 std::int64_t Client::put(const std::string& key, const std::string& value, std::int64_t lease) {
   json request{{"key", toBase64(key)}, {"value", toBase64(value)}};
-  if (lease != 0) request["lease"] = std::to_string(lease);
+  if (lease != 0) {
+    request["lease"] = std::to_string(lease);
+  }
   return headerRevision(parseAnswer("kv/put", post("kv/put", request.dump())));
 }
 
 TxnResult Client::txn(const std::vector<Compare>& compares, const std::vector<Operation>& success,
                       const std::vector<Operation>& failure) {
   json request{{"compare", json::array()}, {"success", json::array()}, {"failure", json::array()}};
-  for (const auto& compare : compares) request["compare"].push_back(compareJson(compare));
-  for (const auto& operation : success) request["success"].push_back(operationJson(operation));
-  for (const auto& operation : failure) request["failure"].push_back(operationJson(operation));
+  for (const auto& compare : compares) {
+    request["compare"].push_back(compareJson(compare));
+  }
+  for (const auto& operation : success) {
+    request["success"].push_back(operationJson(operation));
+  }
+  for (const auto& operation : failure) {
+    request["failure"].push_back(operationJson(operation));
+  }
   const json answer = parseAnswer("kv/txn", post("kv/txn", request.dump()));
   return {answer.value("succeeded", false), headerRevision(answer)};
 }
@@ -220,7 +252,9 @@ std::int64_t Client::grantLease(std::chrono::seconds ttl) {
   const json answer =
       parseAnswer("lease/grant", post("lease/grant", json{{"TTL", ttl.count()}}.dump()));
   const std::int64_t id = int64Field(answer, "ID");
-  if (id == 0) throw StoreError("etcd at " + describe() + " granted no lease: " + answer.dump());
+  if (id == 0) {
+    throw StoreError("etcd at " + describe() + " granted no lease: " + answer.dump());
+  }
   return id;
 }
 
@@ -236,7 +270,9 @@ void Client::revokeLease(std::int64_t lease) {
   try {
     post("lease/revoke", json{{"ID", std::to_string(lease)}}.dump());
   } catch (const detail::GatewayError& e) {
-    if (e.code != 5) throw;  // NOT_FOUND: already expired or revoked, as asked
+    if (e.code != 5) {
+      throw;  // NOT_FOUND: already expired or revoked, as asked
+    }
   }
 }
 

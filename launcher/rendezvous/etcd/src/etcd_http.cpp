@@ -67,7 +67,9 @@ ssl::context makeTlsContext(const ClientOptions& options) {
 // gRPC status codes that mean "not now, not here" (UNAVAILABLE: no leader,
 // stopping; DEADLINE_EXCEEDED; RESOURCE_EXHAUSTED: too many requests).
 bool memberCannotServe(int grpc_code, unsigned http_status) {
-  if (grpc_code < 0) return http_status >= 500;
+  if (grpc_code < 0) {
+    return http_status >= 500;
+  }
   return grpc_code == 14 || grpc_code == 4 || grpc_code == 8;
 }
 
@@ -93,10 +95,15 @@ std::optional<std::string> checkAnswer(const Member& member, const std::string& 
       message = error.get<std::string>();
     }
   }
-  if (answer.status == 200 && message.empty() && code < 0) return std::nullopt;
-  if (message.empty())
+  if (answer.status == 200 && message.empty() && code < 0) {
+    return std::nullopt;
+  }
+  if (message.empty()) {
     message = "HTTP " + std::to_string(answer.status) + ": " + firstLine(answer.body);
-  if (memberCannotServe(code, answer.status)) return message;
+  }
+  if (memberCannotServe(code, answer.status)) {
+    return message;
+  }
   throw GatewayError("etcd at " + describeMember(member) + ": " + target + ": " + message, code);
 }
 
@@ -111,8 +118,12 @@ std::string noMemberServed(const std::string& members, const std::string& target
 
 std::string prefixEnd(const std::string& prefix) {
   std::string end = prefix;
-  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
-  if (end.empty()) return std::string(1, '\0');  // etcd: every key from `prefix` on
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) {
+    end.pop_back();
+  }
+  if (end.empty()) {
+    return std::string(1, '\0');  // etcd: every key from `prefix` on
+  }
   end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
   return end;
 }
@@ -138,7 +149,9 @@ struct Connection::Impl {
   // The parser keeps a reference to its chunk callback, so it lives here.
   std::function<std::size_t(std::uint64_t, beast::string_view, error_code&)> chunk_body =
       [this](std::uint64_t, beast::string_view bytes, error_code&) {
-        if (sink != nullptr) (*sink)(std::string_view(bytes.data(), bytes.size()));
+        if (sink != nullptr) {
+          (*sink)(std::string_view(bytes.data(), bytes.size()));
+        }
         return bytes.size();
       };
 
@@ -178,7 +191,9 @@ struct Connection::Impl {
     tcp::resolver resolver(io);
     asio::steady_timer timer(io, deadline);
     timer.async_wait([&resolver](error_code ec) {
-      if (!ec) resolver.cancel();
+      if (!ec) {
+        resolver.cancel();
+      }
     });
     error_code result;
     tcp::resolver::results_type endpoints;
@@ -190,7 +205,9 @@ struct Connection::Impl {
                            });
     io.restart();
     io.run();
-    if (result) throw MemberFailure(failure("cannot resolve " + member.host, result));
+    if (result) {
+      throw MemberFailure(failure("cannot resolve " + member.host, result));
+    }
     return endpoints;
   }
 
@@ -204,7 +221,9 @@ struct Connection::Impl {
     const error_code ec = onStream([&](auto& stream, auto handler) {
       http::async_write(stream, request, std::move(handler));
     });
-    if (ec) throw MemberFailure(failure("sending " + target, ec));
+    if (ec) {
+      throw MemberFailure(failure("sending " + target, ec));
+    }
     parser.emplace();
     parser->body_limit(kAnswerLimit);
   }
@@ -213,7 +232,9 @@ struct Connection::Impl {
     const error_code ec = onStream([&](auto& stream, auto handler) {
       http::async_read(stream, buffer, *parser, std::move(handler));
     });
-    if (!ec) return;
+    if (!ec) {
+      return;
+    }
     // A member that serves TLS closes a plain connection without a word.
     if (ec == http::error::end_of_stream && !tls && !parser->got_some()) {
       throw MemberFailure("closed the connection without answering " + target +
@@ -241,8 +262,12 @@ void Connection::open(Clock::time_point deadline) {
   impl.lowest().expires_at(deadline);
   error_code ec = impl.complete(
       [&](auto handler) { impl.lowest().async_connect(endpoints, std::move(handler)); });
-  if (ec) throw MemberFailure(impl.failure("", ec));
-  if (!impl.tls) return;
+  if (ec) {
+    throw MemberFailure(impl.failure("", ec));
+  }
+  if (!impl.tls) {
+    return;
+  }
   // SNI carries host names only (RFC 6066); the certificate check below
   // matches IP addresses against the certificate's IP SANs.
   if (!isIpAddress(impl.member.host)) {
@@ -254,7 +279,9 @@ void Connection::open(Clock::time_point deadline) {
   ec = impl.complete([&](auto handler) {
     impl.tls->async_handshake(ssl::stream_base::client, std::move(handler));
   });
-  if (ec) throw MemberFailure(impl.failure("TLS handshake failed", ec));
+  if (ec) {
+    throw MemberFailure(impl.failure("TLS handshake failed", ec));
+  }
 }
 
 HttpAnswer Connection::post(const std::string& target, const std::string& body,
@@ -272,7 +299,9 @@ unsigned Connection::startStream(const std::string& target, const std::string& b
   const error_code ec = impl.onStream([&](auto& stream, auto handler) {
     http::async_read_header(stream, impl.buffer, *impl.parser, std::move(handler));
   });
-  if (ec) throw MemberFailure(impl.failure("reading the answer to " + target, ec));
+  if (ec) {
+    throw MemberFailure(impl.failure("reading the answer to " + target, ec));
+  }
   const unsigned status = impl.parser->get().result_int();
   if (status != 200) {
     impl.readWhole(target);
@@ -288,7 +317,9 @@ unsigned Connection::startStream(const std::string& target, const std::string& b
 bool Connection::readStream(std::optional<Clock::time_point> deadline,
                             const std::function<void(std::string_view)>& on_bytes) {
   Impl& impl = *impl_;
-  if (impl.parser->is_done()) return false;
+  if (impl.parser->is_done()) {
+    return false;
+  }
   if (deadline) {
     impl.lowest().expires_at(*deadline);
   } else {
@@ -299,7 +330,9 @@ bool Connection::readStream(std::optional<Clock::time_point> deadline,
     http::async_read_some(stream, impl.buffer, *impl.parser, std::move(handler));
   });
   impl.sink = nullptr;
-  if (ec) throw MemberFailure(impl.failure("the stream broke", ec));
+  if (ec) {
+    throw MemberFailure(impl.failure("the stream broke", ec));
+  }
   return !impl.parser->is_done();
 }
 

@@ -78,7 +78,9 @@ Watch::~Watch() { cancel(); }
 void Watch::cancel() {
   std::lock_guard lock(mutex_);
   cancelled_ = true;
-  if (stream_ != nullptr) stream_->connection.abort();
+  if (stream_ != nullptr) {
+    stream_->connection.abort();
+  }
 }
 
 bool Watch::cancelled() {
@@ -130,7 +132,9 @@ void Watch::run(const EventHandler& on_events,
     const Member& member = options.members[(client_.currentMember() + i) % count];
     Stream stream(options, member);
     const Attachment attachment(*this, stream);
-    if (!attachment.attached()) return;
+    if (!attachment.attached()) {
+      return;
+    }
     try {
       // Connecting, the request and the member's "created" answer have a
       // deadline; the events after it do not (a watch is silent for long).
@@ -144,9 +148,13 @@ void Watch::run(const EventHandler& on_events,
         failures.push_back(detail::describeMember(member) + ": " + *refusal);
         continue;
       }
-      while (!stream.created) readOnce(stream, deadline, on_events);
+      while (!stream.created) {
+        readOnce(stream, deadline, on_events);
+      }
     } catch (const detail::MemberFailure& e) {
-      if (cancelled()) return;
+      if (cancelled()) {
+        return;
+      }
       failures.push_back(detail::describeMember(member) + ": " + e.what());
       continue;
     }
@@ -163,10 +171,14 @@ void Watch::streamEvents(Stream& stream, const EventHandler& on_events) {
     while (readOnce(stream, std::nullopt, on_events)) {
     }
   } catch (const detail::MemberFailure& e) {
-    if (cancelled()) return;
+    if (cancelled()) {
+      return;
+    }
     throw EtcdUnavailable(from + "broke: " + e.what());
   }
-  if (cancelled()) return;
+  if (cancelled()) {
+    return;
+  }
   throw EtcdUnavailable(from + "ended: the member closed the stream");
 }
 
@@ -175,7 +187,9 @@ bool Watch::readOnce(Stream& stream, std::optional<std::chrono::steady_clock::ti
   const bool more = stream.connection.readStream(
       deadline, [&stream](std::string_view bytes) { stream.splitter.append(bytes); });
   while (auto text = stream.splitter.next()) {
-    if (cancelled()) return false;
+    if (cancelled()) {
+      return false;
+    }
     handleMessage(stream, *text, on_events);
   }
   return more && !cancelled();
@@ -184,7 +198,9 @@ bool Watch::readOnce(Stream& stream, std::optional<std::chrono::steady_clock::ti
 void Watch::handleMessage(Stream& stream, const std::string& text, const EventHandler& on_events) {
   const std::string from = "etcd at " + detail::describeMember(stream.member);
   const json message = proto::parseJson(text);
-  if (!message.is_object()) throw StoreError(from + ": the watch answered bad JSON: " + text);
+  if (!message.is_object()) {
+    throw StoreError(from + ": the watch answered bad JSON: " + text);
+  }
   if (message.contains("error")) {
     const auto& error = message["error"];
     throw EtcdUnavailable(
@@ -204,12 +220,18 @@ void Watch::handleMessage(Stream& stream, const std::string& text, const EventHa
   }
   if (result.value("created", false)) {
     stream.created = true;
-    if (on_created_) on_created_(detail::headerRevision(result));
+    if (on_created_) {
+      on_created_(detail::headerRevision(result));
+    }
   }
   const auto events = result.find("events");
-  if (events == result.end() || events->empty()) return;  // created, or progress
+  if (events == result.end() || events->empty()) {
+    return;  // created, or progress
+  }
   std::vector<WatchEvent> batch;
-  for (const auto& event : *events) batch.push_back(eventFromJson(event));
+  for (const auto& event : *events) {
+    batch.push_back(eventFromJson(event));
+  }
   on_events(batch, detail::headerRevision(result));
 }
 
