@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -216,6 +217,10 @@ int main(int argc, char** argv) {
   // Each client connection holds a descriptor: raised before anything is
   // accepted.
   const auto descriptor_limit = ddprun::rdzv::raiseDescriptorLimit();
+  // The time zone is read now, not by the first timestamped log line: that
+  // opens /etc/localtime, a descriptor held for a moment after the port is
+  // announced, which a client then finds taken under a tight RLIMIT_NOFILE.
+  tzset();
 
   try {
     if (!flags.token_file.empty()) {
