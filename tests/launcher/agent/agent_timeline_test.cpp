@@ -1,7 +1,9 @@
 // The timeline an agent writes of a crash and its resume, with real worker
 // processes (fake_worker, which also reports an event of its own through
 // DDPRUN_TIMELINE_EVENTS) and a scripted rendezvous: rank 1 exits 3 in
-// attempt 0, the group restarts once, and attempt 1 ends well.
+// attempt 0, the group restarts once, and attempt 1 ends well. Rank 1 fails
+// only once rank 0 has reported: otherwise, on a loaded machine, rank 0 could
+// be stopped before it ever ran, and have nothing to report.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,10 +38,12 @@ TEST(AgentTimelineTest, ACrashAndItsResumeAreOnTheTimeline) {
   FakeRendezvous rendezvous(singleNode(2));
   WorkerEnvironment::Job job;
   job.run_id = "timeline";
+  const std::string ready_dir = dir.path().string();
   AgentConfig config = testing::fakeWorkerConfig(
       rendezvous, 2,
-      {"--timeline-event", "reported", "--only-rank", "1", "--only-attempt", "0", "--exit", "3"}, 1,
-      job, {{"PATH", "/usr/bin:/bin"}});
+      {"--timeline-event", "reported", "--ready-to", ready_dir, "--after", ready_dir + "/0.ready",
+       "--only-rank", "1", "--only-attempt", "0", "--exit", "3"},
+      1, job, {{"PATH", "/usr/bin:/bin"}});
   TimelineWriter timeline(dir / "timeline.json", {"node0", "timeline", events_dir});
   config.environment.reportTimelineEventsTo(events_dir);
   config.events = &timeline;
