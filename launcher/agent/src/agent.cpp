@@ -79,7 +79,7 @@ void Agent::Impl::startAttempt() {
   waiter = std::thread(askForGroup);
 }
 
-void Agent::Impl::onGroup(std::optional<WorkerGroup> next, std::exception_ptr error) {
+void Agent::Impl::onGroup(std::optional<WorkerGroup> next, const std::exception_ptr& error) {
   if (phase != Phase::Waiting) {
     return;  // a signal ended the run meanwhile
   }

@@ -54,7 +54,7 @@ struct Agent::Impl {
 
   void runLoop();
   void startAttempt();
-  void onGroup(std::optional<WorkerGroup> next, std::exception_ptr error);
+  void onGroup(std::optional<WorkerGroup> next, const std::exception_ptr& error);
   void launchAttempt(const WorkerGroup& next);
   void onGroupOver(int newer_attempt);
   void spawnWorker(int local_rank);

@@ -101,7 +101,7 @@ class Reader {
     const auto supplied = get(dest);
     return supplied && parseEnvBool(supplied->what, supplied->text);
   }
-  std::string text(const std::string& dest, std::string fallback) const {
+  std::string text(const std::string& dest, const std::string& fallback) const {
     const auto supplied = get(dest);
     return supplied ? supplied->text : fallback;
   }

@@ -73,8 +73,10 @@ Environment lookupIn(const WorkerEnvironment::Variables& inherited) {
 
 WorkerEnvironment::WorkerEnvironment(Job job, Variables inherited) : job_(std::move(job)) {
   Merged merged;
-  for (auto& [name, value] : inherited) {
-    merged[std::move(name)] = std::move(value);
+  // Members, not a structured binding: clang-tidy 14 misses a move from one,
+  // and takes `inherited` for a copy that a const reference would spare.
+  for (auto& variable : inherited) {
+    merged[std::move(variable.first)] = std::move(variable.second);
   }
   if (job_.nproc_per_node > 1 && !merged.contains(proto::env::kOmpNumThreads)) {
     merged.emplace(proto::env::kOmpNumThreads, "1");

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <utility>
 
 #include "ddprun/launcher/core/option_values.hpp"
 
@@ -48,7 +49,7 @@ Setter duration(std::optional<Duration> RdzvConf::*field) {
 }
 
 Setter etcdSetting(std::string key) {
-  return [key](RdzvConf& conf, std::string_view, std::string_view text) {
+  return [key = std::move(key)](RdzvConf& conf, std::string_view, std::string_view text) {
     conf.etcd[key] = std::string(text);
   };
 }

@@ -84,6 +84,7 @@ class Rendezvous {
   // the running group is over because the membership changed; an empty
   // function unregisters, and once that returns no call is running. Fixed
   // memberships never call it.
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): by value: the overrides keep it
   virtual void watchGroup(std::function<void(int newer_attempt)> over) { (void)over; }
 
   // `measured` is called with each measurement of this agent's clock against
@@ -92,6 +93,7 @@ class Rendezvous {
   // value known already; an empty function unregisters, and once that
   // returns no call is running. Backends without a clock to ask (etcd)
   // never call it.
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): by value: the overrides keep it
   virtual void watchClock(std::function<void(const ClockOffset&)> measured) { (void)measured; }
 
   // This node's workers failed and it will restart them (a counted
