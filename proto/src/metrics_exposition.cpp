@@ -135,13 +135,13 @@ std::string formatValue(double value) {
 Family::Family(std::string name, MetricType type, std::string help)
     : name_(std::move(name)), type_(type), help_(std::move(help)) {}
 
-void Family::sample(double value, Labels labels) {
+void Family::sample(double value, const Labels& labels) {
   DDPRUN_ASSERT(type_ != MetricType::kHistogram, "a plain sample of histogram " + name_);
   checkLabels(labels);
   writeSample(lines_, name_, labels, nullptr, value);
 }
 
-void Family::histogram(const HistogramSnapshot& snapshot, Labels labels) {
+void Family::histogram(const HistogramSnapshot& snapshot, const Labels& labels) {
   DDPRUN_ASSERT(type_ == MetricType::kHistogram, "a histogram sample of " + name_);
   checkLabels(labels);
   for (const auto& label : labels) {

@@ -33,9 +33,9 @@ class Family {
   Family(std::string name, MetricType type, std::string help);
 
   // A counter's or a gauge's sample.
-  void sample(double value, Labels labels = {});
+  void sample(double value, const Labels& labels = {});
   // A histogram's series (its labels must not name `le`).
-  void histogram(const HistogramSnapshot& snapshot, Labels labels = {});
+  void histogram(const HistogramSnapshot& snapshot, const Labels& labels = {});
 
   const std::string& name() const { return name_; }
   MetricType type() const { return type_; }
@@ -68,8 +68,8 @@ class Exposition {
 inline constexpr std::string_view kContentType = "text/plain; version=0.0.4; charset=utf-8";
 
 // The pieces of the format, exposed for the tests. escapeLabelValue() is
-// Prometheus' escaping of proto::visible(value).
-std::string escapeLabelValue(std::string_view value);
+// Prometheus' escaping of proto::visible(raw).
+std::string escapeLabelValue(std::string_view raw);
 std::string escapeHelp(std::string_view help);
 std::string formatValue(double value);
 bool isValidMetricName(std::string_view name);

@@ -34,8 +34,8 @@ enum class Scope { kElastic, kStatic };
 std::string_view scopePrefix(Scope scope);
 // "ddprun/<scope>/<run id>/<rest>".
 std::string key(Scope scope, std::string_view run_id, std::string_view rest);
-// Whether a SET of `key` is a request to the elastic rendezvous.
-bool isElasticKey(std::string_view key);
+// Whether a SET of the key `text` is a request to the elastic rendezvous.
+bool isElasticKey(std::string_view text);
 
 // The read-only questions a rendezvous answers. Each answer is one JSON
 // object; an unknown question is answered {"error": "<why>"}.
@@ -96,7 +96,7 @@ struct ElasticRequestKey {
   std::string verb_text;
   std::optional<Verb> verb;
 };
-std::optional<ElasticRequestKey> parseElasticKey(std::string_view key);
+std::optional<ElasticRequestKey> parseElasticKey(std::string_view text);
 
 // A member of a round that lost its rendezvous (an external ddprund that was
 // restarted) and is coming back without stopping its workers: the daemon
