@@ -68,10 +68,12 @@ std::string visible(std::string_view text) {
   std::size_t i = 0;
   while (i < text.size()) {
     const auto byte = static_cast<unsigned char>(text[i]);
+    // A control byte and a byte that is not well-formed UTF-8 are both shown
+    // as \xNN, in two branches: only a byte past ASCII is decoded.
     if (byte == '\\') {
       shown += "\\\\";
       ++i;
-    } else if (byte < 0x20 || byte == 0x7f) {
+    } else if (byte < 0x20 || byte == 0x7f) {  // NOLINT(bugprone-branch-clone): see above
       appendHex(shown, "\\x%02x", byte);
       ++i;
     } else if (byte < 0x80) {
