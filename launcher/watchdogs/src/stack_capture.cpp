@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/process/executable_path.hpp"
 
 namespace ddprun::launcher {
@@ -53,7 +54,15 @@ StackCapture::StackCapture(asio::io_context& io, std::string path_variable,
                            std::chrono::milliseconds per_tool)
     : io_(io), path_variable_(std::move(path_variable)), per_tool_(per_tool) {}
 
-StackCapture::~StackCapture() { cancel(); }
+StackCapture::~StackCapture() {
+  // Asio's timer reports a failed cancel by throwing, and a destructor must
+  // not let that out: said, and the tool still killed with its Subprocess.
+  try {
+    cancel();
+  } catch (const std::exception& error) {
+    log().warn("stack capture: cancelling it failed: {}", error.what());
+  }
+}
 
 std::vector<std::vector<std::string>> StackCapture::commandsFor(pid_t pid) const {
   std::vector<std::vector<std::string>> commands;
