@@ -173,9 +173,8 @@ int waitForStopSignal(const sigset_t& signals) {
   return signal_number;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Everything main() does; what it does not catch itself is main()'s.
+int runDaemon(int argc, char** argv) {
   CLI::App app("ddprund: a c10d TCPStore-compatible rendezvous store (PyTorch 1.13 to 2.10+)",
                argv[0]);
   DaemonFlags flags;
@@ -268,6 +267,24 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ddprund: %s\n", error.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+// Exit statuses as docs/ddprund.md says: 0 a clean stop, 2 bad flags, 1 any
+// other failure, one outside runDaemon()'s own handlers (CLI11 defining the
+// flags, the logger, an exception of no std type) included, so that no
+// exception ends the daemon through std::terminate.
+int main(int argc, char** argv) {
+  try {
+    return runDaemon(argc, argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ddprund: %s\n", error.what());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "ddprund: failed with an exception of unknown type\n");
     return 1;
   }
 }
