@@ -166,56 +166,18 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
   auto next_beat = Clock::now() + options_.keep_alive_interval;
   std::unique_lock lock(mutex_);
   for (;;) {
-    changed_.wait_until(lock, next_beat, [this] {
-      return stopping_ || lost_ || !requests_.empty() || checks_asked_ > checks_answered_ ||
-             (clock_samples_left_ > 0 && !closed_);
-    });
+    changed_.wait_until(lock, next_beat, [this] { return leaseHasWork(); });
     if (lost_) {
       return false;  // the reader saw it first
     }
     try {
-      while (!requests_.empty()) {
-        const auto [verb, value] = requests_.front();
-        lock.unlock();
-        lease.set(protocol::verbKey(options_.run_id, verb), value);
-        lock.lock();
-        requests_.pop_front();
-        ++requests_sent_;
-        changed_.notify_all();
-      }
+      sendQueuedRequests(lease, lock);
       if (stopping_) {
-        if (!closed_) {
-          lock.unlock();
-          lease.set(protocol::verbKey(options_.run_id, Verb::kLeave), options_.agent_id);
-        }
+        leaveUnlessClosed(lease, lock);
         return true;
       }
-      if (clock_samples_left_ > 0 && !closed_) {
-        lock.unlock();
-        takeClockSample(lease);
-        lock.lock();
-      }
-      // Requests do not put the heartbeat off: a job whose rounds end
-      // faster than the interval would never send one, and be dropped.
-      // roundStands() asks for one now: its answer proves the rendezvous
-      // still serves (or loses it, and the round with it).
-      const std::uint64_t asked = checks_asked_;
-      if ((Clock::now() >= next_beat || asked > checks_answered_) && !closed_) {
-        const bool checking = asked > checks_answered_;
-        const std::string awaited = checking ? awaited_event_ : std::string();
-        lock.unlock();
-        beat(lease);
-        const bool held = !awaited.empty() && lease.check({awaited});
-        const std::int64_t round = checking ? runningRound(lease) : -1;
-        lock.lock();
-        next_beat = Clock::now() + options_.keep_alive_interval;
-        pending_event_ = held ? awaited : std::string();
-        checked_round_ = std::max(checked_round_, round);
-      }
-      if (asked > checks_answered_) {
-        checks_answered_ = asked;
-        changed_.notify_all();
-      }
+      sampleClockIfDue(lease, lock);
+      beatIfDue(lease, lock, next_beat);
     } catch (const Error& error) {
       if (!lock.owns_lock()) {
         lock.lock();
@@ -226,6 +188,68 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
       markLost(error.what());
       return false;
     }
+  }
+}
+
+bool ElasticMembership::leaseHasWork() const {
+  return stopping_ || lost_ || !requests_.empty() || checks_asked_ > checks_answered_ ||
+         (clock_samples_left_ > 0 && !closed_);
+}
+
+// In the order queued, each one dequeued only once sent.
+void ElasticMembership::sendQueuedRequests(rdzv::StoreClient& lease,
+                                           std::unique_lock<std::mutex>& lock) {
+  while (!requests_.empty()) {
+    const auto [verb, value] = requests_.front();
+    lock.unlock();
+    lease.set(protocol::verbKey(options_.run_id, verb), value);
+    lock.lock();
+    requests_.pop_front();
+    ++requests_sent_;
+    changed_.notify_all();
+  }
+}
+
+// Returns with the lock released when it left.
+void ElasticMembership::leaveUnlessClosed(rdzv::StoreClient& lease,
+                                          std::unique_lock<std::mutex>& lock) {
+  if (!closed_) {
+    lock.unlock();
+    lease.set(protocol::verbKey(options_.run_id, Verb::kLeave), options_.agent_id);
+  }
+}
+
+void ElasticMembership::sampleClockIfDue(rdzv::StoreClient& lease,
+                                         std::unique_lock<std::mutex>& lock) {
+  if (clock_samples_left_ > 0 && !closed_) {
+    lock.unlock();
+    takeClockSample(lease);
+    lock.lock();
+  }
+}
+
+// Requests do not put the heartbeat off: a job whose rounds end faster than
+// the interval would never send one, and be dropped. roundStands() asks for
+// one now: its answer proves the rendezvous still serves (or loses it, and
+// the round with it).
+void ElasticMembership::beatIfDue(rdzv::StoreClient& lease, std::unique_lock<std::mutex>& lock,
+                                  Clock::time_point& next_beat) {
+  const std::uint64_t asked = checks_asked_;
+  if ((Clock::now() >= next_beat || asked > checks_answered_) && !closed_) {
+    const bool checking = asked > checks_answered_;
+    const std::string awaited = checking ? awaited_event_ : std::string();
+    lock.unlock();
+    beat(lease);
+    const bool held = !awaited.empty() && lease.check({awaited});
+    const std::int64_t round = checking ? runningRound(lease) : -1;
+    lock.lock();
+    next_beat = Clock::now() + options_.keep_alive_interval;
+    pending_event_ = held ? awaited : std::string();
+    checked_round_ = std::max(checked_round_, round);
+  }
+  if (asked > checks_answered_) {
+    checks_answered_ = asked;
+    changed_.notify_all();
   }
 }
 

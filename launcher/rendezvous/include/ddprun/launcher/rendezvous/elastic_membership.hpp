@@ -178,6 +178,16 @@ class ElasticMembership {
   // Lease thread (elastic_lease.cpp).
   void runLease();
   bool serveLease(rdzv::StoreClient& lease);
+  // serveLease()'s turn in steps. leaseHasWork(): its wait's condition. The
+  // others are called with mutex_ held by `lock`, release it while they talk
+  // to the rendezvous and take it back before they return, except
+  // leaveUnlessClosed() (the last step) and any that throws.
+  bool leaseHasWork() const;
+  void sendQueuedRequests(rdzv::StoreClient& lease, std::unique_lock<std::mutex>& lock);
+  void leaveUnlessClosed(rdzv::StoreClient& lease, std::unique_lock<std::mutex>& lock);
+  void sampleClockIfDue(rdzv::StoreClient& lease, std::unique_lock<std::mutex>& lock);
+  void beatIfDue(rdzv::StoreClient& lease, std::unique_lock<std::mutex>& lock,
+                 Clock::time_point& next_beat);
   void beat(rdzv::StoreClient& lease);
   // The run's round as the rendezvous answers its status question now; -1
   // when it cannot say (an older daemon, a bad answer).
