@@ -17,6 +17,19 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kExitBarrierTimeout{300};
 
+// Whether every node of the round `state` holds has its done key for that
+// round in `snapshot`.
+bool everyNodeDone(const etcd_rdzv::EtcdView::Snapshot& snapshot, const etcd_rdzv::Keys& keys,
+                   const etcd_rdzv::StateRecord& state) {
+  for (const etcd_rdzv::NodeRecord& node : state.nodes) {
+    const auto done = snapshot.find(keys.done(node.id));
+    if (done == snapshot.end() || etcd_rdzv::decodeRound(done->second.value) != state.round) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int EtcdRendezvous::finishJob(const RunResult& result) {
@@ -62,44 +75,50 @@ int EtcdRendezvous::finishJob(const RunResult& result) {
 EtcdRendezvous::Barrier EtcdRendezvous::exitBarrier(std::chrono::milliseconds timeout) {
   const std::int64_t round = returned_;
   const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    try {
-      client_.put(keys_->done(agent_id_), etcd_rdzv::encodeRound(round), lease_->id());
-      break;
-    } catch (const Error& error) {
-      log().warn("could not report this node's success to etcd ({}); trying again", error.what());
-      view_->waitForChange(view_->revision(), Clock::now() + lease_->ttl() / 3);
-    }
-  }
+  reportSuccess(round, deadline);
   std::optional<Barrier> outcome;
   while (!outcome && Clock::now() < deadline) {
     const std::int64_t seen = view_->revision();
-    outcome =
-        view_->read([&](const etcd_rdzv::EtcdView::Snapshot& snapshot) -> std::optional<Barrier> {
-          if (const auto closed = snapshot.find(keys_->closed()); closed != snapshot.end()) {
-            const auto record = etcd_rdzv::decodeClosed(closed->second.value);
-            return record && !record->failed ? Barrier::kAllDone : Barrier::kClosed;
-          }
-          const auto state_kv = snapshot.find(keys_->state());
-          const auto state = state_kv == snapshot.end()
-                                 ? std::nullopt
-                                 : etcd_rdzv::decodeState(state_kv->second.value);
-          if (!state || state->round != round) {
-            return Barrier::kRoundMoved;
-          }
-          for (const etcd_rdzv::NodeRecord& node : state->nodes) {
-            const auto done = snapshot.find(keys_->done(node.id));
-            if (done == snapshot.end() || etcd_rdzv::decodeRound(done->second.value) != round) {
-              return std::nullopt;
-            }
-          }
-          return Barrier::kAllDone;
-        });
+    outcome = view_->read([&](const etcd_rdzv::EtcdView::Snapshot& snapshot) {
+      return barrierOutcome(snapshot, round);
+    });
     if (!outcome) {
       view_->waitForChange(seen, deadline);
     }
   }
   return outcome.value_or(Barrier::kTimedOut);
+}
+
+// This node's done key for `round`, under its lease; tried again (after a
+// change or a third of the lease's TTL) until `deadline`.
+void EtcdRendezvous::reportSuccess(std::int64_t round, Clock::time_point deadline) {
+  while (Clock::now() < deadline) {
+    try {
+      client_.put(keys_->done(agent_id_), etcd_rdzv::encodeRound(round), lease_->id());
+      return;
+    } catch (const Error& error) {
+      log().warn("could not report this node's success to etcd ({}); trying again", error.what());
+      view_->waitForChange(view_->revision(), Clock::now() + lease_->ttl() / 3);
+    }
+  }
+}
+
+std::optional<EtcdRendezvous::Barrier> EtcdRendezvous::barrierOutcome(
+    const etcd_rdzv::EtcdView::Snapshot& snapshot, std::int64_t round) const {
+  if (const auto closed = snapshot.find(keys_->closed()); closed != snapshot.end()) {
+    const auto record = etcd_rdzv::decodeClosed(closed->second.value);
+    return record && !record->failed ? Barrier::kAllDone : Barrier::kClosed;
+  }
+  const auto state_kv = snapshot.find(keys_->state());
+  const auto state =
+      state_kv == snapshot.end() ? std::nullopt : etcd_rdzv::decodeState(state_kv->second.value);
+  if (!state || state->round != round) {
+    return Barrier::kRoundMoved;
+  }
+  if (!everyNodeDone(snapshot, *keys_, *state)) {
+    return std::nullopt;
+  }
+  return Barrier::kAllDone;
 }
 
 // The closed key, written once (the first closer wins) under a short lease

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -74,6 +75,10 @@ class EtcdRendezvous final : public Rendezvous {
   void onViewChange();
   enum class Barrier { kAllDone, kRoundMoved, kClosed, kTimedOut };
   Barrier exitBarrier(std::chrono::milliseconds timeout);
+  void reportSuccess(std::int64_t round, std::chrono::steady_clock::time_point deadline);
+  // nullopt: not decided yet. `snapshot` is the view's (EtcdView::Snapshot).
+  std::optional<Barrier> barrierOutcome(const std::map<std::string, etcd::KeyValue>& snapshot,
+                                        std::int64_t round) const;
   bool closeJob(bool failed);
   int endedElsewhere(const RunResult& result);
   void leave();
