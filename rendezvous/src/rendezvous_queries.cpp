@@ -112,41 +112,10 @@ void RendezvousService::describeMembers(const Run& run, Clock::time_point now,
       starting.insert(node.id);
     }
   }
-  const auto describe = [&](const std::string& agent, MemberState state) {
-    protocol::MemberStatus member;
-    member.agent = agent;
-    member.host = protocol::agentHost(agent);
-    member.state = state;
-    const auto held = run.agents.find(agent);
-    member.connected = held != run.agents.end() && held->second.lease.has_value();
-    if (const auto seen = rdzv.lastSeen(agent)) {
-      member.heard_ms = millisecondsSince(*seen, now);
-    }
-    if (const JobRecord::Profile* profile = run.record.profile(agent)) {
-      member.local_world_size = profile->local_world_size;
-      member.max_restarts = profile->max_restarts;
-      member.restarts_used = profile->restarts_used;
-    }
-    return member;
-  };
-  const auto stateOf = [&](const std::string& agent) {
-    if (rdzv.restoring()) {
-      return MemberState::kRestoring;
-    }
-    if (run.exit_barrier.reported(agent, rdzv.round())) {
-      return MemberState::kDone;
-    }
-    if (rdzv.closed()) {
-      return MemberState::kEnded;
-    }
-    if (!rdzv.complete()) {
-      return MemberState::kWaiting;
-    }
-    return starting.contains(agent) ? MemberState::kStarting : MemberState::kRunning;
-  };
   int next_rank = 0;
   for (const std::string& agent : rdzv.restoring() ? rdzv.rejoined() : rdzv.members()) {
-    protocol::MemberStatus member = describe(agent, stateOf(agent));
+    protocol::MemberStatus member =
+        memberStatus(run, agent, memberState(run, agent, starting.contains(agent)), now);
     if (rdzv.complete()) {
       member.node_rank = static_cast<int>(status.members.size());
       member.base_rank = next_rank;
@@ -160,8 +129,47 @@ void RendezvousService::describeMembers(const Run& run, Clock::time_point now,
   }
   status.world_size = next_rank;
   for (const std::string& agent : rdzv.spares()) {
-    status.spares.push_back(describe(agent, MemberState::kSpare));
+    status.spares.push_back(memberStatus(run, agent, MemberState::kSpare, now));
   }
+}
+
+// A member's state; `starting`: it waits for node 0's store.
+MemberState RendezvousService::memberState(const Run& run, const std::string& agent,
+                                           bool starting) {
+  const ElasticRendezvous& rdzv = run.rdzv;
+  if (rdzv.restoring()) {
+    return MemberState::kRestoring;
+  }
+  if (run.exit_barrier.reported(agent, rdzv.round())) {
+    return MemberState::kDone;
+  }
+  if (rdzv.closed()) {
+    return MemberState::kEnded;
+  }
+  if (!rdzv.complete()) {
+    return MemberState::kWaiting;
+  }
+  return starting ? MemberState::kStarting : MemberState::kRunning;
+}
+
+// A member's or a spare's entry, but for its ranks.
+protocol::MemberStatus RendezvousService::memberStatus(const Run& run, const std::string& agent,
+                                                       MemberState state, Clock::time_point now) {
+  protocol::MemberStatus member;
+  member.agent = agent;
+  member.host = protocol::agentHost(agent);
+  member.state = state;
+  const auto held = run.agents.find(agent);
+  member.connected = held != run.agents.end() && held->second.lease.has_value();
+  if (const auto seen = run.rdzv.lastSeen(agent)) {
+    member.heard_ms = millisecondsSince(*seen, now);
+  }
+  if (const JobRecord::Profile* profile = run.record.profile(agent)) {
+    member.local_world_size = profile->local_world_size;
+    member.max_restarts = profile->max_restarts;
+    member.restarts_used = profile->restarts_used;
+  }
+  return member;
 }
 
 }  // namespace ddprun::rdzv

@@ -206,6 +206,11 @@ class RendezvousService {
                                         Clock::time_point now) const;
   void describeMembers(const Run& run, Clock::time_point now,
                        proto::rendezvous::JobStatus& status) const;
+  static proto::rendezvous::MemberState memberState(const Run& run, const std::string& agent,
+                                                    bool starting);
+  static proto::rendezvous::MemberStatus memberStatus(const Run& run, const std::string& agent,
+                                                      proto::rendezvous::MemberState state,
+                                                      Clock::time_point now);
 
   // What the metrics count across every run; kept since the service started.
   struct Counters {
