@@ -40,8 +40,10 @@ JoinStatus ElasticRendezvous::rejoin(const AgentInfo& agent, const RoundMembersh
     return join(agent, now, events);  // the rendezvous kept its state: a plain join
   }
   if (!restore_) {
-    // The others get one keep-alive timeout to come back.
-    restore_.emplace();
+    // The others get one keep-alive timeout to come back. Assigned, not
+    // emplace()d: clang 14 finds Restore not default-constructible there
+    // (std::optional's check was made while the class was incomplete).
+    restore_ = Restore{};
     restore_->round = membership.round;
     restore_->group_world_size = membership.group_world_size;
     restore_->deadline = now + settings_.keep_alive_timeout;
@@ -384,6 +386,7 @@ std::vector<std::string> ElasticRendezvous::rejoined() const {
   }
   std::sort(back.begin(), back.end());
   std::vector<std::string> ids;
+  ids.reserve(back.size());
   for (auto& entry : back) {
     ids.push_back(std::move(entry.second));
   }
