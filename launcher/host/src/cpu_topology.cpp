@@ -48,15 +48,15 @@ int nodeOf(hwloc_topology_t topology, unsigned pu) {
   return std::max(node, 0);
 }
 
-int firstCpuOf(hwloc_obj_t object) { return hwloc_bitmap_first(object->cpuset); }
+int firstCpuOf(const hwloc_obj* object) { return hwloc_bitmap_first(object->cpuset); }
 
 CpuTopology::Cpu describe(hwloc_topology_t topology, hwloc_obj_t pu) {
   CpuTopology::Cpu cpu;
   cpu.id = static_cast<int>(pu->os_index);
   cpu.node = nodeOf(topology, pu->os_index);
-  const hwloc_obj_t package = hwloc_get_ancestor_obj_by_type(topology, HWLOC_OBJ_PACKAGE, pu);
+  const hwloc_obj* package = hwloc_get_ancestor_obj_by_type(topology, HWLOC_OBJ_PACKAGE, pu);
   cpu.package = package != nullptr ? static_cast<int>(package->logical_index) : 0;
-  const hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(topology, HWLOC_OBJ_CORE, pu);
+  const hwloc_obj* core = hwloc_get_ancestor_obj_by_type(topology, HWLOC_OBJ_CORE, pu);
   cpu.core = core != nullptr ? firstCpuOf(core) : cpu.id;  // no core object: its own core
   // The outermost data (or unified) cache above it, as torchrun takes the
   // highest-level one from sysfs.

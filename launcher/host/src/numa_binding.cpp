@@ -128,6 +128,7 @@ std::string rankRange(int first, int last) {
 std::vector<CpuList> bindLocalRanks(NumaBinding mode, const CpuTopology& topology,
                                     const std::vector<int>& device_nodes, int nproc) {
   std::vector<CpuList> cpus;
+  cpus.reserve(static_cast<std::size_t>(std::max(nproc, 0)));
   for (int local_rank = 0; local_rank < nproc; ++local_rank) {
     cpus.push_back(cpusOfDevice(mode, topology, device_nodes, local_rank));
   }

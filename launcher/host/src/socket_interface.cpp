@@ -63,7 +63,10 @@ std::string describeEndpoint(const Endpoint& endpoint, const IpAddress* address)
 std::string assignments(const std::vector<std::pair<std::string, std::string>>& variables) {
   std::string text;
   for (const auto& [name, value] : variables) {
-    text += (text.empty() ? "" : " and ") + name + "=" + value;
+    if (!text.empty()) {
+      text += " and ";
+    }
+    text.append(name).append("=").append(value);
   }
   return text;
 }

@@ -153,23 +153,23 @@ std::string describeDuration(std::int64_t milliseconds) {
   return std::to_string(seconds / 3600) + " h " + std::to_string(seconds % 3600 / 60) + " min";
 }
 
-std::string alignColumns(const std::vector<std::vector<std::string>>& given) {
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& row : given) {
-    rows.emplace_back();
+std::string alignColumns(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::vector<std::string>> shown;  // each cell as visible() shows it
+  for (const auto& row : rows) {
+    shown.emplace_back();
     for (const std::string& cell : row) {
-      rows.back().push_back(visible(cell));
+      shown.back().push_back(visible(cell));
     }
   }
   std::vector<std::size_t> widths;
-  for (const auto& row : rows) {
+  for (const auto& row : shown) {
     widths.resize(std::max(widths.size(), row.size()), 0);
     for (std::size_t i = 0; i < row.size(); ++i) {
       widths[i] = std::max(widths[i], row[i].size());
     }
   }
   std::string text;
-  for (const auto& row : rows) {
+  for (const auto& row : shown) {
     std::string line;
     for (std::size_t i = 0; i < row.size(); ++i) {
       line += row[i];

@@ -209,6 +209,7 @@ void addUnfoldedWorkerEvents(NodeTrace& node) {
 
 MergedTrace mergeTraces(const std::vector<NodeTrace>& nodes, MixedRuns mixed) {
   std::vector<NodeFacts> agents;
+  agents.reserve(nodes.size());
   for (const NodeTrace& node : nodes) {
     agents.push_back(readNodeFacts(node));
   }

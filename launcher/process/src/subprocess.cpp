@@ -28,8 +28,6 @@
 
 #include "ddprun/launcher/process/executable_path.hpp"
 
-extern char** environ;
-
 namespace ddprun::launcher {
 namespace {
 
@@ -41,7 +39,7 @@ class ExecArrays {
       strings_.push_back(arg);
     }
     for (const auto& [name, value] : options.env) {
-      strings_.push_back(name + "=" + value);
+      strings_.emplace_back(name).append("=").append(value);
     }
     for (std::size_t i = 0; i < options.argv.size(); ++i) {
       argv_.push_back(strings_[i].data());

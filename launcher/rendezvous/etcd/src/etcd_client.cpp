@@ -34,6 +34,11 @@ std::uint16_t parsePort(const std::string& what, const std::string& entry,
   return static_cast<std::uint16_t>(value);
 }
 
+// A list with an empty entry: "a,,b", a trailing comma, or nothing at all.
+ConfigError emptyMemberError(const std::string& what, const std::string& list) {
+  return ConfigError(what + ": empty member in '" + list + "'");
+}
+
 Member parseMember(const std::string& what, const std::string& entry) {
   Member member;
   std::optional<std::string> port;
@@ -155,7 +160,7 @@ std::vector<Member> parseMembers(const std::string& what, const std::string& lis
     const auto comma = std::min(list.find(',', start), list.size());
     const std::string entry = trim(list.substr(start, comma - start));
     if (entry.empty()) {
-      throw ConfigError(what + ": empty member in '" + list + "'");
+      throw emptyMemberError(what, list);
     }
     members.push_back(parseMember(what, entry));
     start = comma + 1;
