@@ -48,7 +48,7 @@ class IdxFile {
     }
   }
 
-  torch::Tensor readUint8(std::vector<int64_t> shape) {
+  torch::Tensor readUint8(const std::vector<int64_t>& shape) {
     uint64_t count = 1;
     for (int64_t dim : shape) {
       count *= static_cast<uint64_t>(dim);

@@ -137,7 +137,7 @@ std::pair<SnapshotHeader, std::string_view> openEnvelope(const std::string& path
   }
   bytes.remove_prefix(kMagicLine.size());
   const size_t newline = bytes.find('\n');
-  if (newline == std::string_view::npos || newline > kMaxHeaderBytes) {
+  if (newline > kMaxHeaderBytes) {  // npos too: no newline at all
     fail(path, "truncated or corrupt header");
   }
   SnapshotHeader header = decodeHeader(path, std::string(bytes.substr(0, newline)));

@@ -77,8 +77,8 @@ void Trainer::run() {
   }
   if (isRankZero()) {
     log_ << "throughput: samples=" << samples << " seconds=" << std::fixed << std::setprecision(6)
-         << seconds << " samples_per_s=" << std::setprecision(1) << samples / seconds
-         << std::defaultfloat << std::endl;
+         << seconds << " samples_per_s=" << std::setprecision(1)
+         << static_cast<double>(samples) / seconds << std::defaultfloat << std::endl;
   }
 }
 
