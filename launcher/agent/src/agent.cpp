@@ -39,6 +39,13 @@ namespace {
 
 namespace asio = net::asio;
 
+// `name`'s value in `env`; "" when it is not set.
+std::string variable(const WorkerEnvironment::Variables& env, std::string_view name) {
+  const auto found = std::find_if(env.begin(), env.end(),
+                                  [name](const auto& entry) { return entry.first == name; });
+  return found != env.end() ? found->second : std::string();
+}
+
 }  // namespace
 
 void Agent::Impl::runLoop() {
@@ -194,7 +201,8 @@ void Agent::Impl::spawnWorker(int local_rank) {
   worker.exit_watch = std::make_unique<ExitWatch>(
       io, worker.process.pidfd(), [this, index] { onExit(index); },
       "local rank " + std::to_string(local_rank) + "'s worker");
-  watchdogs.workerStarted(index, worker.process.pid(), worker.error_file);
+  watchdogs.workerStarted(index, worker.process.pid(), worker.error_file,
+                          variable(options.env, proto::env::kProgressEvents));
   events().workerStarted(local_rank, rank, worker.process.pid(), Clock::now());
   workers.push_back(std::move(worker));
   ++running;

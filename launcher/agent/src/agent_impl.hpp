@@ -44,7 +44,9 @@ struct Agent::Impl {
         signals(io),
         grace(io),
         relays(io),
-        watchdogs(io, {config.timer_file, config.worker_hang_timeout, config.tools_path},
+        watchdogs(io,
+                  {config.timer_file, config.worker_hang_timeout, config.progress_timeout,
+                   config.tools_path},
                   {[this](std::size_t index) { return runs(index); },
                    [this](std::size_t index, const WorkerVerdict& verdict) {
                      return condemn(index, verdict);

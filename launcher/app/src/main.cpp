@@ -170,6 +170,7 @@ launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
     agent.worker_hang_timeout = std::chrono::milliseconds(
         std::max<long long>(1, std::llround(*config.worker_hang_timeout_s * 1000)));
   }
+  agent.progress_timeout = config.progress_timeout.value_or(launcher::ProgressTimeout{});
   const char* path = std::getenv("PATH");
   agent.tools_path = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
   return agent;
@@ -260,6 +261,8 @@ int runAgent(const LaunchConfig& config) {
   if (timeline.writing()) {
     environment.reportTimelineEventsTo(worker_events_dir);
   }
+  const launcher::ProgressDir progress_dir(run_dir);
+  environment.reportProgressTo(progress_dir.path());
   const ClockToTimeline clock_to_timeline(*rendezvous, timeline);
   if (timeline.writing()) {
     observers.add(&timeline);

@@ -17,6 +17,7 @@
 #include "abbreviations.hpp"
 #include "ddprun/launcher/config/option_table.hpp"
 #include "ddprun/launcher/core/option_values.hpp"
+#include "ddprun/launcher/core/progress_timeout.hpp"
 #include "ddprun/net/asio.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "derived_rules.hpp"
@@ -185,6 +186,7 @@ void readWorkerOptions(const Reader& in, LaunchConfig& config) {
         return parseInt(what, text, 0, kIntMax);
       });
   config.worker_hang_timeout_s = in.parsed("worker_hang_timeout", parsePositiveDouble);
+  config.progress_timeout = in.parsed("progress_timeout", parseProgressTimeout);
   config.no_slurm = in.flag("no_slurm");
   config.dry_run = in.flag("dry_run");
 }

@@ -83,6 +83,9 @@ constexpr OptionSpec kOptions[] = {
     // ddprun's own, after torchrun's.
     {"--worker-hang-timeout,--worker_hang_timeout", "worker_hang_timeout", false, true, "SECONDS",
      "Kill a worker that printed nothing and used no CPU for this long, as a crash", G::kDdprun},
+    {"--progress-timeout,--progress_timeout", "progress_timeout", false, true, "SECONDS|auto",
+     "Kill a worker that reported progress, then none for this long (auto[:FLOOR]: learned)",
+     G::kDdprun},
     {"--no-slurm,--no_slurm", "no_slurm", true, true, "",
      "Under srun, take nothing from Slurm's variables (no derived rendezvous)", G::kDdprun},
     {"--dry-run,--dry_run", "dry_run", true, false, "",

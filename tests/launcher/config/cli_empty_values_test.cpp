@@ -39,6 +39,7 @@ const std::vector<std::pair<std::string, std::string>> kRefused = {
     {"--metrics-port", "PORT"},
     {"--monitor-interval", "SECONDS"},
     {"--worker-hang-timeout", "SECONDS"},
+    {"--progress-timeout", "SECONDS|auto"},
     // choices
     {"--nproc-per-node", "NPROC"},
     {"--rdzv-backend", "BACKEND"},

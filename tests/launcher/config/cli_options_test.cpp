@@ -90,6 +90,9 @@ std::vector<ValueCase> valueCases() {
        [](auto& c) { return std::to_string(c.shutdown_timeout_s.value_or(-1)); }, "7"},
       {"--worker-hang-timeout", "--worker_hang_timeout", "PET_WORKER_HANG_TIMEOUT", "2.5",
        [](auto& c) { return std::to_string(c.worker_hang_timeout_s.value_or(-1)); }, "2.500000"},
+      {"--progress-timeout", "--progress_timeout", "PET_PROGRESS_TIMEOUT", "auto:30",
+       [](auto& c) { return c.progress_timeout.value().describe(2); },
+       "auto: 30 s (no interval seen yet; the floor is 30 s)"},
       {"--metrics-port", "--metrics_port", "", "9464",
        [](auto& c) { return std::to_string(c.metrics_port.value_or(-1)); }, "9464"},
   };

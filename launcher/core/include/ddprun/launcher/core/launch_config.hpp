@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "ddprun/launcher/core/progress_timeout.hpp"
 #include "ddprun/launcher/core/rdzv_conf.hpp"
 
 namespace ddprun::launcher {
@@ -141,6 +142,8 @@ struct LaunchConfig {
   std::optional<std::string> timer_file;
   // --worker-hang-timeout in seconds (a ddprun extra); nullopt = off.
   std::optional<double> worker_hang_timeout_s;
+  // --progress-timeout (a ddprun extra); nullopt = off.
+  std::optional<ProgressTimeout> progress_timeout;
   // --metrics-port (a ddprun extra, no PET_ fallback): serve the agent's
   // Prometheus metrics there; 0 = a free port; nullopt = no metrics.
   std::optional<int> metrics_port;

@@ -13,12 +13,16 @@
 
 namespace ddprun::launcher {
 
-// Why ddprun itself ended a worker: a watchdog's verdict (its file timer, or
-// --worker-hang-timeout). Empty when the worker failed on its own.
+// Why ddprun itself ended a worker: a watchdog's verdict (its file timer,
+// --worker-hang-timeout, --progress-timeout). Empty when the worker failed on
+// its own.
 struct WorkerVerdict {
   std::string reason;      // "hung: no output and no CPU time for 30 s (stack below)"
   std::string stack;       // what the stack tools printed (or why there is none)
   std::string stack_file;  // where the whole stack was saved; empty if nowhere
+  // Where each other local worker was when this one was judged hung: a line
+  // each naming its stack file, or its stacks when they have no file.
+  std::string peer_stacks;
   bool empty() const { return reason.empty(); }
 };
 
