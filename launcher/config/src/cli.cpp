@@ -187,6 +187,14 @@ void readWorkerOptions(const Reader& in, LaunchConfig& config) {
       });
   config.worker_hang_timeout_s = in.parsed("worker_hang_timeout", parsePositiveDouble);
   config.progress_timeout = in.parsed("progress_timeout", parseProgressTimeout);
+  config.max_unproductive_restarts =
+      in.parsed("max_unproductive_restarts", [](std::string_view what, std::string_view text) {
+          return parseInt(what, text, 0, kIntMax);
+        }).value_or(3);
+  if (const auto health_check = in.get("health_check")) {
+    config.health_check = health_check->text;
+  }
+  config.health_check_timeout_s = in.parsed("health_check_timeout", parsePositiveDouble);
   config.no_slurm = in.flag("no_slurm");
   config.dry_run = in.flag("dry_run");
 }

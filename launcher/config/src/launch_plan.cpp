@@ -118,6 +118,8 @@ std::string launchPlanJson(const LaunchConfig& config, const ResolvedLaunch& res
                                 : json(nullptr));
   plan["worker_hang_timeout"] =
       field(config, "worker_hang_timeout", orNull(config.worker_hang_timeout_s));
+  plan["max_unproductive_restarts"] =
+      field(config, "max_unproductive_restarts", config.max_unproductive_restarts);
   plan["progress_timeout"] =
       field(config, "progress_timeout",
             config.progress_timeout ? json(config.progress_timeout->describe(2)) : json(nullptr));

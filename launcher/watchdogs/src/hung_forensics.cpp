@@ -23,8 +23,7 @@ bool HungForensics::capture(std::vector<Target> targets, Done done) {
     const Target& target = targets[slot];
     Stacks stacks{target.index, target.pid, {}, {}};
     if (!target.error_file.empty()) {
-      stacks.file =
-          (std::filesystem::path(target.error_file).parent_path() / "stack.txt").string();
+      stacks.file = (std::filesystem::path(target.error_file).parent_path() / "stack.txt").string();
     }
     stacks_.push_back(std::move(stacks));
     captures_.push_back(std::make_unique<StackCapture>(io_, path_variable_));

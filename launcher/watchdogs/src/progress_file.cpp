@@ -36,8 +36,7 @@ std::optional<ProgressLine> parseProgressLine(std::string_view line) {
   if (line.find("progress") == std::string_view::npos) {
     return std::nullopt;
   }
-  const nlohmann::json parsed =
-      proto::parseJson<nlohmann::json>(line, nullptr, kMaxProgressDepth);
+  const nlohmann::json parsed = proto::parseJson<nlohmann::json>(line, nullptr, kMaxProgressDepth);
   if (!parsed.is_object()) {
     return std::nullopt;
   }

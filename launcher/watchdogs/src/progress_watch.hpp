@@ -21,8 +21,8 @@
 #include <map>
 #include <optional>
 
-#include "ddprun/launcher/watchdogs/progress_file.hpp"
 #include "ddprun/launcher/core/progress_timeout.hpp"
+#include "ddprun/launcher/watchdogs/progress_file.hpp"
 #include "ddprun/net/asio.hpp"
 
 namespace ddprun::launcher {
@@ -33,10 +33,10 @@ class ProgressWatch {
   struct Stalled {
     std::size_t index = 0;
     pid_t pid = 0;
-    std::int64_t step = 0;                  // the last step it reported
-    std::chrono::milliseconds silent{0};    // since that report
-    std::chrono::milliseconds timeout{0};   // what it was held to
-    std::string timeout_text;               // how that timeout was chosen
+    std::int64_t step = 0;                 // the last step it reported
+    std::chrono::milliseconds silent{0};   // since that report
+    std::chrono::milliseconds timeout{0};  // what it was held to
+    std::string timeout_text;              // how that timeout was chosen
   };
   // Whether the stall was taken care of; if not, it is looked at again on
   // the next tick.

@@ -1,8 +1,10 @@
-// --progress-timeout with real worker processes (fake_worker, which reports
-// steps to DDPRUN_PROGRESS_EVENTS) and a scripted rendezvous: a worker that
-// reported progress, then none while its CPU stays busy, is hung; the stacks
-// of every local worker are taken before it is killed, and each lands in its
-// own attempt directory; the report names the rank that fell behind.
+// Progress with real worker processes (fake_worker, which reports steps to
+// DDPRUN_PROGRESS_EVENTS) and a scripted rendezvous. --progress-timeout: a
+// worker that reported progress, then none while its CPU stays busy, is
+// hung; the stacks of every local worker are taken before it is killed, and
+// each lands in its own attempt directory; the report names the rank that
+// fell behind. --max-unproductive-restarts: failed attempts that get no
+// further than the best step before them end the job as a crash loop.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -29,9 +31,8 @@ using testing::singleNode;
 // (so a stack file) in `dir`/attempt_N/<local rank>/.
 AgentConfig progressConfig(Rendezvous& rendezvous, const fs::path& dir, int nproc,
                            std::vector<std::string> worker_args, int max_restarts = 0) {
-  AgentConfig config =
-      testing::fakeWorkerConfig(rendezvous, nproc, std::move(worker_args), max_restarts, {},
-                                {{"PATH", "/usr/bin:/bin"}});
+  AgentConfig config = testing::fakeWorkerConfig(rendezvous, nproc, std::move(worker_args),
+                                                 max_restarts, {}, {{"PATH", "/usr/bin:/bin"}});
   fs::create_directories(dir / "progress");
   config.environment.reportProgressTo(dir / "progress");
   config.output = [dir](int local_rank, int, int attempt) {
@@ -54,9 +55,9 @@ double secondsSince(Clock::time_point start, Clock::time_point end) {
 // Rank 1 reports 5 steps, then spins (busy CPU, no output, no progress),
 // as a rank stuck while NCCL's threads spin; rank 0 reports 6, then waits
 // idle, as its peers do in the collective rank 1 never joins.
-const std::vector<std::string> kRankOneFallsBehind = {
-    "--progress-rank", "0", "6",     "50", "--progress-rank", "1",      "5",
-    "50",              "--spin-rank", "1", "60000",           "--hang"};
+const std::vector<std::string> kRankOneFallsBehind = {"--progress-rank", "0", "6",     "50",
+                                                      "--progress-rank", "1", "5",     "50",
+                                                      "--spin-rank",     "1", "60000", "--hang"};
 
 TEST(AgentProgressTest, ABusyWorkerThatStopsReportingIsHungAndEveryStackIsKept) {
   test_support::TempDir dir("ddprun-agent-progress");
@@ -71,8 +72,10 @@ TEST(AgentProgressTest, ABusyWorkerThatStopsReportingIsHungAndEveryStackIsKept) 
   const WorkerFailure& failure = result.failures.front();
   EXPECT_EQ(failure.rank, 1);
   EXPECT_EQ(failure.status, (ExitStatus{ExitStatus::Kind::Signaled, SIGKILL}));
-  EXPECT_NE(failure.verdict.reason.find("hung: no progress for 1.5 s after step 5 (progress "
-                                        "timeout 1.5 s)"),
+  // How long it was silent is what a tick saw: the timeout, or a tick more.
+  EXPECT_EQ(failure.verdict.reason.rfind("hung: no progress for 1.", 0), 0u)
+      << failure.verdict.reason;
+  EXPECT_NE(failure.verdict.reason.find(" s after step 5 (progress timeout 1.5 s) (stack below)"),
             std::string::npos)
       << failure.verdict.reason;
   // Steps took 0.3 s; the timeout 1.5 s; a tick is 0.19 s; stacks take
@@ -142,15 +145,98 @@ TEST(AgentProgressTest, AnAutomaticTimeoutIsLearnedFromTheSteps) {
 TEST(AgentProgressTest, AStallIsRestartedLikeACrash) {
   test_support::TempDir dir("ddprun-agent-progress");
   FakeRendezvous rendezvous(singleNode(1));
-  AgentConfig config = progressConfig(rendezvous, dir.path(), 1,
-                                      {"--progress", "3", "50", "--exit-if-attempt", "1", "0",
-                                       "--spin", "60000"},
-                                      1);
+  AgentConfig config = progressConfig(
+      rendezvous, dir.path(), 1,
+      {"--progress", "3", "50", "--exit-if-attempt", "1", "0", "--spin", "60000"}, 1);
   config.progress_timeout = ProgressTimeout::fixed(700ms);
   config.tools_path = "/nonexistent";
   const RunResult result = Agent(config).run();
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_EQ(result.attempts, 2);
+}
+
+// A worker that crashes at the same step on every attempt: attempt 0 got
+// somewhere (step 4), attempts 1, 2 and 3 got no further, so the job ends
+// after the third unproductive restart, whatever --max-restarts allows.
+TEST(AgentProgressTest, ACrashAtTheSameStepEveryAttemptEndsAsACrashLoop) {
+  test_support::TempDir dir("ddprun-agent-progress");
+  FakeRendezvous rendezvous(singleNode(2));
+  AgentConfig config = progressConfig(
+      rendezvous, dir.path(), 2, {"--progress", "4", "20", "--only-rank", "1", "--exit", "3"}, 100);
+  config.tools_path = "/nonexistent";
+  const RunResult result = Agent(config).run();
+  EXPECT_EQ(result.exit_code, kCrashLoopExitCode);
+  EXPECT_EQ(result.attempts, 4) << "attempt 0, then 3 unproductive restarts";
+  EXPECT_EQ(result.crash_loop,
+            "crash loop: 3 attempt(s) in a row failed without getting past step 4 (this one "
+            "reached step 4); not restarted again (--max-unproductive-restarts 3)");
+  ASSERT_FALSE(result.failures.empty());
+  EXPECT_EQ(result.failures.front().rank, 1);
+}
+
+// Each attempt gets further than the one before (it resumes and moves on):
+// restarted as long as --max-restarts allows.
+TEST(AgentProgressTest, FailuresThatStillMakeProgressAreRestarted) {
+  test_support::TempDir dir("ddprun-agent-progress");
+  FakeRendezvous rendezvous(singleNode(1));
+  // Attempt A reports steps 1..(A+1)*2 before it fails; attempt 5 succeeds.
+  AgentConfig config = progressConfig(rendezvous, dir.path(), 1, {}, 5);
+  config.command = [](int) {
+    return std::vector<std::string>{
+        "/bin/sh", "-c",
+        "a=$TORCHELASTIC_RESTART_COUNT; n=$(( (a + 1) * 2 )); i=1; "
+        "while [ $i -le $n ]; do echo '{\"name\": \"progress\", \"step\": '$i'}' "
+        ">> \"$DDPRUN_PROGRESS_EVENTS\"; i=$((i + 1)); done; [ $a -ge 5 ] || exit 3"};
+  };
+  config.max_unproductive_restarts = 1;
+  const RunResult result = Agent(config).run();
+  EXPECT_EQ(result.exit_code, 0) << result.crash_loop;
+  EXPECT_EQ(result.attempts, 6);
+}
+
+// No worker ever reports progress: the rule cannot tell a crash loop from
+// anything else, and --max-restarts alone decides.
+TEST(AgentProgressTest, WithoutProgressReportsOnlyMaxRestartsCounts) {
+  test_support::TempDir dir("ddprun-agent-progress");
+  FakeRendezvous rendezvous(singleNode(1));
+  AgentConfig config = progressConfig(rendezvous, dir.path(), 1, {"--exit", "3"}, 5);
+  const RunResult result = Agent(config).run();
+  EXPECT_EQ(result.exit_code, 3);
+  EXPECT_EQ(result.attempts, 6);
+  EXPECT_TRUE(result.crash_loop.empty());
+}
+
+TEST(AgentProgressTest, ZeroUnproductiveRestartsNeverEndsACrashLoop) {
+  test_support::TempDir dir("ddprun-agent-progress");
+  FakeRendezvous rendezvous(singleNode(1));
+  AgentConfig config =
+      progressConfig(rendezvous, dir.path(), 1, {"--progress", "2", "10", "--exit", "3"}, 5);
+  config.max_unproductive_restarts = 0;
+  const RunResult result = Agent(config).run();
+  EXPECT_EQ(result.exit_code, 3);
+  EXPECT_EQ(result.attempts, 6);
+}
+
+// A node whose health check fails before a join starts no worker there and
+// ends with kUnfitExitCode; asked before every join, the first included.
+TEST(AgentHealthTest, AnUnfitNodeNeverJoinsAndEndsWithItsOwnStatus) {
+  test_support::TempDir dir("ddprun-agent-health");
+  FakeRendezvous rendezvous(singleNode(1));
+  AgentConfig config = progressConfig(rendezvous, dir.path(), 1, {"--exit", "3"}, 2);
+  std::vector<int> asked;
+  config.health_check = [&asked](int join) -> std::optional<std::string> {
+    asked.push_back(join);
+    if (join < 2) {
+      return std::nullopt;
+    }
+    return "GPU 3 is gone";
+  };
+  const RunResult result = Agent(config).run();
+  EXPECT_EQ(result.exit_code, kUnfitExitCode);
+  EXPECT_TRUE(result.left_unfit);
+  EXPECT_EQ(result.attempts, 2) << "attempts 0 and 1 ran; the third join was refused";
+  EXPECT_EQ(asked, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(result.error, "this node failed its health check and does not join: GPU 3 is gone");
 }
 
 }  // namespace

@@ -93,6 +93,13 @@ std::vector<ValueCase> valueCases() {
       {"--progress-timeout", "--progress_timeout", "PET_PROGRESS_TIMEOUT", "auto:30",
        [](auto& c) { return c.progress_timeout.value().describe(2); },
        "auto: 30 s (no interval seen yet; the floor is 30 s)"},
+      {"--max-unproductive-restarts", "--max_unproductive_restarts",
+       "PET_MAX_UNPRODUCTIVE_RESTARTS", "7",
+       [](auto& c) { return std::to_string(c.max_unproductive_restarts); }, "7"},
+      {"--health-check", "--health_check", "PET_HEALTH_CHECK", "nvidia-smi -L",
+       [](auto& c) { return c.health_check.value_or("?"); }, "nvidia-smi -L"},
+      {"--health-check-timeout", "--health_check_timeout", "PET_HEALTH_CHECK_TIMEOUT", "5",
+       [](auto& c) { return std::to_string(c.health_check_timeout_s.value_or(-1)); }, "5.000000"},
       {"--metrics-port", "--metrics_port", "", "9464",
        [](auto& c) { return std::to_string(c.metrics_port.value_or(-1)); }, "9464"},
   };

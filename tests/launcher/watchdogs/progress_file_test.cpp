@@ -24,8 +24,9 @@ TEST(ProgressLineTest, OnlyAProgressEventWithAStepIsProgress) {
   EXPECT_FALSE(parseProgressLine(R"({"name": "progress"})"));
   EXPECT_FALSE(parseProgressLine(R"(["progress", 3])"));
   EXPECT_FALSE(parseProgressLine("progress"));
-  const std::string deep = "{\"name\": \"progress\", \"step\": 1, \"x\": " +
-                           std::string(100000, '[') + std::string(100000, ']') + "}";
+  const std::string deep =
+      "{\"name\": \"progress\", \"step\": 1, \"x\": " + std::string(100000, '[') +
+      std::string(100000, ']') + "}";
   EXPECT_FALSE(parseProgressLine(deep));
 }
 

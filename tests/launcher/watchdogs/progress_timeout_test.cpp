@@ -37,8 +37,8 @@ TEST(ProgressTimeoutTest, AutoIsFiveTimesTheLongestIntervalAboveItsFloor) {
 }
 
 TEST(ProgressTimeoutTest, BadValuesNameTheFlagAndWhy) {
-  for (const char* bad : {"", "0", "-1", "x", "1s", "nan", "inf", "auto:", "auto:0", "auto2",
-                          "automatic"}) {
+  for (const char* bad :
+       {"", "0", "-1", "x", "1s", "nan", "inf", "auto:", "auto:0", "auto2", "automatic"}) {
     try {
       parseProgressTimeout("--progress-timeout", bad);
       ADD_FAILURE() << "accepted '" << bad << "'";

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,15 @@ struct AgentConfig {
   std::string timer_file;
   std::chrono::milliseconds worker_hang_timeout{0};
   ProgressTimeout progress_timeout;
+  // --max-unproductive-restarts: after this many failed attempts in a row
+  // that got no further than the best step before them (the workers'
+  // progress reports), the run ends with kCrashLoopExitCode whatever
+  // max_restarts allows; 0: never.
+  int max_unproductive_restarts = 3;
+  // Whether this node may join round number `join` (0: the first), asked
+  // on the waiter thread before each join: nullopt when it is fit, else
+  // why not; the run then ends with kUnfitExitCode. Unset: always fit.
+  std::function<std::optional<std::string>(int join)> health_check;
   std::string tools_path = "/usr/bin:/bin";  // PATH for gdb and py-spy
   // The CPUs each local rank's worker is bound to (--numa-binding,
   // numa_binding.hpp), indexed by local rank; empty: no binding.

@@ -21,8 +21,8 @@
 namespace ddprun::launcher {
 
 struct ProgressLine {
-  std::int64_t step = 0;     // a non-negative integer
-  std::int64_t ts_ns = -1;   // its ts_monotonic_ns; -1 when it has none
+  std::int64_t step = 0;    // a non-negative integer
+  std::int64_t ts_ns = -1;  // its ts_monotonic_ns; -1 when it has none
 };
 // What a progress line reports; nullopt for any other line.
 std::optional<ProgressLine> parseProgressLine(std::string_view line);
