@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
@@ -39,6 +40,35 @@ void reportTimelineEvent(const TimelineEvent& event) {
     ::close(fd);
   } catch (...) {
     // Best effort only.
+  }
+}
+
+ProgressReport::ProgressReport() {
+  const char* path = std::getenv(std::string(proto::env::kProgressEvents).c_str());
+  if (path != nullptr && *path != '\0') {
+    fd_ = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  }
+}
+
+ProgressReport::~ProgressReport() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+  }
+}
+
+void ProgressReport::stepDone(std::int64_t step) const {
+  if (fd_ < 0) {
+    return;
+  }
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+  char line[128];
+  const int length = std::snprintf(
+      line, sizeof line, "{\"name\": \"progress\", \"ts_monotonic_ns\": %lld, \"step\": %lld}\n",
+      static_cast<long long>(now), static_cast<long long>(step));
+  if (length > 0 && static_cast<std::size_t>(length) < sizeof line) {
+    [[maybe_unused]] const ssize_t written = ::write(fd_, line, static_cast<std::size_t>(length));
   }
 }
 

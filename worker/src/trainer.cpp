@@ -121,6 +121,8 @@ Trainer::EpochResult Trainer::trainEpoch(int64_t epoch) {
   const torch::Tensor indices = sampler_.indices(epoch);
   const int64_t shard = indices.size(0);
   double loss_sum = 0;
+  // Steps count across epochs, so a resumed run reports where it is.
+  int64_t step = epoch * sampler_.batchesPerEpoch(options_.batch_size);
   for (int64_t begin = 0; begin < shard; begin += options_.batch_size) {
     const auto batch = indices.narrow(0, begin, std::min(options_.batch_size, shard - begin));
     const auto inputs = data_.train.inputs.index_select(0, batch).to(context_.device);
@@ -131,6 +133,7 @@ Trainer::EpochResult Trainer::trainEpoch(int64_t epoch) {
     loss.backward();
     task_.optimizer->step();
     loss_sum += loss.item<double>() * static_cast<double>(batch.size(0));
+    progress_.stepDone(++step);
   }
   // One small all-reduce per epoch so rank 0 reports the loss over every
   // rank, and learns whether any rank was asked for a snapshot (a signal may

@@ -39,6 +39,13 @@ namespace {
 
 namespace asio = net::asio;
 
+// `name`'s value in `env`; "" when it is not set.
+std::string variable(const WorkerEnvironment::Variables& env, std::string_view name) {
+  const auto found = std::find_if(env.begin(), env.end(),
+                                  [name](const auto& entry) { return entry.first == name; });
+  return found != env.end() ? found->second : std::string();
+}
+
 }  // namespace
 
 void Agent::Impl::runLoop() {
@@ -61,9 +68,15 @@ void Agent::Impl::startAttempt() {
   phase = Phase::Waiting;
   rendezvous_started = Clock::now();
   events().rendezvousStarted(rendezvous_started);
-  const auto askForGroup = [this] {
+  const auto askForGroup = [this, join = joins++] {
     std::optional<WorkerGroup> next;
     std::exception_ptr error;
+    if (config.health_check) {
+      if (std::optional<std::string> unfit = config.health_check(join)) {
+        asio::post(io, [this, why = std::move(*unfit)] { onUnfit(why); });
+        return;
+      }
+    }
     try {
       next = rendezvous.nextGroup();
     } catch (...) {
@@ -109,6 +122,17 @@ void Agent::Impl::onGroup(std::optional<WorkerGroup> next, const std::exception_
     return;
   }
   launchAttempt(*next);
+}
+
+// Kept out of the round: the node is not fit, and a replacement should
+// take its place, so the agent ends rather than waiting to be fixed.
+void Agent::Impl::onUnfit(const std::string& why) {
+  if (phase != Phase::Waiting) {
+    return;
+  }
+  result.error = "this node failed its health check and does not join: " + why;
+  result.left_unfit = true;
+  finish(kUnfitExitCode);
 }
 
 void Agent::Impl::launchAttempt(const WorkerGroup& next) {
@@ -194,7 +218,8 @@ void Agent::Impl::spawnWorker(int local_rank) {
   worker.exit_watch = std::make_unique<ExitWatch>(
       io, worker.process.pidfd(), [this, index] { onExit(index); },
       "local rank " + std::to_string(local_rank) + "'s worker");
-  watchdogs.workerStarted(index, worker.process.pid(), worker.error_file);
+  watchdogs.workerStarted(index, worker.process.pid(), worker.error_file,
+                          variable(options.env, proto::env::kProgressEvents));
   events().workerStarted(local_rank, rank, worker.process.pid(), Clock::now());
   workers.push_back(std::move(worker));
   ++running;
@@ -219,7 +244,7 @@ void Agent::Impl::onExit(std::size_t index) {
   events().workerExited(worker.local_rank, worker.rank, worker.process.pid(), status, failed,
                         Clock::now());
   if (phase == Phase::Running && !status.success()) {
-    restart_after_stop = restarts_used < config.max_restarts;
+    restart_after_stop = restarts_used < config.max_restarts && !endsCrashLoop();
     if (restart_after_stop) {
       rendezvous.requestRestart(failure);  // every node moves to the next group
     }
@@ -234,6 +259,35 @@ void Agent::Impl::onExit(std::size_t index) {
   } else {
     finish(0);  // every worker succeeded
   }
+}
+
+// Progress is the workers' reports of their steps. With none ever reported
+// nothing can be told apart, and no attempt counts.
+bool Agent::Impl::endsCrashLoop() {
+  const std::optional<std::int64_t> reached = watchdogs.bestStep();
+  const bool productive = reached && (!best_step || *reached > *best_step);
+  if (productive) {
+    best_step = reached;
+    unproductive_in_a_row = 0;
+    return false;
+  }
+  if (!best_step) {
+    return false;
+  }
+  ++unproductive_in_a_row;
+  if (config.max_unproductive_restarts <= 0 ||
+      unproductive_in_a_row < config.max_unproductive_restarts) {
+    return false;
+  }
+  result.crash_loop = "crash loop: " + std::to_string(unproductive_in_a_row) +
+                      " attempt(s) in a row failed without getting past step " +
+                      std::to_string(*best_step) +
+                      (reached ? " (this one reached step " + std::to_string(*reached) + ")"
+                               : " (this one reported no step)") +
+                      "; not restarted again (--max-unproductive-restarts " +
+                      std::to_string(config.max_unproductive_restarts) + ")";
+  log().error("{}", result.crash_loop);
+  return true;
 }
 
 WorkerFailure Agent::Impl::failureOf(const Worker& worker, const ExitStatus& status) const {

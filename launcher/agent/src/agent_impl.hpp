@@ -44,7 +44,9 @@ struct Agent::Impl {
         signals(io),
         grace(io),
         relays(io),
-        watchdogs(io, {config.timer_file, config.worker_hang_timeout, config.tools_path},
+        watchdogs(io,
+                  {config.timer_file, config.worker_hang_timeout, config.progress_timeout,
+                   config.tools_path},
                   {[this](std::size_t index) { return runs(index); },
                    [this](std::size_t index, const WorkerVerdict& verdict) {
                      return condemn(index, verdict);
@@ -55,6 +57,7 @@ struct Agent::Impl {
   void runLoop();
   void startAttempt();
   void onGroup(std::optional<WorkerGroup> next, const std::exception_ptr& error);
+  void onUnfit(const std::string& why);
   void launchAttempt(const WorkerGroup& next);
   void onGroupOver(int newer_attempt);
   void spawnWorker(int local_rank);
@@ -67,6 +70,9 @@ struct Agent::Impl {
   // The observers, or one that ignores everything.
   AgentEvents& events() { return config.events != nullptr ? *config.events : nobody_watches; }
   void afterStop();
+  // Whether this attempt's failure ends a crash loop; counts the attempts
+  // in a row that made no progress beyond the best step before them.
+  bool endsCrashLoop();
   void checkFailure();
   void onFailureChecked(bool stands);
   void fail(const std::string& why);
@@ -87,8 +93,11 @@ struct Agent::Impl {
   ProcessTree tree;   // what the workers leave behind
   WorkerGroup group;  // the running attempt's
   AgentEvents nobody_watches;
-  Clock::time_point rendezvous_started;  // of the wait in progress, or the last one
-  int restarts_used = 0;                 // failures restarted, against max_restarts
+  Clock::time_point rendezvous_started;   // of the wait in progress, or the last one
+  int restarts_used = 0;                  // failures restarted, against max_restarts
+  std::optional<std::int64_t> best_step;  // the highest step any earlier attempt reported
+  int unproductive_in_a_row = 0;          // failed attempts that got no further than it
+  int joins = 0;                          // asked of the rendezvous so far
   int running = 0;
   Phase phase = Phase::Waiting;
   bool restart_after_stop = false;

@@ -80,6 +80,10 @@ void Agent::Impl::afterStop() {
     return;
   }
   orderRootCauseFirst(result.failures);
+  if (!result.crash_loop.empty()) {
+    finish(kCrashLoopExitCode);
+    return;
+  }
   finish(result.failures.empty() ? 1 : result.failures.front().status.shellCode());
 }
 

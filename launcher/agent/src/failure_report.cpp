@@ -117,6 +117,13 @@ void describe(std::ostream& out, const WorkerFailure& failure, const std::string
   if (!failure.verdict.stack.empty()) {
     describeStack(out, failure.verdict);
   }
+  if (!failure.verdict.peer_stacks.empty()) {
+    out << "  peers     : where the other local ranks were\n";
+    std::istringstream lines(failure.verdict.peer_stacks);
+    for (std::string line; std::getline(lines, line);) {
+      out << "    " << line << "\n";
+    }
+  }
 }
 
 // When the worker recorded its failure, if its error file says so finely.

@@ -31,6 +31,7 @@
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/core/rendezvous.hpp"
 #include "ddprun/launcher/host/device_count.hpp"
+#include "ddprun/launcher/host/health_check.hpp"
 #include "ddprun/launcher/host/numa_binding.hpp"
 #include "ddprun/launcher/observe/agent_observers.hpp"
 #include "ddprun/launcher/observe/timeline_format.hpp"
@@ -147,6 +148,24 @@ std::string workersPython(const LaunchConfig& config, const launcher::Environmen
   return choice.path;
 }
 
+// What is checked before each join. The GPUs are those counted at the start,
+// when --nproc-per-node counted them (not counted otherwise: a CPU job
+// never loads a GPU library).
+launcher::HealthCheck healthCheck(const LaunchConfig& config, const fs::path& run_dir) {
+  using Kind = launcher::NprocPerNode::Kind;
+  launcher::HealthCheck check;
+  check.command = config.health_check.value_or("");
+  if (config.health_check_timeout_s) {
+    check.timeout = std::chrono::milliseconds(std::llround(*config.health_check_timeout_s * 1000));
+  }
+  check.run_dir = run_dir;
+  const Kind kind = config.nproc_per_node.kind;
+  if (kind == Kind::kGpu || kind == Kind::kAuto || kind == Kind::kGpusElseDefault) {
+    check.gpus_at_start = launcher::countVisibleGpus().count;
+  }
+  return check;
+}
+
 launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
                                   launcher::Rendezvous& rendezvous, const fs::path& run_dir,
                                   const std::string& host, const std::string& python,
@@ -170,6 +189,11 @@ launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
     agent.worker_hang_timeout = std::chrono::milliseconds(
         std::max<long long>(1, std::llround(*config.worker_hang_timeout_s * 1000)));
   }
+  agent.progress_timeout = config.progress_timeout.value_or(launcher::ProgressTimeout{});
+  agent.max_unproductive_restarts = config.max_unproductive_restarts;
+  agent.health_check = [check = healthCheck(config, run_dir)](int join) {
+    return launcher::checkNodeHealth(check, join);
+  };
   const char* path = std::getenv("PATH");
   agent.tools_path = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
   return agent;
@@ -260,6 +284,8 @@ int runAgent(const LaunchConfig& config) {
   if (timeline.writing()) {
     environment.reportTimelineEventsTo(worker_events_dir);
   }
+  const launcher::ProgressDir progress_dir(run_dir);
+  environment.reportProgressTo(progress_dir.path());
   const ClockToTimeline clock_to_timeline(*rendezvous, timeline);
   if (timeline.writing()) {
     observers.add(&timeline);
@@ -300,6 +326,9 @@ int runAgent(const LaunchConfig& config) {
   if (!result.failures.empty()) {
     std::fputs(launcher::formatFailureReport(result, host, config.training_script).c_str(), stderr);
     copyRootCauseError(result);
+  }
+  if (!result.crash_loop.empty()) {
+    std::fprintf(stderr, "ddprun: %s\n", result.crash_loop.c_str());
   }
   const int exit_code = rendezvous->finishJob(result);  // no wait for other nodes after a signal
   timeline.close(exit_code);

@@ -17,6 +17,7 @@
 #include "abbreviations.hpp"
 #include "ddprun/launcher/config/option_table.hpp"
 #include "ddprun/launcher/core/option_values.hpp"
+#include "ddprun/launcher/core/progress_timeout.hpp"
 #include "ddprun/net/asio.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "derived_rules.hpp"
@@ -185,6 +186,15 @@ void readWorkerOptions(const Reader& in, LaunchConfig& config) {
         return parseInt(what, text, 0, kIntMax);
       });
   config.worker_hang_timeout_s = in.parsed("worker_hang_timeout", parsePositiveDouble);
+  config.progress_timeout = in.parsed("progress_timeout", parseProgressTimeout);
+  config.max_unproductive_restarts =
+      in.parsed("max_unproductive_restarts", [](std::string_view what, std::string_view text) {
+          return parseInt(what, text, 0, kIntMax);
+        }).value_or(3);
+  if (const auto health_check = in.get("health_check")) {
+    config.health_check = health_check->text;
+  }
+  config.health_check_timeout_s = in.parsed("health_check_timeout", parsePositiveDouble);
   config.no_slurm = in.flag("no_slurm");
   config.dry_run = in.flag("dry_run");
 }

@@ -118,6 +118,11 @@ std::string launchPlanJson(const LaunchConfig& config, const ResolvedLaunch& res
                                 : json(nullptr));
   plan["worker_hang_timeout"] =
       field(config, "worker_hang_timeout", orNull(config.worker_hang_timeout_s));
+  plan["max_unproductive_restarts"] =
+      field(config, "max_unproductive_restarts", config.max_unproductive_restarts);
+  plan["progress_timeout"] =
+      field(config, "progress_timeout",
+            config.progress_timeout ? json(config.progress_timeout->describe(2)) : json(nullptr));
   json python = {{"value", resolved.python.empty() ? json(nullptr) : json(resolved.python)},
                  {"source", resolved.python.empty() ? "default" : resolved.python_source}};
   plan["python"] = std::move(python);

@@ -80,9 +80,24 @@ constexpr OptionSpec kOptions[] = {
      "LOCAL_RANK=0 and one visible GPU per worker", G::kCompatible},
     {"--print-completion,--print_completion", "print_completion", false, false, "SHELL",
      "Print a bash or zsh completion script and exit", G::kCompatible, H::kChoices, "bash zsh"},
-    // ddprun's own, after torchrun's.
+    // ddprun's own, after torchrun's. Whole name only where a prefix of it
+    // is one of torchrun's abbreviations (--max for --max-restarts, --he for
+    // --help).
     {"--worker-hang-timeout,--worker_hang_timeout", "worker_hang_timeout", false, true, "SECONDS",
      "Kill a worker that printed nothing and used no CPU for this long, as a crash", G::kDdprun},
+    {"--progress-timeout,--progress_timeout", "progress_timeout", false, true, "SECONDS|auto",
+     "Kill a worker that reported progress, then none for this long (auto[:FLOOR]: learned)",
+     G::kDdprun},
+    {"--max-unproductive-restarts,--max_unproductive_restarts", "max_unproductive_restarts", false,
+     true, "N",
+     "End the job (exit 120) after N failed attempts in a row that made no progress (default 3; "
+     "0: never)",
+     G::kDdprun, H::kText, "", true},
+    {"--health-check,--health_check", "health_check", false, true, "CMD",
+     "Run CMD (sh -c) before every join; failing it keeps this node out (exit 121)", G::kDdprun,
+     H::kText, "", true},
+    {"--health-check-timeout,--health_check_timeout", "health_check_timeout", false, true,
+     "SECONDS", "How long --health-check may take (default 60)", G::kDdprun, H::kText, "", true},
     {"--no-slurm,--no_slurm", "no_slurm", true, true, "",
      "Under srun, take nothing from Slurm's variables (no derived rendezvous)", G::kDdprun},
     {"--dry-run,--dry_run", "dry_run", true, false, "",

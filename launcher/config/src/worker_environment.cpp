@@ -163,7 +163,19 @@ WorkerEnvironment::Variables WorkerEnvironment::forWorker(const WorkerGroup& gro
   } else {
     merged.erase(std::string(proto::env::kTimelineEvents));
   }
+  if (!job_.progress_events_dir.empty()) {
+    merged[std::string(proto::env::kProgressEvents)] =
+        progressEventsFile(job_.progress_events_dir, group.attempt, local_rank).string();
+  } else {
+    merged.erase(std::string(proto::env::kProgressEvents));
+  }
   return {merged.begin(), merged.end()};
+}
+
+std::filesystem::path progressEventsFile(const std::filesystem::path& dir, int attempt,
+                                         int local_rank) {
+  return dir / ("attempt_" + std::to_string(attempt) + ".local_rank_" + std::to_string(local_rank) +
+                ".progress.jsonl");
 }
 
 std::filesystem::path timelineEventsFile(const std::filesystem::path& dir, int attempt,

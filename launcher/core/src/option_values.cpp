@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <optional>
@@ -365,6 +366,16 @@ NumaBinding parseNumaBinding(std::string_view what, std::string_view text) {
     return NumaBinding::kCoreComplex;
   }
   failValue(what, text, "expected node, socket, exclusive or core-complex");
+}
+
+std::string formatSeconds(std::chrono::milliseconds duration) {
+  const long long ms = duration.count();
+  if (ms % 1000 == 0) {
+    return std::to_string(ms / 1000) + " s";
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g s", static_cast<double>(ms) / 1000.0);
+  return text;
 }
 
 }  // namespace ddprun::launcher

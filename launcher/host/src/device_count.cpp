@@ -129,6 +129,8 @@ GpuCount countVisibleGpus() {
   return gpus;
 }
 
+GpuCount countVisibleGpusNow() { return countInChild("--count-only"); }
+
 std::vector<std::string> visibleGpuPciBusIds() {
   static const GpuCount gpus = countInChild(nullptr);
   return gpus.bus_ids;

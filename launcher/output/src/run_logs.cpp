@@ -67,6 +67,29 @@ fs::path runLogDir(const LaunchConfig& config) {
                        "the run's log directory");
 }
 
+ProgressDir::ProgressDir(const fs::path& run_dir) {
+  if (run_dir.empty()) {
+    path_ = makeUniqueDir(fs::temp_directory_path() / "ddprun-progress-XXXXXX",
+                          "a directory for the workers' progress files");
+    owned_ = true;
+    return;
+  }
+  path_ = run_dir / "progress";
+  std::error_code error;
+  fs::create_directories(path_, error);
+  if (error) {
+    throw Error("cannot create " + path_.string() +
+                " for the workers' progress files: " + error.message());
+  }
+}
+
+ProgressDir::~ProgressDir() {
+  if (owned_) {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+}
+
 std::string describeLogs(const fs::path& run_dir) {
   return run_dir.empty() ? "no log files (--log-dir /dev/null)"
                          : "logs in " + proto::visible(run_dir.string());

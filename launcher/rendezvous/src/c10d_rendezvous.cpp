@@ -203,8 +203,8 @@ int C10dRendezvous::finishJob(const RunResult& result) {
   if (result.closed_elsewhere) {
     return endedElsewhere(result);
   }
-  if (result.signal != 0 || !joined_) {
-    return result.exit_code;  // an agent stopped by a signal leaves the run open
+  if (result.signal != 0 || !joined_ || result.left_unfit) {
+    return result.exit_code;  // an agent stopped by a signal, or unfit, leaves the run open
   }
   using Finish = ElasticMembership::Finish;
   try {

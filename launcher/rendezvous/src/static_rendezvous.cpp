@@ -215,8 +215,8 @@ int StaticRendezvous::finishJob(const RunResult& result) {
   if (!group_ || cancelled_) {
     return result.exit_code;  // never formed a group, or stopped while waiting
   }
-  if (result.signal != 0) {
-    log().info("stopped by a signal: not waiting for the other nodes to finish");
+  if (result.signal != 0 || result.left_unfit) {
+    log().info("stopped by a signal or unfit: not waiting for the other nodes to finish");
     return result.exit_code;
   }
   try {

@@ -12,7 +12,8 @@
 #include "ddprun/launcher/supervision/procfs.hpp"
 #include "file_timer.hpp"
 #include "hang_watch.hpp"
-#include "stack_capture.hpp"
+#include "hung_forensics.hpp"
+#include "progress_watch.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -25,17 +26,31 @@ std::string scopesOf(const ExpiredTimers& expired) {
   return text;
 }
 
-}  // namespace
+// Kept in the verdict when the other workers' stacks have no file: enough to
+// see where each one was, not their every frame.
+constexpr std::size_t kPeerStackShown = 16 * 1024;
 
-std::string formatSeconds(std::chrono::milliseconds duration) {
-  const long long ms = duration.count();
-  if (ms % 1000 == 0) {
-    return std::to_string(ms / 1000) + " s";
+std::string peerStacks(const std::vector<WorkerStacks>& stacks, std::size_t hung) {
+  std::string text;
+  for (const WorkerStacks& worker : stacks) {
+    if (worker.index == hung) {
+      continue;
+    }
+    text += "local rank " + std::to_string(worker.index) + " (pid " + std::to_string(worker.pid) +
+            "): ";
+    if (!worker.file.empty()) {
+      text += "stacks in " + worker.file + "\n";
+      continue;
+    }
+    text += "\n" + worker.text.substr(0, kPeerStackShown);
+    if (worker.text.size() > kPeerStackShown) {
+      text += "(cut at 16 KiB)\n";
+    }
   }
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g s", static_cast<double>(ms) / 1000.0);
   return text;
 }
+
+}  // namespace
 
 WorkerWatchdogs::WorkerWatchdogs(net::asio::io_context& io, Options options, Hooks hooks)
     : options_(std::move(options)), hooks_(std::move(hooks)) {
@@ -48,8 +63,16 @@ WorkerWatchdogs::WorkerWatchdogs(net::asio::io_context& io, Options options, Hoo
     hang_watch_ = std::make_unique<HangWatch>(
         io, options_.hang_timeout,
         [this](std::size_t index, pid_t pid) { return onHung(index, pid); });
-    stacks_ = std::make_unique<StackCapture>(io, options_.path_variable);
   }
+  // Always: without a timeout it still keeps each attempt's best step.
+  progress_watch_ = std::make_unique<ProgressWatch>(
+      io, options_.progress_timeout, [this](const ProgressWatch::Stalled& stalled) {
+        return onStalled(stalled.index, stalled.pid,
+                         "no progress for " + formatSeconds(stalled.silent) + " after step " +
+                             std::to_string(stalled.step) + " (progress timeout " +
+                             stalled.timeout_text + ")");
+      });
+  forensics_ = std::make_unique<HungForensics>(io, options_.path_variable);
 }
 
 WorkerWatchdogs::~WorkerWatchdogs() = default;
@@ -61,17 +84,19 @@ void WorkerWatchdogs::attemptStarted() {
   }
   if (hang_watch_) {
     hang_watch_->clear();
-    stacks_->cancel();
   }
+  progress_watch_->clear();
+  forensics_->cancel();
 }
 
-void WorkerWatchdogs::workerStarted(std::size_t index, pid_t pid, const std::string& error_file) {
-  if (!file_timer_ && !hang_watch_) {
-    return;
-  }
+void WorkerWatchdogs::workerStarted(std::size_t index, pid_t pid, const std::string& error_file,
+                                    const std::string& progress_file) {
   running_[index] = {pid, error_file};
   if (hang_watch_) {
     hang_watch_->watch(index, pid);
+  }
+  if (!progress_file.empty()) {
+    progress_watch_->watch(index, pid, progress_file);
   }
 }
 
@@ -87,7 +112,10 @@ void WorkerWatchdogs::workerExited(std::size_t index) {
   if (hang_watch_) {
     hang_watch_->forget(index);
   }
+  progress_watch_->forget(index);
 }
+
+std::optional<std::int64_t> WorkerWatchdogs::bestStep() { return progress_watch_->bestStep(); }
 
 void WorkerWatchdogs::stop() {
   if (file_timer_) {
@@ -95,8 +123,9 @@ void WorkerWatchdogs::stop() {
   }
   if (hang_watch_) {
     hang_watch_->stop();
-    stacks_->cancel();
   }
+  progress_watch_->stop();
+  forensics_->cancel();
 }
 
 // torch signals whatever pid the request names; ddprun only its own workers
@@ -130,51 +159,90 @@ void WorkerWatchdogs::onTimersExpired(const ExpiredTimers& expired) {
   if (expired.pid != worker.pid) {
     sent += " to pid " + std::to_string(expired.pid) + " of its process tree";
   }
-  WorkerVerdict verdict;
-  verdict.reason = "timed out in scope '" + reaping->scope_id + "' (file timer; " + sent + ")";
-  if (!hooks_.condemn(index, verdict)) {
+  if (!hooks_.runs(index)) {
     return;
   }
-  log().warn("file timer: scope '{}' of local rank {} (pid {}) expired; sending {}",
-             reaping->scope_id, index, expired.pid, signalName(reaping->signal));
-  ::kill(expired.pid, reaping->signal);
+  log().warn(
+      "file timer: scope '{}' of local rank {} (pid {}) expired; capturing every local "
+      "worker's stacks, then sending {}",
+      reaping->scope_id, index, expired.pid, signalName(reaping->signal));
+  const pid_t target = expired.pid;
+  const int signal = reaping->signal;
+  const std::string reason =
+      "timed out in scope '" + reaping->scope_id + "' (file timer; " + sent + ")";
+  if (!captureThenKill(index, worker.pid, reason, [target, signal] { ::kill(target, signal); })) {
+    log().warn("file timer: stacks are being captured already; sending {} now", signalName(signal));
+    WorkerVerdict verdict;
+    verdict.reason = reason;
+    if (hooks_.condemn(index, verdict)) {
+      ::kill(target, signal);
+    }
+  }
 }
 
-// False: not now (the group is stopping, or another capture runs); the hang
+// False: not now (the group is stopping, or stacks are being captured); the
 // watch will look at it again.
 bool WorkerWatchdogs::onHung(std::size_t index, pid_t pid) {
-  if (!hooks_.runs(index) || stacks_->busy()) {
+  if (!hooks_.runs(index) || forensics_->busy()) {
     return false;
   }
   log().warn(
-      "local rank {} (pid {}) is hung: no output and no CPU time for {}; capturing its "
-      "stack, then killing it",
+      "local rank {} (pid {}) is hung: no output and no CPU time for {}; capturing every local "
+      "worker's stacks, then killing it",
       index, pid, formatSeconds(hang_watch_->timeout()));
-  return stacks_->capture(
-      pid, [this, index, pid](std::string stacks) { onStack(index, pid, std::move(stacks)); });
+  return captureThenKill(
+      index, pid, "hung: no output and no CPU time for " + formatSeconds(hang_watch_->timeout()),
+      [pid] {
+        ::killpg(pid, SIGKILL);  // the worker leads its group; its pid is not reaped yet
+        ::kill(pid, SIGKILL);    // in case it left its group
+      });
 }
 
-void WorkerWatchdogs::onStack(std::size_t index, pid_t pid, std::string stacks) {
+bool WorkerWatchdogs::onStalled(std::size_t index, pid_t pid, const std::string& reason) {
+  if (!hooks_.runs(index) || forensics_->busy()) {
+    return false;
+  }
+  log().warn(
+      "local rank {} (pid {}) is hung: {}; capturing every local worker's stacks, then "
+      "killing it",
+      index, pid, reason);
+  return captureThenKill(index, pid, "hung: " + reason, [pid] {
+    ::killpg(pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+  });
+}
+
+bool WorkerWatchdogs::captureThenKill(std::size_t index, pid_t pid, std::string reason, Kill kill) {
+  std::vector<HungForensics::Target> targets;
+  for (const auto& [worker_index, worker] : running_) {
+    targets.push_back({worker_index, worker.pid, worker.error_file});
+  }
+  return forensics_->capture(std::move(targets),
+                             [this, index, pid, reason = std::move(reason),
+                              kill = std::move(kill)](std::vector<WorkerStacks> stacks) {
+                               onStacks(index, pid, reason, kill, std::move(stacks));
+                             });
+}
+
+void WorkerWatchdogs::onStacks(std::size_t index, pid_t pid, std::string reason, const Kill& kill,
+                               std::vector<WorkerStacks> stacks) {
   const auto found = running_.find(index);
   if (found == running_.end() || found->second.pid != pid) {
     return;  // it exited meanwhile
   }
   WorkerVerdict verdict;
-  verdict.reason = "hung: no output and no CPU time for " + formatSeconds(hang_watch_->timeout()) +
-                   " (stack below)";
-  verdict.stack = std::move(stacks);
-  const std::string& error_file = found->second.error_file;
-  if (!error_file.empty()) {
-    verdict.stack_file = (std::filesystem::path(error_file).parent_path() / "stack.txt").string();
+  verdict.reason = std::move(reason) + " (stack below)";
+  for (WorkerStacks& worker : stacks) {
+    if (worker.index == index) {
+      verdict.stack = std::move(worker.text);
+      verdict.stack_file = worker.file;
+    }
   }
+  verdict.peer_stacks = peerStacks(stacks, index);
   if (!hooks_.condemn(index, verdict)) {
     return;
   }
-  if (!verdict.stack_file.empty()) {
-    std::ofstream(verdict.stack_file) << verdict.stack;
-  }
-  ::killpg(pid, SIGKILL);  // the worker leads its group; its pid is not reaped yet
-  ::kill(pid, SIGKILL);    // in case it left its group
+  kill();
 }
 
 }  // namespace ddprun::launcher

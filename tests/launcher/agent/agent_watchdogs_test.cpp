@@ -1,6 +1,6 @@
 // The agent's watchdogs with real worker processes (fake_worker) and a
 // scripted rendezvous (docs/torchrun-contract.md §7.6): a silent, idle worker
-// is hung after --worker-hang-timeout, its stack is captured, it is killed
+// is hung after --worker-hang-timeout, every worker's stack is captured, it is killed
 // and fails like a crash (restarted while restarts last); a worker that
 // prints, or that spins, is not hung. torch's file timer: a worker's expired
 // deadline kills it, with the scope in the failure; a released one does not;
@@ -135,7 +135,14 @@ TEST(AgentWatchdogTest, AnExpiredFileTimerKillsTheWorkerAndNamesTheScope) {
   ASSERT_EQ(result.failures.size(), 1u);
   EXPECT_EQ(result.failures.front().rank, 1);
   EXPECT_EQ(result.failures.front().verdict.reason,
-            "timed out in scope 'step' (file timer; SIGKILL sent)");
+            "timed out in scope 'step' (file timer; SIGKILL sent) (stack below)");
+  // Every local worker's stacks were taken before the signal went: the
+  // timed-out one's in the verdict, the other's named beside it.
+  EXPECT_NE(result.failures.front().verdict.stack.find("thread apply all bt"), std::string::npos)
+      << result.failures.front().verdict.stack;
+  EXPECT_NE(result.failures.front().verdict.peer_stacks.find("local rank 0 (pid "),
+            std::string::npos)
+      << result.failures.front().verdict.peer_stacks;
   EXPECT_FALSE(std::filesystem::exists(fifo)) << "the pipe is removed with the agent";
 }
 
@@ -180,7 +187,7 @@ TEST(AgentWatchdogTest, AFileTimerNeverSignalsAProcessOutsideTheJob) {
           .run();
   ASSERT_EQ(result.failures.size(), 1u);
   EXPECT_EQ(result.failures.front().verdict.reason,
-            "timed out in scope 'y' (file timer; SIGKILL sent)");
+            "timed out in scope 'y' (file timer; SIGKILL sent) (stack below)");
   EXPECT_FALSE(bystander.tryWait()) << "the bystander was signalled";
 }
 

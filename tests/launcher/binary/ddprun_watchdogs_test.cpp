@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 
 #include "ddprun/test_support/files.hpp"
 #include "ddprun_binary_fixture.hpp"
@@ -105,6 +106,67 @@ TEST_F(DdprunBinaryTest, TheFileTimerWarnsOnceAboutJunkAndKillsOnExpiry) {
             std::string::npos)
       << outcome.stderr_text;
   EXPECT_FALSE(std::filesystem::exists(fifo)) << "the pipe outlived the agent";
+}
+
+// The few lines docs/launcher.md gives a Python script, as they are: rank 1
+// reports 5 steps, then spins (busy, silent); rank 0 reports 6, then waits.
+constexpr const char* kSpinningRank = R"(import json, os, time
+
+progress_file = os.environ.get("DDPRUN_PROGRESS_EVENTS")  # unset under other launchers
+
+def report_progress(step):
+    if progress_file:
+        with open(progress_file, "a") as f:
+            f.write(json.dumps({"name": "progress", "step": step,
+                                "ts_monotonic_ns": time.monotonic_ns()}) + "\n")
+
+rank = int(os.environ["RANK"])
+for step in range(1, 7 - rank):
+    time.sleep(0.05)
+    report_progress(step)
+while rank == 1:
+    pass
+time.sleep(120)
+)";
+
+TEST_F(DdprunBinaryTest, APythonRankThatSpinsWithoutProgressIsHungAndEveryStackIsKept) {
+  const auto script = dir_.path() / "spin.py";
+  std::ofstream(script) << kSpinningRank;
+  extra_env_ = {{"PYTHON_EXEC", DDPRUN_TORCH_PYTHON}};
+  const auto log_dir = dir_.path() / "logs";
+  const Outcome outcome = runFor({"--standalone", "--nproc-per-node", "2", "--progress-timeout",
+                                  "1.5", "--log-dir", log_dir.string(), script.string()},
+                                 60s);
+  const std::string& err = outcome.stderr_text;
+  EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 128 + SIGKILL})) << err;
+  EXPECT_NE(err.find("rank      : 1 (local_rank: 1)"), std::string::npos) << err;
+  EXPECT_NE(err.find("reason    : hung: no progress for "), std::string::npos) << err;
+  EXPECT_NE(err.find(" after step 5 (progress timeout 1.5 s) (stack below); killed by SIGKILL"),
+            std::string::npos)
+      << err;
+  for (const char* local_rank : {"0", "1"}) {
+    EXPECT_TRUE(std::filesystem::exists(runDir(log_dir) / "attempt_0" / local_rank / "stack.txt"))
+        << local_rank;
+  }
+  EXPECT_NE(err.find("local rank 0 (pid "), std::string::npos) << err;
+}
+
+// No run directory: the progress files live in a private directory under
+// $TMPDIR for the run, and are gone after it.
+TEST_F(DdprunBinaryTest, ProgressIsWatchedWithoutLogFilesAndLeavesNothingBehind) {
+  const auto script = dir_.path() / "spin.py";
+  std::ofstream(script) << kSpinningRank;
+  const auto tmp = dir_.path() / "tmp";
+  std::filesystem::create_directories(tmp);
+  extra_env_ = {{"PYTHON_EXEC", DDPRUN_TORCH_PYTHON}, {"TMPDIR", tmp.string()}};
+  const Outcome outcome = runFor({"--standalone", "--nproc-per-node", "2", "--progress-timeout",
+                                  "1", "--log-dir", "/dev/null", script.string()},
+                                 60s);
+  EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 128 + SIGKILL}))
+      << outcome.stderr_text;
+  EXPECT_NE(outcome.stderr_text.find("after step 5 (progress timeout 1 s)"), std::string::npos)
+      << outcome.stderr_text;
+  EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "the progress directory was left behind";
 }
 
 }  // namespace

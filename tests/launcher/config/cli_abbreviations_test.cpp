@@ -34,6 +34,7 @@ TEST(CliAbbreviations, PrefixesInBothSpellingsAndWithEquals) {
   EXPECT_TRUE(parse({"--no-p", "./a.out"}).no_python);
   EXPECT_TRUE(parse({"--virtual_l", "t.py"}).virtual_local_rank);
   EXPECT_TRUE(parse({"--he"}).show_help);
+  EXPECT_EQ(parse({"--max", "4", "t.py"}).max_restarts, 4) << "not --max-unproductive-restarts";
   EXPECT_EQ(parse({"--print-c", "zsh"}).print_completion, "zsh");
 }
 

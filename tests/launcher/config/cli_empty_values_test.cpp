@@ -26,6 +26,7 @@ std::string refusal(const std::string& what, const std::string& value_name) {
 const std::vector<std::pair<std::string, std::string>> kRefused = {
     // text
     {"--rdzv-id", "ID"},
+    {"--health-check", "CMD"},
     {"--master-addr", "ADDR"},
     {"--logs-specs", "NAME"},
     {"--signals-to-handle", "SIGNALS"},
@@ -39,6 +40,9 @@ const std::vector<std::pair<std::string, std::string>> kRefused = {
     {"--metrics-port", "PORT"},
     {"--monitor-interval", "SECONDS"},
     {"--worker-hang-timeout", "SECONDS"},
+    {"--progress-timeout", "SECONDS|auto"},
+    {"--max-unproductive-restarts", "N"},
+    {"--health-check-timeout", "SECONDS"},
     // choices
     {"--nproc-per-node", "NPROC"},
     {"--rdzv-backend", "BACKEND"},

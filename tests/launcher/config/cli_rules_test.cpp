@@ -99,6 +99,11 @@ TEST(CliErrors, OneLineNamingTheFlagForEveryTypedOption) {
       {{"--shutdown-timeout", "-5"}, "--shutdown-timeout '-5': must be >= 0"},
       {{"--worker-hang-timeout", "0"}, "--worker-hang-timeout '0': must be greater than 0"},
       {{"--worker-hang-timeout", "soon"}, "--worker-hang-timeout 'soon': not a number"},
+      {{"--progress-timeout", "0"},
+       "--progress-timeout '0': expected a number of seconds greater than 0, or "
+       "auto[:FLOOR_SECONDS]"},
+      {{"--progress-timeout", "auto:soon"},
+       "--progress-timeout 'auto:soon': 'auto' takes an optional floor in seconds, as in auto:120"},
       {{"--rdzv-conf", "a=1,=2"},
        "--rdzv-conf 'a=1,=2': expected KEY=VALUE,... (an item has no key)"},
       {{"--rdzv-conf", "timeout"}, "--rdzv-conf 'timeout': option 'timeout' has no value"},

@@ -31,6 +31,10 @@
 //   --timeline-event NAME  append {"name": NAME, "ts_monotonic_ns": now, "attempt": A}
 //                       to $DDPRUN_TIMELINE_EVENTS, as a worker reports its own events
 //   --timeline-lines FILE  append FILE's bytes to $DDPRUN_TIMELINE_EVENTS, as they are
+//   --progress N MS     report steps 1..N to $DDPRUN_PROGRESS_EVENTS, one every MS
+//                       milliseconds, as a training loop does
+//   --progress-rank R N MS  the same, only on global RANK R
+//   --spin-rank R MS    --spin MS, only on global RANK R
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -218,6 +222,20 @@ void timelineLines(const std::string& file) {
   }
 }
 
+void progress(int steps, int interval_ms) {
+  const std::string path = envOr(std::string(ddprun::proto::env::kProgressEvents).c_str(), "");
+  for (int step = 1; step <= steps && !path.empty(); ++step) {
+    usleep(static_cast<useconds_t>(interval_ms) * 1000);
+    const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                         .count();
+    std::ofstream(path, std::ios::app) << "{\"name\": \"progress\", \"ts_monotonic_ns\": " << now
+                                       << ", \"step\": " << step << "}\n";
+  }
+}
+
+bool isRank(const char* rank) { return envOr("RANK", "-1") == std::string(rank); }
+
 bool isAttempt(const char* attempt) { return envOr("TORCHELASTIC_RESTART_COUNT", "-1") == attempt; }
 
 }  // namespace
@@ -289,6 +307,19 @@ int main(int argc, char** argv) {
     } else if (arg == "--timeline-lines") {
       timelineLines(next);
       ++i;
+    } else if (arg == "--progress") {
+      progress(std::atoi(next), i + 2 < argc ? std::atoi(argv[i + 2]) : 0);
+      i += 2;
+    } else if (arg == "--progress-rank") {
+      if (isRank(next) && i + 3 < argc) {
+        progress(std::atoi(argv[i + 2]), std::atoi(argv[i + 3]));
+      }
+      i += 3;
+    } else if (arg == "--spin-rank") {
+      if (isRank(next) && i + 2 < argc) {
+        spin(std::atoi(argv[i + 2]));
+      }
+      i += 2;
     } else if (arg == "--only-attempt") {
       only_attempt = std::atoi(next);
       ++i;

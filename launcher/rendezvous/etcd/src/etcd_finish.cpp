@@ -36,9 +36,9 @@ int EtcdRendezvous::finishJob(const RunResult& result) {
   int status = result.exit_code;
   if (result.closed_elsewhere && joined_) {
     status = endedElsewhere(result);
-  } else if (result.signal != 0 || !joined_) {
-    // Stopped by a signal, or never in the job: the job goes on without this
-    // node (its lease is revoked below, so at once).
+  } else if (result.signal != 0 || !joined_ || result.left_unfit) {
+    // Stopped by a signal, unfit, or never in the job: the job goes on
+    // without this node (its lease is revoked below, so at once).
   } else if (result.exit_code != 0) {
     if (result.started) {
       closeJob(/*failed=*/true);  // restarts are spent here: every node stops

@@ -53,6 +53,10 @@ inline constexpr std::string_view kNcclSocketIfname = "NCCL_SOCKET_IFNAME";
 // events (one JSON object a line) for the agent's timeline.json
 // (docs/torchrun-contract.md §9.5).
 inline constexpr std::string_view kTimelineEvents = "DDPRUN_TIMELINE_EVENTS";
+// ddprun's own, per worker: the file where the worker appends one line per
+// step, {"name": "progress", "ts_monotonic_ns": ..., "step": N}, which its
+// agent reads while it runs (--progress-timeout, the crash-loop rule).
+inline constexpr std::string_view kProgressEvents = "DDPRUN_PROGRESS_EVENTS";
 }  // namespace env
 
 // One worker's view of its job. Defaults are what a worker assumes when an

@@ -26,4 +26,24 @@ struct TimelineEvent {
 // to stop training.
 void reportTimelineEvent(const TimelineEvent& event);
 
+// train's progress for its agent (--progress-timeout, the crash-loop rule):
+// one line per step, {"name": "progress", "ts_monotonic_ns": ..., "step": N},
+// appended to the file DDPRUN_PROGRESS_EVENTS names, opened once. Without
+// the variable it does nothing. Never throws. Owned by the trainer; its
+// thread only.
+class ProgressReport {
+ public:
+  ProgressReport();
+  ~ProgressReport();
+  ProgressReport(const ProgressReport&) = delete;
+  ProgressReport& operator=(const ProgressReport&) = delete;
+
+  // Step `step` is done: one write() of one line, formatted without an
+  // allocation (it runs every step).
+  void stepDone(std::int64_t step) const;
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace ddprun::worker

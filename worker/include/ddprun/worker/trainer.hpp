@@ -16,6 +16,7 @@
 #include "ddprun/worker/distributed_sampler.hpp"
 #include "ddprun/worker/process_group.hpp"
 #include "ddprun/worker/tasks.hpp"
+#include "ddprun/worker/timeline_events.hpp"
 #include "ddprun/worker/train_options.hpp"
 
 namespace ddprun::worker {
@@ -72,6 +73,7 @@ class Trainer {
   Task task_;
   DistributedSampler sampler_;
   std::unique_ptr<DataParallel> parallel_;  // built once the snapshot is loaded
+  ProgressReport progress_;
 };
 
 }  // namespace ddprun::worker

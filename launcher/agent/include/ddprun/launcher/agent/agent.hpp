@@ -22,10 +22,12 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ddprun/launcher/config/worker_environment.hpp"
+#include "ddprun/launcher/core/progress_timeout.hpp"
 #include "ddprun/launcher/core/rendezvous.hpp"
 #include "ddprun/launcher/core/run_result.hpp"
 #include "ddprun/launcher/core/worker_output.hpp"
@@ -50,10 +52,21 @@ struct AgentConfig {
   std::function<WorkerOutput(int local_rank, int rank, int attempt)> output;
   std::string hostname;
   // Watchdogs (docs/torchrun-contract.md §7.6), each off unless set: torch's
-  // file timer served at this named pipe (TORCHELASTIC_TIMER_FILE), and
-  // --worker-hang-timeout. A worker they kill fails like a crash.
+  // file timer served at this named pipe (TORCHELASTIC_TIMER_FILE),
+  // --worker-hang-timeout and --progress-timeout (read from each worker's
+  // DDPRUN_PROGRESS_EVENTS file). A worker they kill fails like a crash.
   std::string timer_file;
   std::chrono::milliseconds worker_hang_timeout{0};
+  ProgressTimeout progress_timeout;
+  // --max-unproductive-restarts: after this many failed attempts in a row
+  // that got no further than the best step before them (the workers'
+  // progress reports), the run ends with kCrashLoopExitCode whatever
+  // max_restarts allows; 0: never.
+  int max_unproductive_restarts = 3;
+  // Whether this node may join round number `join` (0: the first), asked
+  // on the waiter thread before each join: nullopt when it is fit, else
+  // why not; the run then ends with kUnfitExitCode. Unset: always fit.
+  std::function<std::optional<std::string>(int join)> health_check;
   std::string tools_path = "/usr/bin:/bin";  // PATH for gdb and py-spy
   // The CPUs each local rank's worker is bound to (--numa-binding,
   // numa_binding.hpp), indexed by local rank; empty: no binding.

@@ -8,8 +8,9 @@
 // timer; GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME, each where the user set
 // none, when a job across hosts needs them (socket_interface.hpp); last,
 // the worker's contract (RANK, WORLD_SIZE, MASTER_ADDR, ...;
-// proto/env_contract.hpp) and DDPRUN_TIMELINE_EVENTS, the worker's own
-// events file for the timeline, which no inherited value can override. With
+// proto/env_contract.hpp), DDPRUN_TIMELINE_EVENTS, the worker's own events
+// file for the timeline, and DDPRUN_PROGRESS_EVENTS, where it reports its
+// steps, which no inherited value can override. With
 // --virtual-local-rank every worker's LOCAL_RANK is 0 and its
 // CUDA_VISIBLE_DEVICES is its own device. A value, built once by main before
 // anything is started; read by the agent's thread.
@@ -45,6 +46,9 @@ class WorkerEnvironment {
     // Where the workers' own timeline events files go
     // (timelineEventsFile()); empty: none, DDPRUN_TIMELINE_EVENTS unset.
     std::filesystem::path timeline_events_dir;
+    // Where the workers' progress files go (progressEventsFile()); empty:
+    // none, DDPRUN_PROGRESS_EVENTS unset.
+    std::filesystem::path progress_events_dir;
   };
 
   // `inherited`: the agent's own environment, NAME and value (a later entry
@@ -67,6 +71,9 @@ class WorkerEnvironment {
     job_.timeline_events_dir = std::move(dir);
   }
 
+  // Gives every worker from now on a progress file in `dir`.
+  void reportProgressTo(std::filesystem::path dir) { job_.progress_events_dir = std::move(dir); }
+
   // What to warn the user of once (torchrun's OMP_NUM_THREADS warning; no
   // socket interface found for a job across hosts).
   const std::vector<std::string>& notices() const { return notices_; }
@@ -86,6 +93,11 @@ class WorkerEnvironment {
 // <dir>/attempt_<N>.local_rank_<L>.jsonl, one per worker and attempt, so that
 // the agent folds each into the timeline once, when that worker exits.
 std::filesystem::path timelineEventsFile(const std::filesystem::path& dir, int attempt,
+                                         int local_rank);
+
+// The progress file of local rank `local_rank` in attempt `attempt`, in
+// `dir`: <dir>/attempt_<N>.local_rank_<L>.progress.jsonl.
+std::filesystem::path progressEventsFile(const std::filesystem::path& dir, int attempt,
                                          int local_rank);
 
 }  // namespace ddprun::launcher

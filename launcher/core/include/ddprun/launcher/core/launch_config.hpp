@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "ddprun/launcher/core/progress_timeout.hpp"
 #include "ddprun/launcher/core/rdzv_conf.hpp"
 
 namespace ddprun::launcher {
@@ -141,6 +142,14 @@ struct LaunchConfig {
   std::optional<std::string> timer_file;
   // --worker-hang-timeout in seconds (a ddprun extra); nullopt = off.
   std::optional<double> worker_hang_timeout_s;
+  // --progress-timeout (a ddprun extra); nullopt = off.
+  std::optional<ProgressTimeout> progress_timeout;
+  // --max-unproductive-restarts (a ddprun extra); 0 = never.
+  int max_unproductive_restarts = 3;
+  // --health-check CMD and its --health-check-timeout in seconds (ddprun
+  // extras); nullopt = none, 60 s.
+  std::optional<std::string> health_check;
+  std::optional<double> health_check_timeout_s;
   // --metrics-port (a ddprun extra, no PET_ fallback): serve the agent's
   // Prometheus metrics there; 0 = a free port; nullopt = no metrics.
   std::optional<int> metrics_port;

@@ -4,6 +4,7 @@
 // and its flag) so the user knows which input to fix.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <set>
 #include <string>
@@ -49,6 +50,9 @@ Endpoint parseEndpoint(std::string_view what, std::string_view text, int default
 
 // "host:port", or "[v6]:port" for an IPv6 address: how a user writes it.
 std::string formatEndpoint(std::string_view host, int port);
+
+// "30 s", "1.5 s": a timeout as the log and the report say it.
+std::string formatSeconds(std::chrono::milliseconds duration);
 
 // --signals-to-handle: comma list of signal names (SIGTERM, SIGUSR1, ...),
 // blanks around names ignored; unknown names and SIGKILL/SIGSTOP are errors.

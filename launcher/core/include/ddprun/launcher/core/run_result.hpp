@@ -13,12 +13,16 @@
 
 namespace ddprun::launcher {
 
-// Why ddprun itself ended a worker: a watchdog's verdict (its file timer, or
-// --worker-hang-timeout). Empty when the worker failed on its own.
+// Why ddprun itself ended a worker: a watchdog's verdict (its file timer,
+// --worker-hang-timeout, --progress-timeout). Empty when the worker failed on
+// its own.
 struct WorkerVerdict {
   std::string reason;      // "hung: no output and no CPU time for 30 s (stack below)"
   std::string stack;       // what the stack tools printed (or why there is none)
   std::string stack_file;  // where the whole stack was saved; empty if nowhere
+  // Where each other local worker was when this one was judged hung: a line
+  // each naming its stack file, or its stacks when they have no file.
+  std::string peer_stacks;
   bool empty() const { return reason.empty(); }
 };
 
@@ -35,6 +39,14 @@ struct WorkerFailure {
   WorkerVerdict verdict;                            // why ddprun killed it, if it did
 };
 
+// The exit status of a job ended as a crash loop (--max-unproductive-restarts):
+// restarting it again would fail at the same step, so a scheduler should not
+// requeue it. Documented in docs/launcher.md (Exit status).
+inline constexpr int kCrashLoopExitCode = 120;
+// The exit status of an agent whose node failed its health check before a
+// join (health_check.hpp): the node should be replaced. Documented there too.
+inline constexpr int kUnfitExitCode = 121;
+
 struct RunResult {
   int exit_code = 0;  // 0, the root cause's shell code, or 128 + signal
   // The last attempt's failures, root cause first; none after a handled
@@ -45,6 +57,12 @@ struct RunResult {
   int signal = 0;                 // the handled signal that stopped the run, if any
   bool closed_elsewhere = false;  // the rendezvous ended the job on another node first
   std::string error;              // why the run could not go on (one line), if it could not
+  // Why the run ended as a crash loop (one line), if it did; exit_code is
+  // then kCrashLoopExitCode.
+  std::string crash_loop;
+  // This node failed its health check and left (exit_code kUnfitExitCode):
+  // the job goes on without it where it can, as after a signal.
+  bool left_unfit = false;
 };
 
 // Sorts the failures root cause first: by when each worker recorded its

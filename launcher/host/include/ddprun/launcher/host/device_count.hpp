@@ -19,6 +19,9 @@ namespace ddprun::launcher {
 using GpuCount = proto::VisibleGpus;
 
 GpuCount countVisibleGpus();
+// Counted again, not the first answer: whether GPUs were lost since (a
+// health check before a node rejoins).
+GpuCount countVisibleGpusNow();
 
 // Each visible GPU's PCI bus id as the library spells it, in CUDA ordinal
 // order, asking the driver where NVML's order is not CUDA's; empty for a GPU

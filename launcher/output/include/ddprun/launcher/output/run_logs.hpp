@@ -43,6 +43,23 @@ class RunLogs {
   std::shared_ptr<int> prepared_attempt_;
 };
 
+// Where the workers' progress files go (DDPRUN_PROGRESS_EVENTS): progress/
+// in the run directory; with no run directory (--log-dir /dev/null) a fresh
+// directory under $TMPDIR, removed when this goes. Throws ddprun::Error
+// naming the directory when it cannot be made. Main's, for the whole run.
+class ProgressDir {
+ public:
+  explicit ProgressDir(const std::filesystem::path& run_dir);
+  ~ProgressDir();
+  ProgressDir(const ProgressDir&) = delete;
+  ProgressDir& operator=(const ProgressDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  bool owned_ = false;  // made under $TMPDIR: removed at the end
+};
+
 // "logs in <dir>", or that there are none: for the agent's first info line.
 std::string describeLogs(const std::filesystem::path& run_dir);
 

@@ -6,16 +6,21 @@
 //     does, but only when that pid is one of this agent's running workers or
 //     belongs to one (a descendant, or in the session the worker leads);
 //   - --worker-hang-timeout: a worker with no output and no CPU time for that
-//     long has its stack captured (StackCapture), then its process group is
-//     SIGKILLed.
+//     long is hung;
+//   - --progress-timeout: a worker that reported progress (ProgressWatch) and
+//     then none for that long is hung, however busy its CPU.
+// Before a hung worker is killed, or a file timer's signal is sent, the
+// stacks of every local worker are captured at once (HungForensics) and
+// saved in each one's attempt directory; then the hung worker's process
+// group is SIGKILLed.
 // They decide that a worker must die and why; the agent agrees (through
 // Hooks::condemn) only while it still runs that worker in its running group,
 // records the verdict with the worker's failure and handles the exit as any
 // crash: the group is stopped and restarted while --max-restarts allows.
 //
-// Runs on the agent's io_context (FileTimer, HangWatch, StackCapture are
-// all driven by it); no thread. Created by the agent for its whole run; with
-// neither watchdog configured it holds nothing and does nothing.
+// Runs on the agent's io_context (FileTimer, HangWatch, ProgressWatch and
+// HungForensics are all driven by it); no thread. Created by the agent for its whole run; with
+// no watchdog configured and no progress file given it does nothing.
 #pragma once
 
 #include <sys/types.h>
@@ -24,8 +29,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "ddprun/launcher/core/option_values.hpp"
+#include "ddprun/launcher/core/progress_timeout.hpp"
 #include "ddprun/launcher/core/run_result.hpp"
 #include "ddprun/launcher/watchdogs/timer_requests.hpp"
 #include "ddprun/net/asio.hpp"
@@ -34,13 +43,23 @@ namespace ddprun::launcher {
 
 class FileTimer;
 class HangWatch;
-class StackCapture;
+class HungForensics;
+class ProgressWatch;
+
+// One worker's stacks, taken when a worker of its group was judged hung.
+struct WorkerStacks {
+  std::size_t index = 0;  // its local rank
+  pid_t pid = 0;
+  std::string text;  // what the tools printed, or why there is nothing
+  std::string file;  // where it was saved; empty: nowhere
+};
 
 class WorkerWatchdogs {
  public:
   struct Options {
     std::string timer_file;                       // the FIFO to serve; empty: no file timer
     std::chrono::milliseconds hang_timeout{0};    // zero: no hang detection
+    ProgressTimeout progress_timeout;             // off by default
     std::string path_variable = "/usr/bin:/bin";  // where to find gdb and py-spy
   };
   // What the watchdogs ask of the agent.
@@ -63,12 +82,17 @@ class WorkerWatchdogs {
   // A new attempt: every timer and watch of the last one is forgotten.
   void attemptStarted();
   // The worker at `index` (its local rank) runs as `pid`; a stack captured
-  // for it is saved next to its `error_file` (if not empty).
-  void workerStarted(std::size_t index, pid_t pid, const std::string& error_file);
+  // for it is saved next to its `error_file` (if not empty). It reports its
+  // progress to `progress_file` (empty: it has none to report to).
+  void workerStarted(std::size_t index, pid_t pid, const std::string& error_file,
+                     const std::string& progress_file = {});
   // What the output relays call on each chunk of that worker's output; empty
   // when there is no hang detection (nothing to call).
   std::function<void()> outputObserver(std::size_t index);
   void workerExited(std::size_t index);
+  // The highest step a worker of this attempt reported; nullopt when none
+  // did.
+  std::optional<std::int64_t> bestStep();
   // Final: every timer, read and capture stops, so the loop can end.
   void stop();
 
@@ -77,19 +101,24 @@ class WorkerWatchdogs {
     pid_t pid = 0;
     std::string error_file;
   };
+  // What happens to a hung worker once every stack is in.
+  using Kill = std::function<void()>;
   void onTimersExpired(const ExpiredTimers& expired);
   bool onHung(std::size_t index, pid_t pid);
-  void onStack(std::size_t index, pid_t pid, std::string stacks);
+  bool onStalled(std::size_t index, pid_t pid, const std::string& reason);
+  // Captures every running worker's stacks, then condemns the one at
+  // `index` with `reason` and runs `kill`. False when a capture runs.
+  bool captureThenKill(std::size_t index, pid_t pid, std::string reason, Kill kill);
+  void onStacks(std::size_t index, pid_t pid, std::string reason, const Kill& kill,
+                std::vector<WorkerStacks> stacks);
 
   Options options_;
   Hooks hooks_;
   std::map<std::size_t, Running> running_;
   std::unique_ptr<FileTimer> file_timer_;
   std::unique_ptr<HangWatch> hang_watch_;
-  std::unique_ptr<StackCapture> stacks_;
+  std::unique_ptr<ProgressWatch> progress_watch_;
+  std::unique_ptr<HungForensics> forensics_;
 };
-
-// "30 s", "1.5 s": a timeout as the report says it.
-std::string formatSeconds(std::chrono::milliseconds duration);
 
 }  // namespace ddprun::launcher

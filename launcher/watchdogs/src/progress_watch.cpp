@@ -1,0 +1,141 @@
+#include "progress_watch.hpp"
+
+#include <algorithm>
+
+namespace ddprun::launcher {
+namespace {
+
+using std::chrono::milliseconds;
+
+}  // namespace
+
+ProgressWatch::ProgressWatch(net::asio::io_context& io, ProgressTimeout timeout,
+                             OnStalled on_stalled)
+    : timeout_(timeout), on_stalled_(std::move(on_stalled)), timer_(io) {}
+
+void ProgressWatch::watch(std::size_t index, pid_t pid, std::filesystem::path file) {
+  if (stopped_) {
+    return;
+  }
+  watched_.erase(index);
+  watched_.emplace(index, Watched{pid, ProgressFile(std::move(file)), 0, 0, Clock::now(), -1});
+  arm();
+}
+
+void ProgressWatch::forget(std::size_t index) {
+  const auto found = watched_.find(index);
+  if (found == watched_.end()) {
+    return;
+  }
+  readAll(Clock::now());  // its last reports count for the attempt's best step
+  watched_.erase(found);
+}
+
+void ProgressWatch::clear() {
+  watched_.clear();
+  best_step_.reset();
+  judged_ = false;
+  timer_.cancel();
+  armed_ = false;
+}
+
+void ProgressWatch::stop() {
+  stopped_ = true;
+  clear();
+}
+
+std::optional<std::int64_t> ProgressWatch::bestStep() {
+  readAll(Clock::now());
+  return best_step_;
+}
+
+milliseconds ProgressWatch::period() const {
+  if (!timeout_.enabled()) {
+    return milliseconds(1000);  // only the best step is kept
+  }
+  // after(2): the shortest timeout any worker can be held to.
+  return std::clamp(timeout_.after(2) / 8, milliseconds(50), milliseconds(1000));
+}
+
+void ProgressWatch::arm() {
+  if (armed_ || stopped_ || watched_.empty()) {
+    return;
+  }
+  armed_ = true;
+  timer_.expires_after(period());
+  timer_.async_wait([this](const net::error_code& error) {
+    if (error || !armed_) {
+      return;
+    }
+    armed_ = false;
+    tick();
+    arm();
+  });
+}
+
+// The intervals `auto` learns from are the workers' own timestamps (their
+// CLOCK_MONOTONIC is the agent's steady clock), so they are exact however
+// the reads fall; a worker without them is measured by when its lines were
+// read. Silence is always measured by the reads: a clock that lies cannot
+// keep a worker alive.
+void ProgressWatch::readAll(Clock::time_point now) {
+  const std::int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  for (auto& [index, worker] : watched_) {
+    const ProgressLines::Seen seen = worker.file.readNew();
+    if (seen.lines == 0) {
+      continue;
+    }
+    const bool timed = seen.first_ts_ns >= 0 && seen.last_ts_ns >= 0 && seen.last_ts_ns <= now_ns;
+    std::chrono::nanoseconds longest(timed ? seen.longest_gap_ns : 0);
+    if (worker.reports > 0) {
+      const bool follows = timed && worker.last_ts_ns >= 0 && seen.first_ts_ns >= worker.last_ts_ns;
+      longest = std::max<std::chrono::nanoseconds>(
+          longest, follows ? std::chrono::nanoseconds(seen.first_ts_ns - worker.last_ts_ns)
+                           : now - worker.last_report);
+    }
+    if (worker.reports > 0 || seen.lines > 1) {
+      timeout_.intervalSeen(std::chrono::duration_cast<milliseconds>(longest));
+    }
+    worker.reports += seen.lines;
+    worker.step = *seen.step;
+    worker.last_report = now;
+    worker.last_ts_ns = timed ? seen.last_ts_ns : -1;
+    best_step_ = std::max(best_step_.value_or(worker.step), worker.step);
+  }
+}
+
+void ProgressWatch::tick() {
+  const Clock::time_point now = Clock::now();
+  readAll(now);
+  if (judged_ || !timeout_.enabled()) {
+    return;
+  }
+  const Watched* behind = nullptr;
+  std::size_t behind_index = 0;
+  for (const auto& [index, worker] : watched_) {
+    const bool stalled =
+        worker.reports > 0 && now - worker.last_report >= timeout_.after(worker.reports);
+    if (!stalled) {
+      continue;
+    }
+    if (behind == nullptr || worker.step < behind->step ||
+        (worker.step == behind->step && worker.last_report < behind->last_report)) {
+      behind = &worker;
+      behind_index = index;
+    }
+  }
+  if (behind == nullptr) {
+    return;
+  }
+  Stalled stalled;
+  stalled.index = behind_index;
+  stalled.pid = behind->pid;
+  stalled.step = behind->step;
+  stalled.silent = std::chrono::duration_cast<milliseconds>(now - behind->last_report);
+  stalled.timeout = timeout_.after(behind->reports);
+  stalled.timeout_text = timeout_.describe(behind->reports);
+  judged_ = on_stalled_(stalled);
+}
+
+}  // namespace ddprun::launcher
