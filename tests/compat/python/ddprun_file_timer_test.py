@@ -85,8 +85,11 @@ def main(args):
                     f"killed about 1 s into a 30 s sleep, not later ({after} s; stdout: {out})")
         expect_true("woke up" not in out, "the stuck worker never woke up")
         expect_true("rank      : 1 (local_rank: 1)" in err, f"the report names rank 1: {err}")
-        expect_true("reason    : timed out in scope 'stuck_step' (file timer; SIGKILL sent); "
-                    "killed by SIGKILL (signal 9)" in err, f"the report names the scope: {err}")
+        expect_true("reason    : timed out in scope 'stuck_step' (file timer; SIGKILL sent) "
+                    "(stack below); killed by SIGKILL (signal 9)" in err,
+                    f"the report names the scope: {err}")
+        expect_true("  peers     : where the other local ranks were" in err,
+                    f"every local rank's stacks were taken before the kill: {err}")
         served = pipes(out)
         expect_eq(len(served), 1, f"both ranks got the one pipe ddprun serves: {served}")
         pipe = served.pop()

@@ -101,8 +101,8 @@ TEST_F(DdprunBinaryTest, TheFileTimerWarnsOnceAboutJunkAndKillsOnExpiry) {
   EXPECT_EQ(countOf(outcome.stderr_text, "file timer: ignoring a request"), 1)
       << outcome.stderr_text;
   EXPECT_NE(outcome.stderr_text.find(
-                "reason    : timed out in scope 'train.py#7' (file timer; SIGKILL sent); killed "
-                "by SIGKILL (signal 9)"),
+                "reason    : timed out in scope 'train.py#7' (file timer; SIGKILL sent) (stack "
+                "below); killed by SIGKILL (signal 9)"),
             std::string::npos)
       << outcome.stderr_text;
   EXPECT_FALSE(std::filesystem::exists(fifo)) << "the pipe outlived the agent";
