@@ -4,8 +4,8 @@
 Under TORCHELASTIC_ENABLE_FILE_TIMER=1, workers arm deadlines with torch's
 own FileTimerClient at os.environ["TORCHELASTIC_TIMER_FILE"] and
 torch.distributed.elastic.timer.expires(after=...). A worker stuck past its
-deadline (time.sleep(30) under expires(after=1)) is SIGKILLed about a second
-later and reported with its scope; with --max-restarts=1 the group restarts
+deadline (time.sleep(30) under expires(after=1)) is SIGKILLed once every
+local worker's stacks are taken, and reported with its scope; with --max-restarts=1 the group restarts
 and succeeds. Workers that release their timers in time are left alone, and
 the pipe ddprun created is gone when it exits.
 (docs/torchrun-contract.md §7.6)
@@ -81,8 +81,12 @@ def main(args):
 
         code, out, err, after = run_ddprun(args.ddprun, script, "stuck")
         expect_eq(code, 128 + 9, f"exit status: rank 1 SIGKILLed (stderr: {err})")
-        expect_true(after is not None and after < 8.0,
-                    f"killed about 1 s into a 30 s sleep, not later ({after} s; stdout: {out})")
+        # Before the kill every local worker's stacks are taken: gdb reads
+        # LibTorch's symbols for each, seconds on a loaded machine (bounded
+        # at 15 s a tool). Well before the 30 s sleep ends either way.
+        expect_true(after is not None and after < 25.0,
+                    f"killed once the stacks were in, not at the end of the 30 s sleep "
+                    f"({after} s; stdout: {out})")
         expect_true("woke up" not in out, "the stuck worker never woke up")
         expect_true("rank      : 1 (local_rank: 1)" in err, f"the report names rank 1: {err}")
         expect_true("reason    : timed out in scope 'stuck_step' (file timer; SIGKILL sent) "
