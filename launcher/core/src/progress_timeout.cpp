@@ -51,7 +51,7 @@ ProgressTimeout::Duration ProgressTimeout::after(int reports) const {
 }
 
 std::string ProgressTimeout::describe(int reports) const {
-  const std::string chosen = formatSeconds(after(reports));
+  std::string chosen = formatSeconds(after(reports));
   if (!automatic_) {
     return chosen;
   }
