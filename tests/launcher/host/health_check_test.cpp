@@ -38,8 +38,9 @@ TEST(HealthCheckTest, ACommandThatNeverAnswersIsCutOffAtItsTimeout) {
   check.command = "sleep 60 & sleep 60";
   check.timeout = 300ms;
   const auto started = std::chrono::steady_clock::now();
-  EXPECT_EQ(checkNodeHealth(check, 0), "--health-check 'sleep 60 & sleep 60' gave no answer "
-                                       "within 0.3 s");
+  EXPECT_EQ(checkNodeHealth(check, 0),
+            "--health-check 'sleep 60 & sleep 60' gave no answer "
+            "within 0.3 s");
   EXPECT_LT(std::chrono::steady_clock::now() - started, 5s) << "its children were killed too";
 }
 
