@@ -18,8 +18,8 @@ double seconds(AgentEvents::Clock::duration duration) {
 }
 
 void gauge(metrics::Exposition& out, const char* name, const char* help, double value,
-           metrics::Labels labels = {}) {
-  out.family(name, MetricType::kGauge, help).sample(value, std::move(labels));
+           const metrics::Labels& labels = {}) {
+  out.family(name, MetricType::kGauge, help).sample(value, labels);
 }
 
 void counter(metrics::Exposition& out, const char* name, const char* help, std::uint64_t value) {
