@@ -27,7 +27,7 @@ void ProgressWatch::forget(std::size_t index) {
   if (found == watched_.end()) {
     return;
   }
-  readAll(Clock::now());  // its last reports count for the attempt's best step
+  read(found->second, Clock::now());  // its last reports count for the attempt's best step
   watched_.erase(found);
 }
 
@@ -79,30 +79,34 @@ void ProgressWatch::arm() {
 // read. Silence is always measured by the reads: a clock that lies cannot
 // keep a worker alive.
 void ProgressWatch::readAll(Clock::time_point now) {
+  for (auto& [index, worker] : watched_) {
+    read(worker, now);
+  }
+}
+
+void ProgressWatch::read(Watched& worker, Clock::time_point now) {
   const std::int64_t now_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
-  for (auto& [index, worker] : watched_) {
-    const ProgressLines::Seen seen = worker.file.readNew();
-    if (seen.lines == 0) {
-      continue;
-    }
-    const bool timed = seen.first_ts_ns >= 0 && seen.last_ts_ns >= 0 && seen.last_ts_ns <= now_ns;
-    std::chrono::nanoseconds longest(timed ? seen.longest_gap_ns : 0);
-    if (worker.reports > 0) {
-      const bool follows = timed && worker.last_ts_ns >= 0 && seen.first_ts_ns >= worker.last_ts_ns;
-      longest = std::max<std::chrono::nanoseconds>(
-          longest, follows ? std::chrono::nanoseconds(seen.first_ts_ns - worker.last_ts_ns)
-                           : now - worker.last_report);
-    }
-    if (worker.reports > 0 || seen.lines > 1) {
-      timeout_.intervalSeen(std::chrono::duration_cast<milliseconds>(longest));
-    }
-    worker.reports += seen.lines;
-    worker.step = *seen.step;
-    worker.last_report = now;
-    worker.last_ts_ns = timed ? seen.last_ts_ns : -1;
-    best_step_ = std::max(best_step_.value_or(worker.step), worker.step);
+  const ProgressLines::Seen seen = worker.file.readNew();
+  if (seen.lines == 0) {
+    return;
   }
+  const bool timed = seen.first_ts_ns >= 0 && seen.last_ts_ns >= 0 && seen.last_ts_ns <= now_ns;
+  std::chrono::nanoseconds longest(timed ? seen.longest_gap_ns : 0);
+  if (worker.reports > 0) {
+    const bool follows = timed && worker.last_ts_ns >= 0 && seen.first_ts_ns >= worker.last_ts_ns;
+    longest = std::max<std::chrono::nanoseconds>(
+        longest, follows ? std::chrono::nanoseconds(seen.first_ts_ns - worker.last_ts_ns)
+                         : now - worker.last_report);
+  }
+  if (worker.reports > 0 || seen.lines > 1) {
+    timeout_.intervalSeen(std::chrono::duration_cast<milliseconds>(longest));
+  }
+  worker.reports += seen.lines;
+  worker.step = *seen.step;
+  worker.last_report = now;
+  worker.last_ts_ns = timed ? seen.last_ts_ns : -1;
+  best_step_ = std::max(best_step_.value_or(worker.step), worker.step);
 }
 
 void ProgressWatch::tick() {

@@ -67,6 +67,8 @@ class ProgressWatch {
   void arm();
   void tick();
   void readAll(Clock::time_point now);
+  // What one worker's file gained since it was last read.
+  void read(Watched& worker, Clock::time_point now);
   std::chrono::milliseconds period() const;
 
   ProgressTimeout timeout_;
