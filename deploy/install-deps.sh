@@ -14,7 +14,7 @@ packages=(
   prometheus  # a real Prometheus server scraping a job, and promtool, in the metrics tests
   help2man file  # the man pages, made from each program's --help; file: CPack's shlibdeps
   debootstrap systemd man-db  # the package test: a fresh Debian 12 chroot, systemd-analyze, man -w
-  gdb  # the stacks of every local worker, taken before a hung one is killed
+  elfutils gdb  # eu-stack (gdb without it): every local worker's stacks, taken before a hung one is killed
   clang-format clang-tidy  # deploy/check-format.sh (which CI runs) and deploy/tidy.sh; version 14
 )
 # The libFuzzer target (-DDDPRUN_FUZZ=ON) needs clang; install on request.

@@ -28,6 +28,16 @@ void defaultNcclAsyncErrorHandling(Merged& merged) {
   }
 }
 
+// The forensics a hang needs, armed where the user chose nothing: a Python
+// worker stopped with SIGABRT then prints every thread's Python stack, and an
+// NCCL one keeps its last collectives to dump on a timeout. Gloo and non-Python
+// workers ignore them.
+void defaultForensics(Merged& merged) {
+  merged.emplace(proto::env::kPythonFaultHandler, "1");
+  merged.emplace(proto::env::kNcclTraceBufferSize, "2000");
+  merged.emplace(proto::env::kNcclDumpOnTimeout, "1");
+}
+
 std::string trimmed(const std::string& text) {
   const auto first = text.find_first_not_of(" \t");
   return first == std::string::npos ? ""
@@ -83,6 +93,7 @@ WorkerEnvironment::WorkerEnvironment(Job job, Variables inherited) : job_(std::m
     notices_.emplace_back(kOmpWarning);
   }
   defaultNcclAsyncErrorHandling(merged);
+  defaultForensics(merged);
   if (!job_.socket_interface.empty()) {
     for (auto& [name, value] :
          socketInterfaceVariables(job_.socket_interface, mapEnvironment(merged))) {
@@ -96,6 +107,7 @@ WorkerEnvironment::WorkerEnvironment(Job job, Variables inherited) : job_(std::m
   if (!job_.timer_file.empty()) {
     merged.insert_or_assign(std::string(proto::env::kTimerFile), job_.timer_file);
   }
+  base_has_nccl_dump_prefix_ = merged.contains(proto::env::kNcclDebugInfoTempFile);
   base_.assign(merged.begin(), merged.end());
 }
 
@@ -154,6 +166,14 @@ WorkerEnvironment::Variables WorkerEnvironment::forWorker(const WorkerGroup& gro
   if (!own_devices_.empty()) {
     merged[std::string(proto::env::kCudaVisibleDevices)] =
         own_devices_.at(static_cast<std::size_t>(local_rank));
+  }
+  // The Flight Recorder's dumps go to the worker's attempt directory, beside
+  // its error file, unless the user chose a place.
+  if (!error_file.empty() && !base_has_nccl_dump_prefix_) {
+    merged[std::string(proto::env::kNcclDebugInfoTempFile)] =
+        (std::filesystem::path(error_file).parent_path() /
+         std::string(proto::env::kNcclTraceDumpPrefix))
+            .string();
   }
   // Always ours: an inherited one (ddprun run from a worker of another
   // launch) names the outer worker's file.

@@ -72,7 +72,13 @@ std::vector<std::vector<std::string>> StackCapture::commandsFor(pid_t pid) const
       commands.push_back({*py_spy, "dump", "--pid", target});
     }
   }
-  if (auto gdb = findExecutable("gdb", path_variable_)) {
+  // eu-stack reads every thread's native frames in tens of milliseconds
+  // where gdb takes seconds on a process that loaded LibTorch (it reads
+  // every library's symbols first): the stacks come before the kill, and a
+  // hung group should not wait for them.
+  if (auto eu_stack = findExecutable("eu-stack", path_variable_)) {
+    commands.push_back({*eu_stack, "-p", target});
+  } else if (auto gdb = findExecutable("gdb", path_variable_)) {
     commands.push_back({*gdb, "-nx", "-batch", "-iex", "set debuginfod enabled off", "-ex",
                         "set pagination off", "-p", target, "-ex", "thread apply all bt"});
   }
@@ -87,8 +93,8 @@ bool StackCapture::capture(pid_t pid, Done done) {
   text_.clear();
   done_ = std::move(done);
   if (pending_.empty()) {
-    text_ = isPython(pid) ? "no stack: neither py-spy nor gdb is on PATH\n"
-                          : "no stack: gdb is not on PATH\n";
+    text_ = isPython(pid) ? "no stack: neither py-spy, eu-stack nor gdb is on PATH\n"
+                          : "no stack: neither eu-stack nor gdb is on PATH\n";
   }
   asio::post(io_, [this, generation = ++generation_] { startNext(generation); });
   return true;

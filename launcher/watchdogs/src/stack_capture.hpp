@@ -2,7 +2,11 @@
 // agent's PATH, one tool after the other, each bounded by a deadline:
 //   py-spy dump --pid PID    only for a Python worker (/proc/PID/exe is named
 //                             python*), and only if py-spy is installed;
+//   eu-stack -p PID           native frames of every thread, if elfutils is
+//                             installed; else
 //   gdb -batch -p PID -ex 'thread apply all bt'   if gdb is installed.
+// A Python worker's Python frames come from faulthandler when it is stopped
+// (WorkerWatchdogs), not from here.
 // What each printed (stdout and stderr together, up to 256 KiB) is returned
 // under a "$ command" line, and when no tool is there, or none printed
 // anything, one line says so.

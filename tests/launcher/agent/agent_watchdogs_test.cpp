@@ -42,7 +42,7 @@ double secondsSince(Clock::time_point start, Clock::time_point end = Clock::now(
   return std::chrono::duration<double>(end - start).count();
 }
 
-// Without gdb on the tools' PATH the stack says so, and the failure's time
+// Without eu-stack or gdb on the tools' PATH the stack says so, and the failure's time
 // is the detection's: after the timeout, within a tick (0.25 s) or so.
 TEST(AgentWatchdogTest, AHungWorkerIsKilledAndFailsLikeACrash) {
   FakeRendezvous rendezvous(singleNode(2));
@@ -57,7 +57,7 @@ TEST(AgentWatchdogTest, AHungWorkerIsKilledAndFailsLikeACrash) {
   EXPECT_EQ(failure.rank, 1);
   EXPECT_EQ(failure.status, (ExitStatus{ExitStatus::Kind::Signaled, SIGKILL}));
   EXPECT_EQ(failure.verdict.reason, "hung: no output and no CPU time for 1 s (stack below)");
-  EXPECT_EQ(failure.verdict.stack, "no stack: gdb is not on PATH\n");
+  EXPECT_EQ(failure.verdict.stack, "no stack: neither eu-stack nor gdb is on PATH\n");
   const double detected = secondsSince(started, failure.monotonic);
   EXPECT_GE(detected, 1.0);
   EXPECT_LT(detected, 3.0);
@@ -67,7 +67,7 @@ TEST(AgentWatchdogTest, AHungWorkerIsKilledAndFailsLikeACrash) {
                         "killed by SIGKILL (signal 9)"),
             std::string::npos)
       << report;
-  EXPECT_NE(report.find("  stack     :\n    no stack: gdb is not on PATH\n"), std::string::npos)
+  EXPECT_NE(report.find("  stack     :\n    no stack: neither eu-stack nor gdb is on PATH\n"), std::string::npos)
       << report;
 }
 
@@ -138,7 +138,7 @@ TEST(AgentWatchdogTest, AnExpiredFileTimerKillsTheWorkerAndNamesTheScope) {
             "timed out in scope 'step' (file timer; SIGKILL sent) (stack below)");
   // Every local worker's stacks were taken before the signal went: the
   // timed-out one's in the verdict, the other's named beside it.
-  EXPECT_NE(result.failures.front().verdict.stack.find("thread apply all bt"), std::string::npos)
+  EXPECT_NE(result.failures.front().verdict.stack.find("eu-stack -p "), std::string::npos)
       << result.failures.front().verdict.stack;
   EXPECT_NE(result.failures.front().verdict.peer_stacks.find("local rank 0 (pid "),
             std::string::npos)

@@ -41,7 +41,7 @@ TEST_F(DdprunBinaryTest, AHungWorkerIsReportedWithItsRankAndStack) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 128 + SIGKILL}))
       << outcome.stderr_text;
-  EXPECT_LT(took, 10.0) << "found within about a second or two, plus gdb's time";
+  EXPECT_LT(took, 10.0) << "found within about a second or two, plus eu-stack's time";
   const std::string& err = outcome.stderr_text;
   EXPECT_NE(err.find("local rank 1 (pid "), std::string::npos) << err;
   EXPECT_NE(err.find("rank      : 1 (local_rank: 1)"), std::string::npos) << err;
@@ -53,12 +53,12 @@ TEST_F(DdprunBinaryTest, AHungWorkerIsReportedWithItsRankAndStack) {
   EXPECT_NE(err.find("stack     : (also in " + stack_file.string() + ")"), std::string::npos)
       << err;
   const std::string stack = readFile(stack_file);
-  if (std::filesystem::exists("/usr/bin/gdb")) {
-    EXPECT_EQ(stack.rfind("$ /usr/bin/gdb -nx -batch", 0), 0u) << stack;
+  if (std::filesystem::exists("/usr/bin/eu-stack")) {
+    EXPECT_EQ(stack.rfind("$ /usr/bin/eu-stack -p ", 0), 0u) << stack;
     EXPECT_NE(stack.find("#0 "), std::string::npos) << stack;
     EXPECT_NE(err.find("    #0 "), std::string::npos) << "the frames are in the report: " << err;
   } else {
-    EXPECT_EQ(stack, "no stack: gdb is not on PATH\n");
+    EXPECT_EQ(stack, "no stack: neither eu-stack nor gdb is on PATH\n");
   }
 }
 

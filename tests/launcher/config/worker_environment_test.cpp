@@ -115,6 +115,28 @@ TEST(WorkerEnvironment, BothNcclAsyncErrorHandlingNamesUnlessTheUserSetEither) {
   EXPECT_EQ(vars.at("NCCL_ASYNC_ERROR_HANDLING"), "0");
 }
 
+// A hang's forensics are armed unless the user chose: Python's faulthandler
+// (the SIGABRT that stops a hung group then prints every Python stack) and
+// NCCL's Flight Recorder, dumping into the worker's attempt directory.
+TEST(WorkerEnvironment, HangForensicsAreArmedUnlessTheUserChose) {
+  Vars vars = workerVars(WorkerEnvironment(job(2), {}));
+  EXPECT_EQ(vars.at("PYTHONFAULTHANDLER"), "1");
+  EXPECT_EQ(vars.at("TORCH_NCCL_TRACE_BUFFER_SIZE"), "2000");
+  EXPECT_EQ(vars.at("TORCH_NCCL_DUMP_ON_TIMEOUT"), "1");
+  EXPECT_EQ(vars.at("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"), "/logs/nccl_trace_rank_");
+
+  vars = workerVars(WorkerEnvironment(job(2), {{"PYTHONFAULTHANDLER", ""},
+                                               {"TORCH_NCCL_TRACE_BUFFER_SIZE", "0"},
+                                               {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/mine/fr_"}}));
+  EXPECT_EQ(vars.at("PYTHONFAULTHANDLER"), "") << "the user's choice: off";
+  EXPECT_EQ(vars.at("TORCH_NCCL_TRACE_BUFFER_SIZE"), "0");
+  EXPECT_EQ(vars.at("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"), "/mine/fr_");
+
+  const auto none = WorkerEnvironment(job(2), {}).forWorker(group(), 0, "");
+  EXPECT_EQ(Vars(none.begin(), none.end()).count("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"), 0u)
+      << "no attempt directory (--log-dir /dev/null): torch's own default";
+}
+
 WorkerEnvironment::Job virtualJob(int nproc) {
   WorkerEnvironment::Job virtual_job = job(nproc);
   virtual_job.virtual_local_rank = true;

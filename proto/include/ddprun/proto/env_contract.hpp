@@ -37,6 +37,17 @@ inline constexpr std::string_view kOmpNumThreads = "OMP_NUM_THREADS";
 // 2.1 the second; the agent sets both to 1 unless the user set either.
 inline constexpr std::string_view kNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
 inline constexpr std::string_view kLegacyNcclAsyncErrorHandling = "NCCL_ASYNC_ERROR_HANDLING";
+// Forensics the agent arms unless the user set them (each on its own):
+// Python's faulthandler, so that the SIGABRT a hung group is stopped with
+// prints every thread's Python stack; and PyTorch's NCCL Flight Recorder
+// (2.3+), which dumps its trace to <dump prefix><rank> on a timeout, the
+// prefix being the worker's attempt directory.
+inline constexpr std::string_view kPythonFaultHandler = "PYTHONFAULTHANDLER";
+inline constexpr std::string_view kNcclTraceBufferSize = "TORCH_NCCL_TRACE_BUFFER_SIZE";
+inline constexpr std::string_view kNcclDumpOnTimeout = "TORCH_NCCL_DUMP_ON_TIMEOUT";
+inline constexpr std::string_view kNcclDebugInfoTempFile = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE";
+// The Flight Recorder dump's name in the attempt directory, before the rank.
+inline constexpr std::string_view kNcclTraceDumpPrefix = "nccl_trace_rank_";
 // Inherited; narrowed to one device per worker by --virtual-local-rank.
 inline constexpr std::string_view kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
 inline constexpr std::string_view kSignalsToHandle = "TORCHELASTIC_SIGNALS_TO_HANDLE";

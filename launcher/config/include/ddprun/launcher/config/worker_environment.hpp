@@ -2,7 +2,9 @@
 // and in one order: the agent's own environment; then torchrun's defaults
 // where the user set nothing (OMP_NUM_THREADS=1 with several workers per
 // node; TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and NCCL_ASYNC_ERROR_HANDLING=1,
-// the name PyTorch 1.13 to 2.1 read, unless the user set either); then
+// the name PyTorch 1.13 to 2.1 read, unless the user set either; the hang
+// forensics: PYTHONFAULTHANDLER=1, the NCCL Flight Recorder armed with its
+// dumps in each worker's attempt directory, each unless the user set it); then
 // TORCHELASTIC_SIGNALS_TO_HANDLE from --signals-to-handle, as torchrun
 // exports it, and TORCHELASTIC_TIMER_FILE when the agent serves torch's file
 // timer; GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME, each where the user set
@@ -83,6 +85,7 @@ class WorkerEnvironment {
  private:
   Job job_;
   Variables base_;  // inherited, with the defaults and the signals applied
+  bool base_has_nccl_dump_prefix_ = false;  // the user chose where NCCL dumps go
   // --virtual-local-rank: each local rank's CUDA_VISIBLE_DEVICES; else empty.
   std::vector<std::string> own_devices_;
   std::vector<std::string> notices_;
