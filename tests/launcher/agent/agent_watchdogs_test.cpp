@@ -67,7 +67,8 @@ TEST(AgentWatchdogTest, AHungWorkerIsKilledAndFailsLikeACrash) {
                         "killed by SIGKILL (signal 9)"),
             std::string::npos)
       << report;
-  EXPECT_NE(report.find("  stack     :\n    no stack: neither eu-stack nor gdb is on PATH\n"), std::string::npos)
+  EXPECT_NE(report.find("  stack     :\n    no stack: neither eu-stack nor gdb is on PATH\n"),
+            std::string::npos)
       << report;
 }
 

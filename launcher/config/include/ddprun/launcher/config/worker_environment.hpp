@@ -84,7 +84,7 @@ class WorkerEnvironment {
 
  private:
   Job job_;
-  Variables base_;  // inherited, with the defaults and the signals applied
+  Variables base_;                          // inherited, with the defaults and the signals applied
   bool base_has_nccl_dump_prefix_ = false;  // the user chose where NCCL dumps go
   // --virtual-local-rank: each local rank's CUDA_VISIBLE_DEVICES; else empty.
   std::vector<std::string> own_devices_;
