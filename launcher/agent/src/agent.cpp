@@ -149,6 +149,7 @@ void Agent::Impl::launchAttempt(const WorkerGroup& next) {
              formatEndpoint(group.store_host, group.store_port));
   workers.clear();
   watchdogs.attemptStarted();
+  openPeerChannel();
   result.failures.clear();
   failure_checked = false;
   ++result.attempts;
@@ -180,7 +181,7 @@ void Agent::Impl::onGroupOver(int newer_attempt) {
   log().info("the rendezvous moved on from round {}: stopping the workers", group.attempt);
   restart_after_stop = true;
   group_over = true;
-  stopGroup(SIGTERM, AgentEvents::StopReason::kRoundOver);
+  stopGroup(SIGTERM, AgentEvents::StopReason::kRoundOver, /*python_stacks=*/peer_asked);
 }
 
 void Agent::Impl::spawnWorker(int local_rank) {
@@ -210,6 +211,7 @@ void Agent::Impl::spawnWorker(int local_rank) {
     options.cpu_affinity = config.worker_cpus.at(static_cast<std::size_t>(local_rank));
   }
   Worker worker{Subprocess(options), nullptr, local_rank, rank, false, output.error_file, {}};
+  worker.faulthandler = !variable(options.env, proto::env::kPythonFaultHandler).empty();
   if (worker.process.pidfd() < 0) {
     throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);
   }
@@ -219,7 +221,7 @@ void Agent::Impl::spawnWorker(int local_rank) {
       io, worker.process.pidfd(), [this, index] { onExit(index); },
       "local rank " + std::to_string(local_rank) + "'s worker");
   watchdogs.workerStarted(index, worker.process.pid(), worker.error_file,
-                          variable(options.env, proto::env::kProgressEvents));
+                          variable(options.env, proto::env::kProgressEvents), worker.faulthandler);
   events().workerStarted(local_rank, rank, worker.process.pid(), Clock::now());
   workers.push_back(std::move(worker));
   ++running;
@@ -248,7 +250,10 @@ void Agent::Impl::onExit(std::size_t index) {
     if (restart_after_stop) {
       rendezvous.requestRestart(failure);  // every node moves to the next group
     }
-    stopGroup(SIGTERM, AgentEvents::StopReason::kFailure);
+    // A hung group's Python workers are stopped so that they print their
+    // stacks: where each one was is what the hang's report needs most.
+    stopGroup(SIGTERM, AgentEvents::StopReason::kFailure,
+              /*python_stacks=*/!failure.verdict.stack.empty() || peer_asked);
     return;
   }
   if (running > 0) {

@@ -32,7 +32,8 @@ struct Agent::Impl {
     int rank = 0;
     bool exited = false;
     std::string error_file;
-    WorkerVerdict verdict;  // why a watchdog killed it, if one did
+    WorkerVerdict verdict;      // why a watchdog killed it, if one did
+    bool faulthandler = false;  // armed: SIGABRT makes it print its Python stacks
   };
 
   // Waiting: for the rendezvous to form this node's next group.
@@ -50,6 +51,10 @@ struct Agent::Impl {
                   {[this](std::size_t index) { return runs(index); },
                    [this](std::size_t index, const WorkerVerdict& verdict) {
                      return condemn(index, verdict);
+                   },
+                   [this](std::size_t index, const std::string& reason,
+                          std::function<void(std::string)> done) {
+                     askPeersForStacks(index, reason, std::move(done));
                    }}),
         tree(io, config.cgroup) {}
   ~Impl() { joinWaiter(); }
@@ -65,8 +70,10 @@ struct Agent::Impl {
   WorkerFailure failureOf(const Worker& worker, const ExitStatus& status) const;
   bool runs(std::size_t index) const;
   bool condemn(std::size_t index, const WorkerVerdict& verdict);
-  // Stops the running group with `signal`, telling the observers why.
-  void stopGroup(int signal, AgentEvents::StopReason reason);
+  // Stops the running group with `signal`, telling the observers why. With
+  // `python_stacks`, a Python worker armed with faulthandler is stopped with
+  // SIGABRT instead, so that it prints every thread's Python stack first.
+  void stopGroup(int signal, AgentEvents::StopReason reason, bool python_stacks = false);
   // The observers, or one that ignores everything.
   AgentEvents& events() { return config.events != nullptr ? *config.events : nobody_watches; }
   void afterStop();
@@ -81,6 +88,11 @@ struct Agent::Impl {
   void waitForSignal();
   bool onStopRequest(int signal);
   void forwardToWorkers(int signal);
+  // agent_peers.cpp: the hang forensics across nodes.
+  void openPeerChannel();
+  void askPeersForStacks(std::size_t index, const std::string& reason,
+                         std::function<void(std::string)> done);
+  void onStacksAsked(int attempt, const StackRequest& request);
 
   AgentConfig config;
   Rendezvous& rendezvous;
@@ -108,7 +120,9 @@ struct Agent::Impl {
   int newest_over = 0;            // the newest attempt the rendezvous said is coming
   std::thread waiter;             // blocks in rendezvous.nextGroup() off the loop
   RunResult result;
-  std::vector<int> forwarded_only;  // forwardedOnlySignals(config.signals_to_handle)
+  std::unique_ptr<PeerChannel> peers;  // to the other nodes of the running group
+  bool peer_asked = false;             // another node's worker hung in this attempt
+  std::vector<int> forwarded_only;     // forwardedOnlySignals(config.signals_to_handle)
   std::map<int, Clock::time_point> last_request_at;  // each handled signal's last request
 };
 

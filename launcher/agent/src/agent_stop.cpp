@@ -10,6 +10,7 @@
 #include "agent_impl.hpp"
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/core/option_values.hpp"
+#include "ddprun/launcher/watchdogs/python_stacks.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -25,11 +26,16 @@ constexpr auto kOneRequest = std::chrono::milliseconds(200);
 
 }  // namespace
 
-void Agent::Impl::stopGroup(int signal, AgentEvents::StopReason reason) {
+void Agent::Impl::stopGroup(int signal, AgentEvents::StopReason reason, bool python_stacks) {
   phase = Phase::Stopping;
   events().groupStopping(reason, Clock::now());
   for (Worker& worker : workers) {
-    if (!worker.exited) {
+    if (worker.exited) {
+      continue;
+    }
+    // Only the worker: its exit takes the rest of its group with it, and its
+    // own DataLoader processes would print their stacks in between.
+    if (!(python_stacks && worker.faulthandler && abortForPythonStacks(worker.process.pid()))) {
       worker.process.signalGroup(signal);
     }
   }
@@ -151,6 +157,7 @@ void Agent::Impl::finish(int exit_code) {
   signals.cancel(ignored);
   grace.cancel();
   watchdogs.stop();
+  peers.reset();
   tree.finish(group.attempt);
   relays.drain();
 }

@@ -1,6 +1,8 @@
 // torchrun's failure table, with what torch's @record wrote to each
 // worker's TORCHELASTIC_ERROR_FILE: {"message": {"message": ...,
 // "extraInfo": {"py_callstack": ..., "timestamp": ...}}}.
+#include <signal.h>
+
 #include <algorithm>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -117,8 +119,13 @@ void describe(std::ostream& out, const WorkerFailure& failure, const std::string
   if (!failure.verdict.stack.empty()) {
     describeStack(out, failure.verdict);
   }
+  if (!failure.verdict.empty() && failure.status.kind == ExitStatus::Kind::Signaled &&
+      failure.status.code == SIGABRT) {
+    out << "  python    : every thread's Python stack, printed by faulthandler on this rank's "
+           "stderr as it was stopped\n";
+  }
   if (!failure.verdict.peer_stacks.empty()) {
-    out << "  peers     : where the other local ranks were\n";
+    out << "  peers     : where the other ranks were (this node's, then the other nodes')\n";
     std::istringstream lines(failure.verdict.peer_stacks);
     for (std::string line; std::getline(lines, line);) {
       out << "    " << line << "\n";

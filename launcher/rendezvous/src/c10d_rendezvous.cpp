@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/rendezvous/store_peer_channel.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "ddprun/rendezvous/token_file.hpp"
@@ -145,6 +146,13 @@ void C10dRendezvous::collectMetrics(metrics::Exposition& out) const {
 std::string C10dRendezvous::describe() const {
   return "c10d rendezvous at " + membership_->endpoint() +
          (daemon_ ? " (hosted by this agent)" : "");
+}
+
+std::unique_ptr<PeerChannel> C10dRendezvous::openPeerChannel(const WorkerGroup& group) {
+  if (group.group_world_size <= 1) {
+    return nullptr;
+  }
+  return std::make_unique<StorePeerChannel>(group);
 }
 
 std::optional<WorkerGroup> C10dRendezvous::nextGroup() {

@@ -9,6 +9,7 @@
 
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/core/option_values.hpp"
+#include "ddprun/launcher/rendezvous/store_peer_channel.hpp"
 #include "ddprun/launcher/rendezvous/wait_notice.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
@@ -103,6 +104,13 @@ std::string StaticRendezvous::describe() const {
   return "static rendezvous at " + storeAddress() + ": node rank " +
          std::to_string(options_.node_rank) + " of " + std::to_string(options_.nnodes) +
          (server_ ? " (this node hosts the store)" : "");
+}
+
+std::unique_ptr<PeerChannel> StaticRendezvous::openPeerChannel(const WorkerGroup& group) {
+  if (group.group_world_size <= 1) {
+    return nullptr;
+  }
+  return std::make_unique<StorePeerChannel>(group);
 }
 
 std::optional<WorkerGroup> StaticRendezvous::nextGroup() {

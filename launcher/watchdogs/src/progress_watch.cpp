@@ -1,11 +1,19 @@
 #include "progress_watch.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+
+#include "ddprun/launcher/supervision/procfs.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
 using std::chrono::milliseconds;
+
+// How much longer than its timeout a stalled worker that sleeps is given,
+// so that the busy rank it waits for is judged first, on its own node.
+constexpr milliseconds kIdleGrace(1000);
 
 }  // namespace
 
@@ -18,7 +26,8 @@ void ProgressWatch::watch(std::size_t index, pid_t pid, std::filesystem::path fi
     return;
   }
   watched_.erase(index);
-  watched_.emplace(index, Watched{pid, ProgressFile(std::move(file)), 0, 0, Clock::now(), -1});
+  watched_.emplace(index, Watched{pid, ProgressFile(std::move(file)), 0, 0, Clock::now(), -1,
+                                  std::nullopt, false});
   arm();
 }
 
@@ -109,26 +118,51 @@ void ProgressWatch::read(Watched& worker, Clock::time_point now) {
   best_step_ = std::max(best_step_.value_or(worker.step), worker.step);
 }
 
+void ProgressWatch::sampleCpu() {
+  const auto half_tick = static_cast<std::uint64_t>(
+      std::max<long>(1, ::sysconf(_SC_CLK_TCK) * period().count() / 2000));
+  for (auto& [index, worker] : watched_) {
+    const auto stat = readProcStat(worker.pid);
+    if (!stat) {
+      continue;
+    }
+    worker.busy = worker.cpu_ticks && stat->cpu_ticks - *worker.cpu_ticks >= half_tick;
+    worker.cpu_ticks = stat->cpu_ticks;
+  }
+}
+
+const ProgressWatch::Watched* ProgressWatch::culprit(Clock::time_point now,
+                                                     std::size_t& index) const {
+  const milliseconds idle_grace = std::max(kIdleGrace, 2 * period());
+  const Watched* behind = nullptr;
+  for (const auto& [worker_index, worker] : watched_) {
+    const auto limit =
+        timeout_.after(worker.reports) + (worker.busy ? milliseconds(0) : idle_grace);
+    if (worker.reports == 0 || now - worker.last_report < limit) {
+      continue;
+    }
+    const bool before =
+        behind == nullptr || (worker.busy && !behind->busy) ||
+        (worker.busy == behind->busy &&
+         (worker.step < behind->step ||
+          (worker.step == behind->step && worker.last_report < behind->last_report)));
+    if (before) {
+      behind = &worker;
+      index = worker_index;
+    }
+  }
+  return behind;
+}
+
 void ProgressWatch::tick() {
   const Clock::time_point now = Clock::now();
   readAll(now);
   if (judged_ || !timeout_.enabled()) {
     return;
   }
-  const Watched* behind = nullptr;
+  sampleCpu();
   std::size_t behind_index = 0;
-  for (const auto& [index, worker] : watched_) {
-    const bool stalled =
-        worker.reports > 0 && now - worker.last_report >= timeout_.after(worker.reports);
-    if (!stalled) {
-      continue;
-    }
-    if (behind == nullptr || worker.step < behind->step ||
-        (worker.step == behind->step && worker.last_report < behind->last_report)) {
-      behind = &worker;
-      behind_index = index;
-    }
-  }
+  const Watched* behind = culprit(now, behind_index);
   if (behind == nullptr) {
     return;
   }
@@ -139,6 +173,7 @@ void ProgressWatch::tick() {
   stalled.silent = std::chrono::duration_cast<milliseconds>(now - behind->last_report);
   stalled.timeout = timeout_.after(behind->reports);
   stalled.timeout_text = timeout_.describe(behind->reports);
+  stalled.busy = behind->busy;
   judged_ = on_stalled_(stalled);
 }
 

@@ -7,7 +7,12 @@
 // watched; each tick reads what each worker's file gained. When workers are
 // stalled, `on_stalled` is called for the one that is furthest behind (the
 // lowest step, then the longest silent): the others usually wait on it in a
-// collective. Once it takes the stall, the attempt is not judged again.
+// collective. A stalled worker whose CPU is busy comes first, and one that
+// sleeps is judged only kIdleGrace (or two ticks) after its timeout: a rank
+// waiting in a Gloo collective sleeps, and the one it waits for, busy on
+// another node, is judged there first, which asks this node for its stacks
+// instead (under NCCL every rank spins, and the lowest step decides alone).
+// Once it takes the stall, the attempt is not judged again.
 // Without the flag only the best step of each attempt is kept (for the
 // crash-loop rule), read once a second.
 #pragma once
@@ -37,6 +42,7 @@ class ProgressWatch {
     std::chrono::milliseconds silent{0};   // since that report
     std::chrono::milliseconds timeout{0};  // what it was held to
     std::string timeout_text;              // how that timeout was chosen
+    bool busy = false;                     // its CPU was busy meanwhile
   };
   // Whether the stall was taken care of; if not, it is looked at again on
   // the next tick.
@@ -60,8 +66,10 @@ class ProgressWatch {
     ProgressFile file;
     int reports = 0;
     std::int64_t step = 0;
-    Clock::time_point last_report;  // when its last report was read
-    std::int64_t last_ts_ns = -1;   // that report's own timestamp, if it had one
+    Clock::time_point last_report;           // when its last report was read
+    std::int64_t last_ts_ns = -1;            // that report's own timestamp, if it had one
+    std::optional<std::uint64_t> cpu_ticks;  // its CPU time at the last tick
+    bool busy = false;                       // it used at least half a CPU over the last tick
   };
 
   void arm();
@@ -70,6 +78,10 @@ class ProgressWatch {
   // What one worker's file gained since it was last read.
   void read(Watched& worker, Clock::time_point now);
   std::chrono::milliseconds period() const;
+  // Samples each worker's CPU time: busy or asleep since the last tick.
+  void sampleCpu();
+  // The worker to judge now, if any: stalled, and past the grace if asleep.
+  const Watched* culprit(Clock::time_point now, std::size_t& index) const;
 
   ProgressTimeout timeout_;
   OnStalled on_stalled_;

@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <filesystem>
 
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/process/executable_path.hpp"
+#include "ddprun/launcher/watchdogs/python_stacks.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -18,12 +18,6 @@ namespace {
 namespace asio = net::asio;
 
 constexpr std::size_t kMaxToolOutput = 256 * 1024;
-
-bool isPython(pid_t pid) {
-  std::error_code error;
-  const auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", error);
-  return !error && exe.filename().string().rfind("python", 0) == 0;
-}
 
 std::string shellWords(const std::vector<std::string>& argv) {
   std::string text;
@@ -67,7 +61,7 @@ StackCapture::~StackCapture() {
 std::vector<std::vector<std::string>> StackCapture::commandsFor(pid_t pid) const {
   std::vector<std::vector<std::string>> commands;
   const std::string target = std::to_string(pid);
-  if (isPython(pid)) {
+  if (isPythonProcess(pid)) {
     if (auto py_spy = findExecutable("py-spy", path_variable_)) {
       commands.push_back({*py_spy, "dump", "--pid", target});
     }
@@ -93,8 +87,8 @@ bool StackCapture::capture(pid_t pid, Done done) {
   text_.clear();
   done_ = std::move(done);
   if (pending_.empty()) {
-    text_ = isPython(pid) ? "no stack: neither py-spy, eu-stack nor gdb is on PATH\n"
-                          : "no stack: neither eu-stack nor gdb is on PATH\n";
+    text_ = isPythonProcess(pid) ? "no stack: neither py-spy, eu-stack nor gdb is on PATH\n"
+                                 : "no stack: neither eu-stack nor gdb is on PATH\n";
   }
   asio::post(io_, [this, generation = ++generation_] { startNext(generation); });
   return true;

@@ -10,6 +10,7 @@
 
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/supervision/procfs.hpp"
+#include "ddprun/launcher/watchdogs/python_stacks.hpp"
 #include "file_timer.hpp"
 #include "hang_watch.hpp"
 #include "hung_forensics.hpp"
@@ -25,6 +26,10 @@ std::string scopesOf(const ExpiredTimers& expired) {
   }
   return text;
 }
+
+// How long a Python worker stopped with SIGABRT has to print its stacks and
+// die before it is SIGKILLed: faulthandler writes them in milliseconds.
+constexpr auto kAbortBound = std::chrono::seconds(2);
 
 // Kept in the verdict when the other workers' stacks have no file: enough to
 // see where each one was, not their every frame.
@@ -50,10 +55,21 @@ std::string peerStacks(const std::vector<WorkerStacks>& stacks, std::size_t hung
   return text;
 }
 
+// A peer's answer: one line per local worker, where its stacks are.
+std::string whereStacksAre(const std::vector<WorkerStacks>& stacks) {
+  std::string text;
+  for (const WorkerStacks& worker : stacks) {
+    text += (text.empty() ? "" : "; ") + std::string("local rank ") + std::to_string(worker.index) +
+            " (pid " + std::to_string(worker.pid) +
+            "): " + (worker.file.empty() ? "stacks not saved (no log directory)" : worker.file);
+  }
+  return text.empty() ? "no worker running" : text;
+}
+
 }  // namespace
 
 WorkerWatchdogs::WorkerWatchdogs(net::asio::io_context& io, Options options, Hooks hooks)
-    : options_(std::move(options)), hooks_(std::move(hooks)) {
+    : options_(std::move(options)), hooks_(std::move(hooks)), abort_deadline_(io) {
   if (!options_.timer_file.empty()) {
     file_timer_ = std::make_unique<FileTimer>(
         io, options_.timer_file,
@@ -69,8 +85,8 @@ WorkerWatchdogs::WorkerWatchdogs(net::asio::io_context& io, Options options, Hoo
       io, options_.progress_timeout, [this](const ProgressWatch::Stalled& stalled) {
         return onStalled(stalled.index, stalled.pid,
                          "no progress for " + formatSeconds(stalled.silent) + " after step " +
-                             std::to_string(stalled.step) + " (progress timeout " +
-                             stalled.timeout_text + ")");
+                             std::to_string(stalled.step) + (stalled.busy ? ", its CPU busy" : "") +
+                             " (progress timeout " + stalled.timeout_text + ")");
       });
   forensics_ = std::make_unique<HungForensics>(io, options_.path_variable);
 }
@@ -87,11 +103,15 @@ void WorkerWatchdogs::attemptStarted() {
   }
   progress_watch_->clear();
   forensics_->cancel();
+  abort_deadline_.cancel();
+  hang_.reset();
+  peer_hang_ = false;
+  ++generation_;
 }
 
 void WorkerWatchdogs::workerStarted(std::size_t index, pid_t pid, const std::string& error_file,
-                                    const std::string& progress_file) {
-  running_[index] = {pid, error_file};
+                                    const std::string& progress_file, bool faulthandler) {
+  running_[index] = {pid, error_file, faulthandler};
   if (hang_watch_) {
     hang_watch_->watch(index, pid);
   }
@@ -126,6 +146,24 @@ void WorkerWatchdogs::stop() {
   }
   progress_watch_->stop();
   forensics_->cancel();
+  abort_deadline_.cancel();
+  hang_.reset();
+  peer_hang_ = false;
+  ++generation_;
+}
+
+void WorkerWatchdogs::captureForPeer(Answer answer) {
+  peer_hang_ = true;
+  std::vector<HungForensics::Target> targets;
+  for (const auto& [worker_index, worker] : running_) {
+    targets.push_back({worker_index, worker.pid, worker.error_file});
+  }
+  if (hang_ ||
+      !forensics_->capture(std::move(targets), [answer](const std::vector<WorkerStacks>& stacks) {
+        answer(whereStacksAre(stacks));
+      })) {
+    answer("busy with a hang of its own (its stacks are in its attempt directories)");
+  }
 }
 
 // torch signals whatever pid the request names; ddprun only its own workers
@@ -183,7 +221,10 @@ void WorkerWatchdogs::onTimersExpired(const ExpiredTimers& expired) {
 // False: not now (the group is stopping, or stacks are being captured); the
 // watch will look at it again.
 bool WorkerWatchdogs::onHung(std::size_t index, pid_t pid) {
-  if (!hooks_.runs(index) || forensics_->busy()) {
+  if (peer_hang_) {
+    return true;  // another node judged the group's hang first
+  }
+  if (!hooks_.runs(index) || forensics_->busy() || hang_) {
     return false;
   }
   log().warn(
@@ -192,57 +233,101 @@ bool WorkerWatchdogs::onHung(std::size_t index, pid_t pid) {
       index, pid, formatSeconds(hang_watch_->timeout()));
   return captureThenKill(
       index, pid, "hung: no output and no CPU time for " + formatSeconds(hang_watch_->timeout()),
-      [pid] {
-        ::killpg(pid, SIGKILL);  // the worker leads its group; its pid is not reaped yet
-        ::kill(pid, SIGKILL);    // in case it left its group
-      });
+      [this, index, pid] { killHung(index, pid); });
 }
 
 bool WorkerWatchdogs::onStalled(std::size_t index, pid_t pid, const std::string& reason) {
-  if (!hooks_.runs(index) || forensics_->busy()) {
+  if (peer_hang_) {
+    return true;  // another node judged the group's hang first
+  }
+  if (!hooks_.runs(index) || forensics_->busy() || hang_) {
     return false;
   }
   log().warn(
       "local rank {} (pid {}) is hung: {}; capturing every local worker's stacks, then "
       "killing it",
       index, pid, reason);
-  return captureThenKill(index, pid, "hung: " + reason, [pid] {
-    ::killpg(pid, SIGKILL);
-    ::kill(pid, SIGKILL);
-  });
+  return captureThenKill(index, pid, "hung: " + reason,
+                         [this, index, pid] { killHung(index, pid); });
+}
+
+void WorkerWatchdogs::killHung(std::size_t index, pid_t pid) {
+  const auto found = running_.find(index);
+  if (found != running_.end() && found->second.faulthandler && abortForPythonStacks(pid)) {
+    // A handler of the user's, or a thread in the kernel, may keep it from
+    // dying: it gets what any other hung worker gets a moment later.
+    abort_deadline_.expires_after(kAbortBound);
+    abort_deadline_.async_wait([this, index, pid](const net::error_code& error) {
+      const auto still = running_.find(index);
+      if (!error && still != running_.end() && still->second.pid == pid) {
+        ::killpg(pid, SIGKILL);
+        ::kill(pid, SIGKILL);
+      }
+    });
+    return;
+  }
+  ::killpg(pid, SIGKILL);  // the worker leads its group; its pid is not reaped yet
+  ::kill(pid, SIGKILL);    // in case it left its group
 }
 
 bool WorkerWatchdogs::captureThenKill(std::size_t index, pid_t pid, std::string reason, Kill kill) {
+  if (hang_) {
+    return false;
+  }
   std::vector<HungForensics::Target> targets;
   for (const auto& [worker_index, worker] : running_) {
     targets.push_back({worker_index, worker.pid, worker.error_file});
   }
-  return forensics_->capture(std::move(targets),
-                             [this, index, pid, reason = std::move(reason),
-                              kill = std::move(kill)](std::vector<WorkerStacks> stacks) {
-                               onStacks(index, pid, reason, kill, std::move(stacks));
-                             });
+  auto round = std::make_shared<HangRound>();
+  round->generation = generation_;
+  round->index = index;
+  round->pid = pid;
+  round->reason = std::move(reason);
+  round->kill = std::move(kill);
+  if (!forensics_->capture(std::move(targets), [this, round](std::vector<WorkerStacks> stacks) {
+        round->stacks = std::move(stacks);
+        roundPartDone(round);
+      })) {
+    return false;
+  }
+  hang_ = round;
+  if (!hooks_.ask_peers) {
+    roundPartDone(round);
+    return true;
+  }
+  hooks_.ask_peers(index, round->reason, [this, round](std::string answers) {
+    round->peer_answers = std::move(answers);
+    roundPartDone(round);
+  });
+  return true;
 }
 
-void WorkerWatchdogs::onStacks(std::size_t index, pid_t pid, std::string reason, const Kill& kill,
-                               std::vector<WorkerStacks> stacks) {
-  const auto found = running_.find(index);
-  if (found == running_.end() || found->second.pid != pid) {
+void WorkerWatchdogs::roundPartDone(const std::shared_ptr<HangRound>& round) {
+  if (--round->pending > 0 || round->generation != generation_ || hang_ != round) {
+    return;
+  }
+  hang_.reset();
+  onStacks(*round);
+}
+
+void WorkerWatchdogs::onStacks(HangRound& round) {
+  const auto found = running_.find(round.index);
+  if (found == running_.end() || found->second.pid != round.pid) {
     return;  // it exited meanwhile
   }
   WorkerVerdict verdict;
-  verdict.reason = std::move(reason) + " (stack below)";
-  for (WorkerStacks& worker : stacks) {
-    if (worker.index == index) {
+  verdict.reason = std::move(round.reason) + " (stack below)";
+  for (WorkerStacks& worker : round.stacks) {
+    if (worker.index == round.index) {
       verdict.stack = std::move(worker.text);
       verdict.stack_file = worker.file;
     }
   }
-  verdict.peer_stacks = peerStacks(stacks, index);
-  if (!hooks_.condemn(index, verdict)) {
+  verdict.peer_stacks = peerStacks(round.stacks, round.index) + round.peer_answers;
+  if (!hooks_.condemn(round.index, verdict)) {
     return;
   }
-  kill();
+  round.kill();
 }
 
 }  // namespace ddprun::launcher

@@ -92,7 +92,7 @@ def main(args):
         expect_true("reason    : timed out in scope 'stuck_step' (file timer; SIGKILL sent) "
                     "(stack below); killed by SIGKILL (signal 9)" in err,
                     f"the report names the scope: {err}")
-        expect_true("  peers     : where the other local ranks were" in err,
+        expect_true("  peers     : where the other ranks were (this node's, then the other nodes')" in err,
                     f"every local rank's stacks were taken before the kill: {err}")
         served = pipes(out)
         expect_eq(len(served), 1, f"both ranks got the one pipe ddprun serves: {served}")

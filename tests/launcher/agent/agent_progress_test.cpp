@@ -75,7 +75,8 @@ TEST(AgentProgressTest, ABusyWorkerThatStopsReportingIsHungAndEveryStackIsKept) 
   // How long it was silent is what a tick saw: the timeout, or a tick more.
   EXPECT_EQ(failure.verdict.reason.rfind("hung: no progress for 1.", 0), 0u)
       << failure.verdict.reason;
-  EXPECT_NE(failure.verdict.reason.find(" s after step 5 (progress timeout 1.5 s) (stack below)"),
+  EXPECT_NE(failure.verdict.reason.find(
+                " s after step 5, its CPU busy (progress timeout 1.5 s) (stack below)"),
             std::string::npos)
       << failure.verdict.reason;
   // Steps took 0.3 s; the timeout 1.5 s; a tick is 0.19 s; stacks take
@@ -94,11 +95,30 @@ TEST(AgentProgressTest, ABusyWorkerThatStopsReportingIsHungAndEveryStackIsKept) 
   EXPECT_EQ(failure.verdict.stack_file, (dir / "attempt_0" / "1" / "stack.txt").string());
   const std::string report = formatFailureReport(result, "host0", "train");
   EXPECT_NE(report.find("rank      : 1 (local_rank: 1)"), std::string::npos) << report;
-  EXPECT_NE(report.find("  peers     : where the other local ranks were\n    local rank 0 (pid "),
+  EXPECT_NE(report.find("  peers     : where the other ranks were (this node's, then the other "
+                        "nodes')\n    local rank 0 (pid "),
             std::string::npos)
       << report;
   EXPECT_NE(report.find((dir / "attempt_0" / "0" / "stack.txt").string()), std::string::npos)
       << report;
+}
+
+// Both ranks reach step 5; rank 0 then sleeps (as a rank waiting in a Gloo
+// collective does) and was silent first, rank 1 spins: the busy one is the
+// hung one, and the one the report names.
+TEST(AgentProgressTest, AmongRanksStalledAtTheSameStepTheBusyOneIsJudged) {
+  test_support::TempDir dir("ddprun-agent-progress");
+  FakeRendezvous rendezvous(singleNode(2));
+  AgentConfig config = progressConfig(rendezvous, dir.path(), 2,
+                                      {"--progress-rank", "0", "5", "40", "--progress-rank", "1",
+                                       "5", "80", "--spin-rank", "1", "60000", "--hang"});
+  config.progress_timeout = ProgressTimeout::fixed(1500ms);
+  config.tools_path = "/nonexistent";  // no stacks: the judgment alone
+  const RunResult result = Agent(config).run();
+  ASSERT_FALSE(result.failures.empty());
+  EXPECT_EQ(result.failures.front().rank, 1) << result.failures.front().verdict.reason;
+  EXPECT_NE(result.failures.front().verdict.reason.find("its CPU busy"), std::string::npos)
+      << result.failures.front().verdict.reason;
 }
 
 TEST(AgentProgressTest, AWorkerThatNeverReportedProgressIsNotJudgedByIt) {

@@ -7,6 +7,7 @@
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/etcd/etcd_records.hpp"
 #include "ddprun/launcher/host/socket_interface.hpp"
+#include "ddprun/launcher/rendezvous/store_peer_channel.hpp"
 #include "ddprun/launcher/rendezvous/wait_notice.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
@@ -194,6 +195,13 @@ EtcdRendezvous::Decision EtcdRendezvous::decide() {
     }
     return decision;
   });
+}
+
+std::unique_ptr<PeerChannel> EtcdRendezvous::openPeerChannel(const WorkerGroup& group) {
+  if (group.group_world_size <= 1) {
+    return nullptr;
+  }
+  return std::make_unique<StorePeerChannel>(group);
 }
 
 std::optional<WorkerGroup> EtcdRendezvous::nextGroup() {

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "ddprun/launcher/core/launch_config.hpp"
+#include "ddprun/launcher/core/peer_channel.hpp"
 #include "ddprun/launcher/core/run_result.hpp"
 
 namespace ddprun::metrics {
@@ -112,6 +113,15 @@ class Rendezvous {
   virtual bool failureStands(int attempt) {
     (void)attempt;
     return true;
+  }
+
+  // A line to the other agents of `group` while it runs (peer_channel.hpp);
+  // nullptr where there are none (one node) or the backend has no way to
+  // reach them. Called on the agent's loop when the group starts; opening
+  // contacts nobody yet.
+  virtual std::unique_ptr<PeerChannel> openPeerChannel(const WorkerGroup& group) {
+    (void)group;
+    return nullptr;
   }
 
   // The agent is about to vanish without ending the job (ddprun's guardian

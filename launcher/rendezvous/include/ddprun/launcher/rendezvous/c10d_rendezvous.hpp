@@ -33,6 +33,8 @@ class C10dRendezvous final : public Rendezvous {
 
   std::string describe() const override;
   std::optional<WorkerGroup> nextGroup() override;
+  // Over the workers' store (StorePeerChannel), when the group has other nodes.
+  std::unique_ptr<PeerChannel> openPeerChannel(const WorkerGroup& group) override;
   void cancelWait() override { membership_->cancelWait(); }
   void watchGroup(std::function<void(int newer_attempt)> over) override;
   // Measured by the membership's lease thread after each join.

@@ -75,6 +75,8 @@ class StaticRendezvous final : public Rendezvous {
   std::string describe() const override;
   // The first call joins; each later one is the barrier before a restart.
   std::optional<WorkerGroup> nextGroup() override;
+  // Over the workers' store (StorePeerChannel), when the group has other nodes.
+  std::unique_ptr<PeerChannel> openPeerChannel(const WorkerGroup& group) override;
   void cancelWait() override;
   // Called when node 0 (the store's host) is lost while a group runs.
   void watchGroup(std::function<void(int newer_attempt)> over) override;

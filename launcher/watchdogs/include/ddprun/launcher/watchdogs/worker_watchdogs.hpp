@@ -70,7 +70,16 @@ class WorkerWatchdogs {
     // May the watchdog kill that worker for `verdict`? True when it runs;
     // the agent then keeps the verdict for the worker's failure.
     std::function<bool(std::size_t index, const WorkerVerdict& verdict)> condemn;
+    // Asks the agents of the group's other nodes for their workers' stacks,
+    // since worker `index` hung for `reason`; `done` runs on the loop with
+    // what they answered (one line each; empty: no other node). Empty
+    // function: nobody to ask.
+    std::function<void(std::size_t index, const std::string& reason,
+                       std::function<void(std::string answers)> done)>
+        ask_peers;
   };
+  // What this node answers a peer's request: one line per local worker.
+  using Answer = std::function<void(std::string where)>;
 
   // Creates the file timer's FIFO when asked for; throws ddprun::Error if it
   // cannot.
@@ -83,13 +92,20 @@ class WorkerWatchdogs {
   void attemptStarted();
   // The worker at `index` (its local rank) runs as `pid`; a stack captured
   // for it is saved next to its `error_file` (if not empty). It reports its
-  // progress to `progress_file` (empty: it has none to report to).
+  // progress to `progress_file` (empty: it has none to report to). With
+  // `faulthandler` (armed in its environment), a Python worker judged hung
+  // is stopped with SIGABRT, so that it prints its Python stacks, and
+  // SIGKILLed if it is still there 2 s later.
   void workerStarted(std::size_t index, pid_t pid, const std::string& error_file,
-                     const std::string& progress_file = {});
+                     const std::string& progress_file = {}, bool faulthandler = false);
   // What the output relays call on each chunk of that worker's output; empty
   // when there is no hang detection (nothing to call).
   std::function<void()> outputObserver(std::size_t index);
   void workerExited(std::size_t index);
+  // Another node's worker hung: every local worker's stacks are taken and
+  // saved as for a local hang, and `answer` runs on the loop with where they
+  // are. Nothing is killed: the group stops as the other node fails.
+  void captureForPeer(Answer answer);
   // The highest step a worker of this attempt reported; nullopt when none
   // did.
   std::optional<std::int64_t> bestStep();
@@ -100,17 +116,33 @@ class WorkerWatchdogs {
   struct Running {
     pid_t pid = 0;
     std::string error_file;
+    bool faulthandler = false;
   };
   // What happens to a hung worker once every stack is in.
   using Kill = std::function<void()>;
+  // One hang's forensics: this node's stacks and the other nodes' answers,
+  // both awaited before the kill.
+  struct HangRound {
+    unsigned generation = 0;  // of the attempt it was started in
+    std::size_t index = 0;
+    pid_t pid = 0;
+    std::string reason;
+    Kill kill;
+    std::vector<WorkerStacks> stacks;
+    std::string peer_answers;
+    int pending = 2;
+  };
+  void roundPartDone(const std::shared_ptr<HangRound>& round);
   void onTimersExpired(const ExpiredTimers& expired);
   bool onHung(std::size_t index, pid_t pid);
   bool onStalled(std::size_t index, pid_t pid, const std::string& reason);
+  // Kills the hung worker at `index`: SIGABRT first when it prints its
+  // Python stacks on one, SIGKILL otherwise or when that is not enough.
+  void killHung(std::size_t index, pid_t pid);
   // Captures every running worker's stacks, then condemns the one at
   // `index` with `reason` and runs `kill`. False when a capture runs.
   bool captureThenKill(std::size_t index, pid_t pid, std::string reason, Kill kill);
-  void onStacks(std::size_t index, pid_t pid, std::string reason, const Kill& kill,
-                std::vector<WorkerStacks> stacks);
+  void onStacks(HangRound& round);
 
   Options options_;
   Hooks hooks_;
@@ -119,6 +151,10 @@ class WorkerWatchdogs {
   std::unique_ptr<HangWatch> hang_watch_;
   std::unique_ptr<ProgressWatch> progress_watch_;
   std::unique_ptr<HungForensics> forensics_;
+  net::asio::steady_timer abort_deadline_;  // SIGKILL for a SIGABRT not obeyed
+  std::shared_ptr<HangRound> hang_;         // the hang whose stacks are awaited
+  unsigned generation_ = 0;                 // attempts started: a stale round stops
+  bool peer_hang_ = false;                  // another node judged this attempt hung
 };
 
 }  // namespace ddprun::launcher

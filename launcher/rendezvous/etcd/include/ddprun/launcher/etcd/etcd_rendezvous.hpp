@@ -57,6 +57,8 @@ class EtcdRendezvous final : public Rendezvous {
 
   std::string describe() const override;
   std::optional<WorkerGroup> nextGroup() override;
+  // Over the workers' store (StorePeerChannel), when the group has other nodes.
+  std::unique_ptr<PeerChannel> openPeerChannel(const WorkerGroup& group) override;
   void cancelWait() override;
   void watchGroup(std::function<void(int newer_attempt)> over) override;
   void requestRestart(const WorkerFailure& cause) override;
