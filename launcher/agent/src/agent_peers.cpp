@@ -53,8 +53,8 @@ void Agent::Impl::askPeersForStacks(std::size_t index, const std::string& reason
   }
   const Worker& worker = workers.at(index);
   const std::string why = "rank " + std::to_string(worker.rank) + " (local rank " +
-                          std::to_string(worker.local_rank) + " on " + config.hostname +
-                          ") is " + reason;
+                          std::to_string(worker.local_rank) + " on " + config.hostname + ") is " +
+                          reason;
   log().warn("asking the other {} node(s) of round {} for their workers' stacks",
              group.group_world_size - 1, group.attempt);
   peers->askForStacks(
@@ -72,7 +72,7 @@ void Agent::Impl::onStacksAsked(int attempt, const StackRequest& request) {
     peers->answerStacks(config.hostname + ": its workers were already stopping");
     return;
   }
-  log().warn("node {} of round {} says {}: taking the stacks of every local worker", 
+  log().warn("node {} of round {} says {}: taking the stacks of every local worker",
              request.group_rank, attempt, request.why);
   peer_asked = true;  // this group's Python workers are stopped so that they print theirs
   watchdogs.captureForPeer([this, attempt](const std::string& where) {

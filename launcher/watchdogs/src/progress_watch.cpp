@@ -118,15 +118,17 @@ void ProgressWatch::read(Watched& worker, Clock::time_point now) {
   best_step_ = std::max(best_step_.value_or(worker.step), worker.step);
 }
 
+// Busy: a fifth of a CPU or more. A rank waiting in a Gloo collective uses
+// next to none; a spinning one gets less than a whole CPU on a loaded host.
 void ProgressWatch::sampleCpu() {
-  const auto half_tick = static_cast<std::uint64_t>(
-      std::max<long>(1, ::sysconf(_SC_CLK_TCK) * period().count() / 2000));
+  const auto busy_ticks = static_cast<std::uint64_t>(
+      std::max<long>(2, ::sysconf(_SC_CLK_TCK) * period().count() / 5000));
   for (auto& [index, worker] : watched_) {
     const auto stat = readProcStat(worker.pid);
     if (!stat) {
       continue;
     }
-    worker.busy = worker.cpu_ticks && stat->cpu_ticks - *worker.cpu_ticks >= half_tick;
+    worker.busy = worker.cpu_ticks && stat->cpu_ticks - *worker.cpu_ticks >= busy_ticks;
     worker.cpu_ticks = stat->cpu_ticks;
   }
 }

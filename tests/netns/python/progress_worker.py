@@ -22,7 +22,8 @@ def report_progress(step):
     if progress_file:
         with open(progress_file, "a") as f:
             f.write(json.dumps({"name": "progress", "step": step,
-                                "ts_monotonic_ns": time.monotonic_ns()}) + "\n")
+                                "ts_monotonic_ns": time.monotonic_ns(),
+                                "wall": time.time()}) + "\n")
 
 
 def spin_without_progress():
