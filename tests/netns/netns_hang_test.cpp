@@ -61,9 +61,15 @@ class NetnsHangTest : public NetnsJobTest {
   void runSpinningRank(const std::string& progress_timeout, double timeout_seconds) {
     buildLab(2);
     const std::string snapshot = (dir_.path() / "snapshot").string();
-    const std::vector<std::string> program = {DDPRUN_TORCH_PYTHON, PROGRESS_WORKER, snapshot, "40",
-                                              "--spin-rank", "3", "--spin-step", "12"};
-    const std::vector<std::string> flags = {"--max-restarts", "1", "--progress-timeout",
+    const std::vector<std::string> program = {DDPRUN_TORCH_PYTHON,
+                                              PROGRESS_WORKER,
+                                              snapshot,
+                                              "40",
+                                              "--spin-rank",
+                                              "3",
+                                              "--spin-step",
+                                              "12"};
+    const std::vector<std::string> flags = {"--max-restarts", "1",  "--progress-timeout",
                                             progress_timeout, "-t", "3"};
     Subprocess a = agent("a", "h1", "2", program, flags);
     Subprocess b = agent("b", "h2", "2", program, flags);

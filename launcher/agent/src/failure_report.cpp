@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <ctime>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
 #include "ddprun/launcher/agent/agent.hpp"
 #include "ddprun/launcher/core/regular_file.hpp"
+#include "ddprun/proto/env_contract.hpp"
 #include "ddprun/proto/json_parse.hpp"
 #include "ddprun/proto/json_text.hpp"
 
@@ -98,6 +100,27 @@ void describeStack(std::ostream& out, const WorkerVerdict& verdict) {
   }
 }
 
+// What NCCL's Flight Recorder dumped beside the worker's error file (the
+// agent arms it there: WorkerEnvironment), which says which collective each
+// rank was in when one timed out.
+void describeNcclDumps(std::ostream& out, const std::string& error_file) {
+  if (error_file.empty()) {
+    return;
+  }
+  std::error_code error;
+  std::vector<std::string> dumps;
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::filesystem::path(error_file).parent_path(), error)) {
+    if (entry.path().filename().string().rfind(proto::env::kNcclTraceDumpPrefix, 0) == 0) {
+      dumps.push_back(entry.path().string());
+    }
+  }
+  std::sort(dumps.begin(), dumps.end());
+  for (std::size_t i = 0; i < dumps.size(); ++i) {
+    out << (i == 0 ? "  nccl      : Flight Recorder dump " : "              ") << dumps[i] << "\n";
+  }
+}
+
 void describe(std::ostream& out, const WorkerFailure& failure, const std::string& hostname) {
   const int code =
       failure.status.kind == ExitStatus::Kind::Exited ? failure.status.code : -failure.status.code;
@@ -124,6 +147,7 @@ void describe(std::ostream& out, const WorkerFailure& failure, const std::string
     out << "  python    : every thread's Python stack, printed by faulthandler on this rank's "
            "stderr as it was stopped\n";
   }
+  describeNcclDumps(out, failure.error_file);
   if (!failure.verdict.peer_stacks.empty()) {
     out << "  peers     : where the other ranks were (this node's, then the other nodes')\n";
     std::istringstream lines(failure.verdict.peer_stacks);

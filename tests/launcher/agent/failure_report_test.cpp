@@ -67,6 +67,19 @@ class FailureReportTest : public ::testing::Test {
   std::filesystem::path path_ = dir_ / "error.json";
 };
 
+// The Flight Recorder's dumps beside the error file, where the agent asked
+// NCCL to put them, are listed with the failure.
+TEST_F(FailureReportTest, NcclFlightRecorderDumpsAreListed) {
+  std::ofstream(dir_ / "nccl_trace_rank_3") << "dump";
+  std::ofstream(dir_ / "stdout.log") << "not a dump";
+  const std::string text = report();
+  EXPECT_NE(text.find("  nccl      : Flight Recorder dump " +
+                      (dir_ / "nccl_trace_rank_3").string() + "\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("stdout.log"), std::string::npos) << text;
+}
+
 TEST_F(FailureReportTest, AMessageNestingAMillionLevelsIsUnreadableNotACrash) {
   std::ofstream(path_) << R"({"message":)" << std::string(1'000'000, '[')
                        << std::string(1'000'000, ']') << "}";
