@@ -14,7 +14,7 @@ using namespace std::chrono_literals;
 constexpr auto kListenSlice = 5s;
 // How long an agent asked for its stacks may take to give its answer.
 constexpr auto kAnswerBound = 30s;
-constexpr auto kConnectTimeout = 10s;
+constexpr auto kConnectTimeout = 2s;
 
 }  // namespace
 
@@ -70,7 +70,10 @@ void StorePeerChannel::answerStacks(const std::string& where) {
 
 std::unique_ptr<rdzv::StoreClient> StorePeerChannel::connect(rdzv::StoreClient*& slot,
                                                              std::chrono::milliseconds timeout) {
-  auto client = std::make_unique<rdzv::StoreClient>(group_.store_host, group_.store_port, timeout);
+  // Once: the store is up before the group starts, and a destructor that
+  // joins this thread must not wait out a retry against a host that is gone.
+  auto client = std::make_unique<rdzv::StoreClient>(group_.store_host, group_.store_port, timeout,
+                                                    rdzv::StoreClient::Connect::kOnce);
   std::lock_guard lock(mutex_);
   if (stopping_) {
     return nullptr;
