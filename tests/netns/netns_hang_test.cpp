@@ -106,6 +106,11 @@ class NetnsHangTest : public NetnsJobTest {
                          "in spin_without_progress"))
         << readFile(judge_run / "attempt_0" / "1" / "stderr.log");
 
+    // The judging node's timeline names the hung rank and where the stacks are.
+    const std::string timeline = readFile(judge_run / "timeline.json");
+    EXPECT_TRUE(contains(timeline, "\"worker hung\"") && contains(timeline, "\"rank\":3"))
+        << timeline;
+
     // Stopped within the timeout plus 2 s of its last report.
     std::string last_report;
     std::istringstream progress(

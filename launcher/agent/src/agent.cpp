@@ -317,6 +317,10 @@ bool Agent::Impl::condemn(std::size_t index, const WorkerVerdict& verdict) {
     return false;
   }
   workers[index].verdict = verdict;
+  const Worker& worker = workers[index];
+  std::string where = verdict.stack_file.empty() ? "" : "its own: " + verdict.stack_file + "\n";
+  events().workerHung(worker.local_rank, worker.rank, verdict.reason, where + verdict.peer_stacks,
+                      Clock::now());
   return true;
 }
 

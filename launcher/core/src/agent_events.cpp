@@ -35,6 +35,13 @@ void AgentEventsFanOut::workerStarted(int local_rank, int rank, pid_t pid, Clock
   }
 }
 
+void AgentEventsFanOut::workerHung(int local_rank, int rank, const std::string& reason,
+                                   const std::string& where, Clock::time_point at) {
+  for (AgentEvents* observer : observers_) {
+    observer->workerHung(local_rank, rank, reason, where, at);
+  }
+}
+
 void AgentEventsFanOut::workerExited(int local_rank, int rank, pid_t pid, const ExitStatus& status,
                                      bool failed, Clock::time_point at) {
   for (AgentEvents* observer : observers_) {

@@ -149,6 +149,18 @@ void TimelineWriter::workerExited(int local_rank, int rank, pid_t pid, const Exi
   foldWorkerEvents(local_rank, rank, at);
 }
 
+void TimelineWriter::workerHung(int local_rank, int rank, const std::string& reason,
+                                const std::string& where, Clock::time_point at) {
+  std::lock_guard lock(mutex_);
+  Event hung = instant("worker hung", at, kAgentTrack);
+  hung["args"] = {{"rank", rank},
+                  {"local_rank", local_rank},
+                  {"round", round_},
+                  {"reason", reason},
+                  {"stacks", where}};
+  write(hung);
+}
+
 void TimelineWriter::groupStopping(StopReason reason, Clock::time_point at) {
   std::lock_guard lock(mutex_);
   round_end_ = "stopped: " + std::string(stopReasonName(reason));

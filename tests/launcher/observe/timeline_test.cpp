@@ -119,6 +119,22 @@ TEST_F(TimelineWriterTest, AWorkersExitCarriesItsCodeOrSignalAndAFailureIsAnInst
   EXPECT_EQ(clock[0]["args"]["clock_uncertainty_us"], 40.0);
 }
 
+// A hang names its rank, why, and where every rank's stacks went.
+TEST_F(TimelineWriterTest, AHungWorkerIsAnInstantNamingItsRankAndTheStacks) {
+  {
+    TimelineWriter writer(path_, {"node0", "job", {}});
+    writer.workerHung(1, 3, "hung: no progress for 4 s after step 11", "node 1: h1: stacks",
+                      Clock::now());
+  }
+  const timeline::TraceFile read = timeline::parseTrace(test_support::readFile(path_));
+  const auto hung = named(read.events, "worker hung");
+  ASSERT_EQ(hung.size(), 1u);
+  EXPECT_EQ(hung[0]["args"]["rank"], 3);
+  EXPECT_EQ(hung[0]["args"]["local_rank"], 1);
+  EXPECT_EQ(hung[0]["args"]["reason"], "hung: no progress for 4 s after step 11");
+  EXPECT_EQ(hung[0]["args"]["stacks"], "node 1: h1: stacks");
+}
+
 TEST_F(TimelineWriterTest, AWorkersOwnEventsAreFoldedInWhenItExits) {
   const fs::path events_dir = dir_ / "worker_events";
   TimelineWriter writer(path_, {"node0", "job", events_dir});

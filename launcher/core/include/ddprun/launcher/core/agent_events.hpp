@@ -46,6 +46,11 @@ class AgentEvents {
   virtual void workerExited(int /*local_rank*/, int /*rank*/, pid_t /*pid*/,
                             const ExitStatus& /*status*/, bool /*failed*/,
                             Clock::time_point /*at*/) {}
+  // A watchdog judged the worker hung (`reason`), and every stack it could
+  // take was taken: `where` says where each rank's is (this node's, then the
+  // other nodes'). It is killed next.
+  virtual void workerHung(int /*local_rank*/, int /*rank*/, const std::string& /*reason*/,
+                          const std::string& /*where*/, Clock::time_point /*at*/) {}
   virtual void groupStopping(StopReason /*reason*/, Clock::time_point /*at*/) {}
   // Failed workers are restarted: `restarts_used` of `max_restarts` now.
   virtual void restarting(int /*restarts_used*/, int /*max_restarts*/, Clock::time_point /*at*/) {}
@@ -65,6 +70,8 @@ class AgentEventsFanOut : public AgentEvents {
   void workerStarted(int local_rank, int rank, pid_t pid, Clock::time_point at) override;
   void workerExited(int local_rank, int rank, pid_t pid, const ExitStatus& status, bool failed,
                     Clock::time_point at) override;
+  void workerHung(int local_rank, int rank, const std::string& reason, const std::string& where,
+                  Clock::time_point at) override;
   void groupStopping(StopReason reason, Clock::time_point at) override;
   void restarting(int restarts_used, int max_restarts, Clock::time_point at) override;
   void finished(int exit_code, Clock::time_point at) override;

@@ -54,6 +54,8 @@ class TimelineWriter final : public AgentEvents {
   void workerStarted(int local_rank, int rank, pid_t pid, Clock::time_point at) override;
   void workerExited(int local_rank, int rank, pid_t pid, const ExitStatus& status, bool failed,
                     Clock::time_point at) override;
+  void workerHung(int local_rank, int rank, const std::string& reason, const std::string& where,
+                  Clock::time_point at) override;
   void groupStopping(StopReason reason, Clock::time_point at) override;
   void restarting(int restarts_used, int max_restarts, Clock::time_point at) override;
   void finished(int exit_code, Clock::time_point at) override;
