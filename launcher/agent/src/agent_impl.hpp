@@ -1,5 +1,6 @@
 // Agent::Impl: the agent's state and its handlers, shared by agent.cpp (the
-// attempts and the workers) and agent_stop.cpp (stopping, signals, the end).
+// attempts and the workers), agent_stop.cpp (stopping, signals, the end) and
+// agent_stuck.cpp (processes stuck in the kernel).
 // Owns the workers, the loop and the waiter thread; everything but the
 // waiter runs on the thread that called Agent::run(). Private to the agent.
 #pragma once
@@ -34,6 +35,7 @@ struct Agent::Impl {
     std::string error_file;
     WorkerVerdict verdict;      // why a watchdog killed it, if one did
     bool faulthandler = false;  // armed: SIGABRT makes it print its Python stacks
+    bool stuck = false;         // named in result.stuck already
   };
 
   // Waiting: for the rendezvous to form this node's next group.
@@ -47,7 +49,7 @@ struct Agent::Impl {
         relays(io),
         watchdogs(io,
                   {config.timer_file, config.worker_hang_timeout, config.progress_timeout,
-                   config.tools_path},
+                   config.tools_path, config.uninterruptible_timeout},
                   {[this](std::size_t index) { return runs(index); },
                    [this](std::size_t index, const WorkerVerdict& verdict) {
                      return condemn(index, verdict);
@@ -55,6 +57,9 @@ struct Agent::Impl {
                    [this](std::size_t index, const std::string& reason,
                           std::function<void(std::string)> done) {
                      askPeersForStacks(index, reason, std::move(done));
+                   },
+                   [this](std::size_t index, std::chrono::milliseconds in_d) {
+                     return onUninterruptible(index, in_d);
                    }}),
         tree(io, config.cgroup) {}
   ~Impl() { joinWaiter(); }
@@ -77,6 +82,17 @@ struct Agent::Impl {
   // The observers, or one that ignores everything.
   AgentEvents& events() { return config.events != nullptr ? *config.events : nobody_watches; }
   void afterStop();
+  // afterStop(), once what the workers left is dead.
+  void afterLeftovers();
+  // agent_stuck.cpp: how long a SIGKILLed process gets to die; a running
+  // worker's verdict; the stopped workers, and then what they left, still
+  // alive after that long; the end.
+  std::chrono::milliseconds killWait() const;
+  bool onUninterruptible(std::size_t index, std::chrono::milliseconds in_d);
+  void onKilledButAlive();
+  void awaitStuckLeftovers(std::vector<pid_t> still_alive, std::chrono::milliseconds waited);
+  void abandon(std::size_t index);
+  void endStuck();
   // Whether this attempt's failure ends a crash loop; counts the attempts
   // in a row that made no progress beyond the best step before them.
   bool endsCrashLoop();

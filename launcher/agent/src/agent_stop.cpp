@@ -1,7 +1,7 @@
-// The agent's ends: stopping a group (the signal, the grace, SIGKILL), what
-// follows once every worker has exited (a restart, the next round, or the
-// end), an error on the loop, the handled signals. See agent.cpp for the
-// event flow.
+// The agent's ends: stopping a group (the signal, the grace, SIGKILL, and
+// the wait for the SIGKILLed to die), what follows once every worker has
+// exited (a restart, the next round, or the end), an error on the loop, the
+// handled signals. See agent.cpp for the event flow.
 #include <signal.h>
 
 #include <algorithm>
@@ -53,6 +53,13 @@ void Agent::Impl::stopGroup(int signal, AgentEvents::StopReason reason, bool pyt
         worker.process.signalGroup(SIGKILL);
       }
     }
+    // Whoever SIGKILL leaves alive that long is stuck in the kernel.
+    grace.expires_after(killWait());
+    grace.async_wait([this](const net::error_code& killed) {
+      if (!killed) {
+        onKilledButAlive();
+      }
+    });
   });
 }
 
@@ -61,7 +68,22 @@ void Agent::Impl::afterStop() {
   if (phase == Phase::Done) {
     return;
   }
-  tree.killLeftovers(group.attempt);  // before any restart
+  // Before any restart; what outlives its SIGKILL that long gets the rest of
+  // killWait() without blocking the loop.
+  const auto waited = std::min<std::chrono::milliseconds>(killWait(), kLeftoverWait);
+  LeftoverKill leftovers = tree.killLeftovers(group.attempt, waited);
+  if (!leftovers.orphans.still_alive.empty()) {
+    awaitStuckLeftovers(std::move(leftovers.orphans.still_alive), waited);
+    return;
+  }
+  afterLeftovers();
+}
+
+void Agent::Impl::afterLeftovers() {
+  if (!result.stuck.empty()) {
+    endStuck();  // a worker was in uninterruptible sleep too long
+    return;
+  }
   if (!result.error.empty()) {
     finish(1);
     return;
@@ -158,7 +180,9 @@ void Agent::Impl::finish(int exit_code) {
   grace.cancel();
   watchdogs.stop();
   peers.reset();
-  tree.finish(group.attempt);
+  // What is stuck will not die in any wait; the rest was SIGKILLed with it.
+  tree.finish(group.attempt, result.stuck.empty() ? std::chrono::milliseconds(kLeftoverWait)
+                                                  : std::chrono::milliseconds(0));
   relays.drain();
 }
 

@@ -120,7 +120,9 @@ void copyRootCauseError(const launcher::RunResult& result) {
 void reportInterrupted(const launcher::RunResult& result) {
   std::fprintf(stderr, "ddprun: interrupted by %s; %s\n",
                launcher::signalName(result.signal).c_str(),
-               result.started ? "workers stopped" : "no worker had started");
+               !result.started        ? "no worker had started"
+               : result.stuck.empty() ? "workers stopped"
+                                      : "not every worker could be stopped (above)");
 }
 
 // --logs-specs names a Python class torchrun loads to lay out its logs:
@@ -176,6 +178,10 @@ launcher::AgentConfig agentConfig(const LaunchConfig& config, int nproc,
   agent.worker_cpus = std::move(cpu_binding.cpus);
   agent.max_restarts = config.max_restarts;
   agent.shutdown_timeout = std::chrono::seconds(config.shutdown_grace_s);
+  if (config.uninterruptible_state_timeout_s.value_or(0) > 0) {  // 0: off
+    agent.uninterruptible_timeout = std::chrono::milliseconds(
+        std::max<long long>(1, std::llround(*config.uninterruptible_state_timeout_s * 1000)));
+  }
   agent.signals_to_handle = config.signals_to_handle;
   agent.rendezvous = &rendezvous;
   agent.environment = std::move(environment);
@@ -329,6 +335,9 @@ int runAgent(const LaunchConfig& config) {
   }
   if (!result.crash_loop.empty()) {
     std::fprintf(stderr, "ddprun: %s\n", result.crash_loop.c_str());
+  }
+  for (const std::string& stuck : result.stuck) {
+    std::fprintf(stderr, "ddprun: %s\n", stuck.c_str());
   }
   const int exit_code = rendezvous->finishJob(result);  // no wait for other nodes after a signal
   timeline.close(exit_code);

@@ -98,6 +98,13 @@ void applyEnvOnlyKnobs(LaunchConfig& config, const Environment& env) {
         parseInt("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", *from_env, 0, std::numeric_limits<int>::max());
     config.sources["shutdown_timeout"] = "env:TORCH_ELASTIC_SHUTDOWN_TIMEOUT";
   }
+  // torch reads a value it cannot parse as 0, which turns its check off
+  // unseen; ddprun refuses it, as any bad input.
+  constexpr std::string_view kUninterruptible = "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT";
+  if (const auto from_env = env(kUninterruptible); from_env && !from_env->empty()) {
+    config.uninterruptible_state_timeout_s = parseNonNegativeDouble(kUninterruptible, *from_env);
+    config.sources["uninterruptible_state_timeout"] = "env:" + std::string(kUninterruptible);
+  }
 }
 
 // torch's LocalElasticAgent serves its file timer when

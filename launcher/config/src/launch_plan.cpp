@@ -111,6 +111,8 @@ std::string launchPlanJson(const LaunchConfig& config, const ResolvedLaunch& res
   plan["role"] = field(config, "role", config.role);
   plan["log_dir"] = field(config, "log_dir", orNull(config.log_dir));
   plan["shutdown_timeout"] = field(config, "shutdown_timeout", config.shutdown_grace_s);
+  plan["uninterruptible_state_timeout"] = field(config, "uninterruptible_state_timeout",
+                                                orNull(config.uninterruptible_state_timeout_s));
   plan["signals_to_handle"] = field(config, "signals_to_handle", config.signals_to_handle_text);
   plan["numa_binding"] =
       field(config, "numa_binding",

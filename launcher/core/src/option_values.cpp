@@ -133,15 +133,32 @@ int parseInt(std::string_view what, std::string_view text, int min, int max) {
   return static_cast<int>(*value);
 }
 
-double parsePositiveDouble(std::string_view what, std::string_view text) {
+namespace {
+
+double parseFiniteDouble(std::string_view what, std::string_view text) {
   const std::string copy(trim(text));
   char* end = nullptr;
   const double value = copy.empty() ? 0.0 : std::strtod(copy.c_str(), &end);
   if (copy.empty() || end != copy.c_str() + copy.size() || !std::isfinite(value)) {
     failValue(what, text, "not a number");
   }
+  return value;
+}
+
+}  // namespace
+
+double parsePositiveDouble(std::string_view what, std::string_view text) {
+  const double value = parseFiniteDouble(what, text);
   if (value <= 0) {
     failValue(what, text, "must be greater than 0");
+  }
+  return value;
+}
+
+double parseNonNegativeDouble(std::string_view what, std::string_view text) {
+  const double value = parseFiniteDouble(what, text);
+  if (value < 0) {
+    failValue(what, text, "must be 0 or more");
   }
   return value;
 }

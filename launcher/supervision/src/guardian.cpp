@@ -14,7 +14,10 @@
 #include <cstring>
 
 #include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/core/option_values.hpp"
+#include "ddprun/launcher/core/run_result.hpp"
 #include "ddprun/launcher/process/subprocess.hpp"
+#include "ddprun/launcher/supervision/kernel_wait.hpp"
 #include "ddprun/launcher/supervision/process_tree.hpp"
 #include "ddprun/launcher/supervision/worker_cgroup.hpp"
 #include "ddprun/proto/errors.hpp"
@@ -76,9 +79,25 @@ int superviseAgent(pid_t agent, const sigset_t& waited) {
   }
 }
 
+// An agent that ended with kStuckWorkerExitCode has named what is stuck in
+// the kernel: it will not die in any wait, and what else the agent left it
+// SIGKILLed already, which dies within milliseconds.
+std::chrono::milliseconds leftoverWait(int agent_status) {
+  const bool stuck = WIFEXITED(agent_status) && WEXITSTATUS(agent_status) == kStuckWorkerExitCode;
+  return stuck ? std::chrono::milliseconds(500) : kLeftoverWait;
+}
+
+// Each process that outlives its SIGKILL, in a line: it is left to init.
+void sayStillAlive(const std::vector<pid_t>& still_alive, std::chrono::milliseconds waited) {
+  for (pid_t pid : still_alive) {
+    log().warn("pid {} ({}) is still alive {} after SIGKILL, left behind: {}", pid,
+               commandLineOf(pid), formatSeconds(waited), describeKernelWait(readKernelWait(pid)));
+  }
+}
+
 void killWhatIsLeft(pid_t agent, int wait_status, WorkerCgroup* cgroup) {
-  const LeftoverKill kill =
-      killEverythingLeft(cgroup, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  const std::chrono::milliseconds wait = leftoverWait(wait_status);
+  const LeftoverKill kill = killEverythingLeft(cgroup, std::chrono::steady_clock::now() + wait);
   const std::string how = ExitStatus::fromWaitStatus(wait_status).describe();
   if (kill.killed() > 0) {
     log().warn("the agent (pid {}) {}: killed {} process{} it left behind (guardian, {})", agent,
@@ -86,6 +105,7 @@ void killWhatIsLeft(pid_t agent, int wait_status, WorkerCgroup* cgroup) {
   } else if (WIFSIGNALED(wait_status)) {
     log().warn("the agent (pid {}) {}", agent, how);
   }
+  sayStillAlive(kill.orphans.still_alive, wait);
   if (cgroup != nullptr && !cgroup->remove()) {
     log().warn("cannot remove the job's cgroups {}: {}", cgroup->describe(), std::strerror(errno));
   }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/core/option_values.hpp"
 #include "ddprun/launcher/supervision/procfs.hpp"
 #include "ddprun/launcher/supervision/worker_cgroup.hpp"
 
@@ -50,9 +51,9 @@ int liveMembersOf(pid_t pgid) {
 }
 
 // Reaps the given children of this process, waiting on pidfds until
-// `deadline` for those not dead yet. Returns how many are still alive.
-int reapBy(const std::vector<pid_t>& children, Clock::time_point deadline) {
-  int alive = 0;
+// `deadline` for those not dead yet. Returns those still alive.
+std::vector<pid_t> reapBy(const std::vector<pid_t>& children, Clock::time_point deadline) {
+  std::vector<pid_t> alive;
   for (pid_t child : children) {
     const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
     if (pidfd >= 0) {
@@ -62,7 +63,7 @@ int reapBy(const std::vector<pid_t>& children, Clock::time_point deadline) {
       close(pidfd);
     }
     if (waitpid(child, nullptr, WNOHANG) == 0) {
-      ++alive;
+      alive.push_back(child);
     }
   }
   return alive;
@@ -89,7 +90,7 @@ KillCount killOrphans(Clock::time_point deadline) {
     }
     // Their children are this process's now, for the next round.
     count.still_alive = reapBy(orphans, deadline);
-    if (count.still_alive > 0 || Clock::now() >= deadline) {
+    if (!count.still_alive.empty() || Clock::now() >= deadline) {
       return count;
     }
   }
@@ -153,8 +154,12 @@ void ProcessTree::onGuardianGone() {
   _exit(128 + SIGKILL);
 }
 
-void ProcessTree::finish(int attempt) {
-  killLeftovers(attempt);
+void ProcessTree::finish(int attempt, std::chrono::milliseconds wait) {
+  const LeftoverKill kill = killLeftovers(attempt, wait);
+  if (wait.count() > 0 && !kill.orphans.still_alive.empty()) {
+    log().warn("{} still alive {} after SIGKILL (uninterruptible sleep?)",
+               processes(static_cast<int>(kill.orphans.still_alive.size())), formatSeconds(wait));
+  }
   if (cgroup_ != nullptr) {
     cgroup_->remove();  // empty now; else the guardian tries again
   }
@@ -196,19 +201,16 @@ LeftoverKill killEverythingLeft(WorkerCgroup* cgroup, Clock::time_point deadline
   LeftoverKill kill;
   kill.by_cgroup = cgroup != nullptr ? cgroup->killAll(deadline) : 0;
   kill.orphans = killOrphans(deadline);
-  if (kill.orphans.still_alive > 0) {
-    log().warn("{} still alive 5 s after SIGKILL (uninterruptible sleep?)",
-               processes(kill.orphans.still_alive));
-  }
   return kill;
 }
 
-void ProcessTree::killLeftovers(int attempt) {
-  const LeftoverKill kill = killEverythingLeft(cgroup_, Clock::now() + std::chrono::seconds(5));
+LeftoverKill ProcessTree::killLeftovers(int attempt, std::chrono::milliseconds wait) {
+  LeftoverKill kill = killEverythingLeft(cgroup_, Clock::now() + wait);
   if (kill.killed() > 0) {
     log().info("attempt {}: killed {} the workers left behind ({})", attempt,
                processes(kill.killed()), kill.mechanism());
   }
+  return kill;
 }
 
 }  // namespace ddprun::launcher

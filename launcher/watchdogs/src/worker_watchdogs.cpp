@@ -15,6 +15,7 @@
 #include "hang_watch.hpp"
 #include "hung_forensics.hpp"
 #include "progress_watch.hpp"
+#include "uninterruptible_watch.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -88,6 +89,13 @@ WorkerWatchdogs::WorkerWatchdogs(net::asio::io_context& io, Options options, Hoo
                              std::to_string(stalled.step) + (stalled.busy ? ", its CPU busy" : "") +
                              " (progress timeout " + stalled.timeout_text + ")");
       });
+  if (options_.uninterruptible_timeout.count() > 0) {
+    uninterruptible_watch_ = std::make_unique<UninterruptibleWatch>(
+        io, options_.uninterruptible_timeout,
+        [this](std::size_t index, pid_t /*pid*/, std::chrono::milliseconds in_d) {
+          return hooks_.stuck && hooks_.stuck(index, in_d);
+        });
+  }
   forensics_ = std::make_unique<HungForensics>(io, options_.path_variable);
 }
 
@@ -102,6 +110,9 @@ void WorkerWatchdogs::attemptStarted() {
     hang_watch_->clear();
   }
   progress_watch_->clear();
+  if (uninterruptible_watch_) {
+    uninterruptible_watch_->clear();
+  }
   forensics_->cancel();
   abort_deadline_.cancel();
   hang_.reset();
@@ -118,6 +129,9 @@ void WorkerWatchdogs::workerStarted(std::size_t index, pid_t pid, const std::str
   if (!progress_file.empty()) {
     progress_watch_->watch(index, pid, progress_file);
   }
+  if (uninterruptible_watch_) {
+    uninterruptible_watch_->watch(index, pid);
+  }
 }
 
 std::function<void()> WorkerWatchdogs::outputObserver(std::size_t index) {
@@ -133,6 +147,9 @@ void WorkerWatchdogs::workerExited(std::size_t index) {
     hang_watch_->forget(index);
   }
   progress_watch_->forget(index);
+  if (uninterruptible_watch_) {
+    uninterruptible_watch_->forget(index);
+  }
 }
 
 std::optional<std::int64_t> WorkerWatchdogs::bestStep() { return progress_watch_->bestStep(); }
@@ -145,6 +162,9 @@ void WorkerWatchdogs::stop() {
     hang_watch_->stop();
   }
   progress_watch_->stop();
+  if (uninterruptible_watch_) {
+    uninterruptible_watch_->stop();
+  }
   forensics_->cancel();
   abort_deadline_.cancel();
   hang_.reset();

@@ -307,6 +307,25 @@ TEST(CliOptions, ShutdownGraceFromFlagThenTorchVariableThenThirty) {
             "TORCH_ELASTIC_SHUTDOWN_TIMEOUT 'soon': not an integer");
 }
 
+// docs/torchrun-contract.md §7.1: torch 2.14's D-state check is off unless
+// the variable holds a number above 0; seconds, with decimals, as torch
+// reads it. What torch would read as 0 unseen (not a number) is refused.
+TEST(CliOptions, UninterruptibleStateTimeoutIsTorchsVariableInSeconds) {
+  EXPECT_FALSE(parse({"t.py"}).uninterruptible_state_timeout_s);
+  EXPECT_FALSE(parse({"t.py"}, {{"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", ""}})
+                   .uninterruptible_state_timeout_s);
+  EXPECT_EQ(parse({"t.py"}, {{"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", "0"}})
+                .uninterruptible_state_timeout_s,
+            0.0);
+  EXPECT_EQ(parse({"t.py"}, {{"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", "2.5"}})
+                .uninterruptible_state_timeout_s,
+            2.5);
+  EXPECT_EQ(parseError({"t.py"}, {{"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", "soon"}}),
+            "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT 'soon': not a number");
+  EXPECT_EQ(parseError({"t.py"}, {{"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", "-1"}}),
+            "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT '-1': must be 0 or more");
+}
+
 // docs/torchrun-contract.md §7.6: torch's switch, its path or one in the
 // temporary directory; the path alone turns nothing on.
 TEST(CliOptions, FileTimerIsOnWhenTorchsSwitchIsOne) {

@@ -35,7 +35,7 @@ TEST(LaunchPlan, EveryLaunchValueHasItsValueAndSource) {
   for (const char* key :
        {"nnodes", "node_rank", "nproc_per_node", "rdzv_backend", "rdzv_endpoint", "rdzv_id",
         "rdzv_conf", "max_restarts", "standalone", "master_addr", "master_port", "log_dir",
-        "shutdown_timeout", "worker_command", "python"}) {
+        "shutdown_timeout", "uninterruptible_state_timeout", "worker_command", "python"}) {
     SCOPED_TRACE(key);
     ASSERT_TRUE(plan.contains(key));
     EXPECT_TRUE(plan[key].contains("value"));
@@ -50,6 +50,7 @@ TEST(LaunchPlan, EveryLaunchValueHasItsValueAndSource) {
   EXPECT_EQ(plan["worker_command"],
             valued({"/usr/bin/python3", "-u", "train.py", "--lr", "0.1"}, "flag"));
   EXPECT_EQ(plan["python"], valued("/usr/bin/python3", "derived"));
+  EXPECT_EQ(plan["uninterruptible_state_timeout"], valued(nullptr, "default"));
 }
 
 TEST(LaunchPlan, TheSingleNodeDefaultIsDerivedStandalone) {
@@ -64,7 +65,8 @@ TEST(LaunchPlan, TheSingleNodeDefaultIsDerivedStandalone) {
 TEST(LaunchPlan, FlagsPetVariablesAndOtherVariablesAreNamed) {
   const EnvMap env = {{"PET_NPROC_PER_NODE", "gpu"},
                       {"PET_MAX_RESTARTS", "2"},
-                      {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}};
+                      {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"},
+                      {"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", "90"}};
   const json plan =
       planOf(parse({"--nnodes=2", "--node-rank=1", "--master-addr=node0", "--max-restarts=3",
                     "--rdzv-conf=join_timeout=5,is_host=1", "--log-dir=/tmp/l", "train.py"},
@@ -81,6 +83,8 @@ TEST(LaunchPlan, FlagsPetVariablesAndOtherVariablesAreNamed) {
   EXPECT_EQ(plan["rdzv_conf"], valued({{"join_timeout", 5.0}, {"is_host", true}}, "flag"));
   EXPECT_EQ(plan["log_dir"], valued("/tmp/l", "flag"));
   EXPECT_EQ(plan["shutdown_timeout"], valued(7, "env:TORCH_ELASTIC_SHUTDOWN_TIMEOUT"));
+  EXPECT_EQ(plan["uninterruptible_state_timeout"],
+            valued(90.0, "env:TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT"));
   EXPECT_EQ(plan["standalone"], valued(false, "default"));
 }
 

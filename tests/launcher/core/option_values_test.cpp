@@ -132,5 +132,13 @@ TEST(MonitorIntervalParser, Forms) {
   }
 }
 
+TEST(NonNegativeSecondsParser, ZeroIsAllowed) {
+  EXPECT_DOUBLE_EQ(parseNonNegativeDouble("t", "0"), 0.0);
+  EXPECT_DOUBLE_EQ(parseNonNegativeDouble("t", " 2.5 "), 2.5);
+  for (const std::string bad : {"", "-0.1", "nan", "inf", "5s"}) {
+    EXPECT_NE(errorOf([&] { parseNonNegativeDouble("t", bad); }), "<no error>") << bad;
+  }
+}
+
 }  // namespace
 }  // namespace ddprun::launcher

@@ -7,7 +7,10 @@
 // polling), and on a worker failure stops the group (SIGTERM to every
 // worker's process group, the shutdown timeout, SIGKILL) and restarts it,
 // until max_restarts is spent. Watchdogs (the file timer, the hang timeout)
-// may condemn a running worker; it is killed and fails like a crash. A group the rendezvous
+// may condemn a running worker; it is killed and fails like a crash. A worker
+// stuck in the kernel (in uninterruptible sleep past the D-state timeout, or
+// alive that long after its SIGKILL) ends the run instead: no restart can
+// use the node (kStuckWorkerExitCode, agent_stuck.cpp). A group the rendezvous
 // declares over (the membership changed) is stopped and restarted without counting. A handled
 // signal is forwarded to the workers, then the group is stopped the same way; SIGUSR1 and
 // SIGUSR2, unless handled, are only forwarded (forwardedOnlySignals()).
@@ -41,6 +44,11 @@ struct AgentConfig {
   int nproc_per_node = 1;
   int max_restarts = 0;
   std::chrono::milliseconds shutdown_timeout{30'000};
+  // TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT: a running worker in
+  // uninterruptible sleep this long is stuck, and a SIGKILLed process alive
+  // this long after it is too. Zero (torch's default): no D-state check, and
+  // a SIGKILLed process gets max(shutdown_timeout, kLeftoverWait) to die.
+  std::chrono::milliseconds uninterruptible_timeout{0};
   std::vector<int> signals_to_handle;
   // Where every attempt's group comes from. Borrowed: it outlives run().
   Rendezvous* rendezvous = nullptr;

@@ -136,6 +136,9 @@ struct LaunchConfig {
   std::optional<int> shutdown_timeout_s;
   // Effective grace before SIGKILL: the flag, else TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30.
   int shutdown_grace_s = 30;
+  // TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT in seconds (torch's D-state
+  // check, docs/torchrun-contract.md §7.1); nullopt or 0 = off, torch's default.
+  std::optional<double> uninterruptible_state_timeout_s;
   // torch's file timer (docs/torchrun-contract.md §7.6): on when
   // TORCHELASTIC_ENABLE_FILE_TIMER=1, served at TORCHELASTIC_TIMER_FILE, else
   // at a fresh <TMPDIR>/watchdog_timer_<uuid>; nullopt = off.

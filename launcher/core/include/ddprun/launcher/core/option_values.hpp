@@ -25,6 +25,9 @@ int parseInt(std::string_view what, std::string_view text, int min, int max);
 // A finite decimal floating-point number > 0.
 double parsePositiveDouble(std::string_view what, std::string_view text);
 
+// A finite decimal floating-point number >= 0.
+double parseNonNegativeDouble(std::string_view what, std::string_view text);
+
 // check_env semantics: an integer, non-zero = true (Python int() also allows
 // surrounding blanks and a sign).
 bool parseEnvBool(std::string_view what, std::string_view text);

@@ -46,6 +46,12 @@ inline constexpr int kCrashLoopExitCode = 120;
 // The exit status of an agent whose node failed its health check before a
 // join (health_check.hpp): the node should be replaced. Documented there too.
 inline constexpr int kUnfitExitCode = 121;
+// The exit status of an agent one of whose workers (or what they started) is
+// stuck in the kernel: in uninterruptible sleep past
+// TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT, or alive that long after its
+// SIGKILL (agent_stuck.cpp). No restart can use the node: it should be
+// replaced. Documented in docs/launcher.md too.
+inline constexpr int kStuckWorkerExitCode = 122;
 
 struct RunResult {
   int exit_code = 0;  // 0, the root cause's shell code, or 128 + signal
@@ -60,9 +66,13 @@ struct RunResult {
   // Why the run ended as a crash loop (one line), if it did; exit_code is
   // then kCrashLoopExitCode.
   std::string crash_loop;
-  // This node failed its health check and left (exit_code kUnfitExitCode):
-  // the job goes on without it where it can, as after a signal.
+  // This node left the job as unfit, which goes on without it where it can,
+  // as after a signal: it failed its health check (exit_code
+  // kUnfitExitCode), or a process of its workers is stuck (below).
   bool left_unfit = false;
+  // Each process stuck in the kernel, in a line naming it, its state, wchan
+  // and kernel stack; exit_code is then kStuckWorkerExitCode.
+  std::vector<std::string> stuck;
 };
 
 // Sorts the failures root cause first: by when each worker recorded its

@@ -9,8 +9,9 @@
 //     their default action and stop or continue both;
 //   - once the agent has ended, kills and reaps every process left (the
 //     job's cgroup through cgroup.kill, then every orphan, which as the
-//     nearest subreaper it has inherited), removes the cgroup, says so, and
-//     ends as the agent did: its exit code, or the signal that killed it.
+//     nearest subreaper it has inherited), removes the cgroup, says so
+//     (naming, with its kernel state, any process its SIGKILL leaves alive),
+//     and ends as the agent did: its exit code, or the signal that killed it.
 // When the guardian dies (`kill -9` of ddprun's pid), the agent, watching a
 // pidfd of it on its loop, SIGKILLs all it started and exits at once, as a
 // SIGKILL of ddprun did before (process_tree.hpp). Outside its loop (before

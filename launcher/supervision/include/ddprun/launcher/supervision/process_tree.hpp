@@ -38,9 +38,15 @@ namespace ddprun::launcher {
 class WorkerCgroup;
 
 struct KillCount {
-  int killed = 0;       // processes alive when SIGKILLed
-  int still_alive = 0;  // killed but not dead by the deadline (uninterruptible sleep?)
+  int killed = 0;  // processes alive when SIGKILLed
+  // Those killed but not dead by the deadline, left unreaped: a SIGKILLed
+  // process that lives on is stuck in the kernel (uninterruptible sleep).
+  std::vector<pid_t> still_alive;
 };
+
+// How long what the workers left gets to die after its SIGKILL before the
+// agent, or the guardian, goes on without it.
+inline constexpr std::chrono::seconds kLeftoverWait{5};
 
 // SIGKILLs and reaps every child of this process that no Subprocess owns,
 // then those they leave behind as they die (this process must be a child
@@ -59,7 +65,8 @@ struct LeftoverKill {
 
 // Kills and reaps all the workers left, until `deadline`: the job's cgroups
 // through cgroup.kill (`cgroup` may be null), then killOrphans(). Used by
-// the agent at the end of each attempt and by the guardian at the end.
+// the agent at the end of each attempt and by the guardian at the end; each
+// says what it does with those still alive.
 LeftoverKill killEverythingLeft(WorkerCgroup* cgroup,
                                 std::chrono::steady_clock::time_point deadline);
 
@@ -81,14 +88,16 @@ class ProcessTree {
   // it has died; -1: no guardian). `last_word` runs once the guardian's
   // death has killed the workers, right before the agent exits.
   void start(int guardian_pidfd, std::function<void()> last_word = {});
-  // The run is over: kills and reaps all that is left, removes the job's
-  // cgroup, and stops watching.
   // For a worker whose pidfd says it has exited: kills the rest of its
   // process group, reaps it, and says so if anything was killed.
   ExitStatus reapWorker(Subprocess& worker, int local_rank);
-  void finish(int attempt);
-  // Every worker has exited: kills and reaps all that is left.
-  void killLeftovers(int attempt);
+  // The run is over: kills and reaps all that is left (waiting up to `wait`
+  // for it to die, and saying how many outlive it), removes the job's
+  // cgroup, and stops watching.
+  void finish(int attempt, std::chrono::milliseconds wait = kLeftoverWait);
+  // Every worker has exited: kills and reaps all that is left, waiting up
+  // to `wait` for it to die; what it did, with what still lives.
+  LeftoverKill killLeftovers(int attempt, std::chrono::milliseconds wait = kLeftoverWait);
 
  private:
   void reapLater();

@@ -8,7 +8,11 @@
 //   - --worker-hang-timeout: a worker with no output and no CPU time for that
 //     long is hung;
 //   - --progress-timeout: a worker that reported progress (ProgressWatch) and
-//     then none for that long is hung, however busy its CPU.
+//     then none for that long is hung, however busy its CPU;
+//   - TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT: a worker in uninterruptible
+//     sleep for that long is stuck in the kernel (UninterruptibleWatch). Not
+//     a hang to kill and restart: no restart can use the node, so the agent
+//     (Hooks::stuck) stops the group and ends (agent_stuck.cpp).
 // Before a hung worker is killed, or a file timer's signal is sent, the
 // stacks of every local worker are captured at once (HungForensics) and
 // saved in each one's attempt directory; then the hung worker's process
@@ -18,9 +22,9 @@
 // records the verdict with the worker's failure and handles the exit as any
 // crash: the group is stopped and restarted while --max-restarts allows.
 //
-// Runs on the agent's io_context (FileTimer, HangWatch, ProgressWatch and
-// HungForensics are all driven by it); no thread. Created by the agent for its whole run; with
-// no watchdog configured and no progress file given it does nothing.
+// Runs on the agent's io_context (FileTimer, HangWatch, ProgressWatch,
+// UninterruptibleWatch and HungForensics are all driven by it); no thread. Created by the agent for
+// its whole run; with no watchdog configured and no progress file given it does nothing.
 #pragma once
 
 #include <sys/types.h>
@@ -45,6 +49,7 @@ class FileTimer;
 class HangWatch;
 class HungForensics;
 class ProgressWatch;
+class UninterruptibleWatch;
 
 // One worker's stacks, taken when a worker of its group was judged hung.
 struct WorkerStacks {
@@ -61,6 +66,7 @@ class WorkerWatchdogs {
     std::chrono::milliseconds hang_timeout{0};    // zero: no hang detection
     ProgressTimeout progress_timeout;             // off by default
     std::string path_variable = "/usr/bin:/bin";  // where to find gdb and py-spy
+    std::chrono::milliseconds uninterruptible_timeout{0};  // zero: no D-state check
   };
   // What the watchdogs ask of the agent.
   struct Hooks {
@@ -76,7 +82,11 @@ class WorkerWatchdogs {
     // function: nobody to ask.
     std::function<void(std::size_t index, const std::string& reason,
                        std::function<void(std::string answers)> done)>
-        ask_peers;
+        ask_peers{};
+    // The worker at `index` has been in uninterruptible sleep for `in_d`:
+    // true when the agent takes it (it still runs that worker). Unset:
+    // never taken.
+    std::function<bool(std::size_t index, std::chrono::milliseconds in_d)> stuck{};
   };
   // What this node answers a peer's request: one line per local worker.
   using Answer = std::function<void(std::string where)>;
@@ -150,6 +160,7 @@ class WorkerWatchdogs {
   std::unique_ptr<FileTimer> file_timer_;
   std::unique_ptr<HangWatch> hang_watch_;
   std::unique_ptr<ProgressWatch> progress_watch_;
+  std::unique_ptr<UninterruptibleWatch> uninterruptible_watch_;
   std::unique_ptr<HungForensics> forensics_;
   net::asio::steady_timer abort_deadline_;  // SIGKILL for a SIGABRT not obeyed
   std::shared_ptr<HangRound> hang_;         // the hang whose stacks are awaited
