@@ -138,12 +138,17 @@ TEST_F(DdprunBinaryTest, APythonRankThatSpinsWithoutProgressIsHungAndEveryStackI
                                   "1.5", "--log-dir", log_dir.string(), script.string()},
                                  60s);
   const std::string& err = outcome.stderr_text;
-  EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 128 + SIGKILL})) << err;
+  // SIGABRT: faulthandler (armed by ddprun) prints the Python stack first.
+  EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 128 + SIGABRT})) << err;
   EXPECT_NE(err.find("rank      : 1 (local_rank: 1)"), std::string::npos) << err;
   EXPECT_NE(err.find("reason    : hung: no progress for "), std::string::npos) << err;
-  EXPECT_NE(err.find(" after step 5 (progress timeout 1.5 s) (stack below); killed by SIGKILL"),
+  EXPECT_NE(err.find(" after step 5, its CPU busy (progress timeout 1.5 s) (stack below); killed "
+                     "by SIGABRT"),
             std::string::npos)
       << err;
+  EXPECT_NE(err.find("  python    : every thread's Python stack"), std::string::npos) << err;
+  EXPECT_NE(err.find("  File \"" + script.string() + "\", line "), std::string::npos)
+      << "faulthandler's frames, on the ranks' stderr: " << err;
   for (const char* local_rank : {"0", "1"}) {
     EXPECT_TRUE(std::filesystem::exists(runDir(log_dir) / "attempt_0" / local_rank / "stack.txt"))
         << local_rank;
@@ -162,9 +167,10 @@ TEST_F(DdprunBinaryTest, ProgressIsWatchedWithoutLogFilesAndLeavesNothingBehind)
   const Outcome outcome = runFor({"--standalone", "--nproc-per-node", "2", "--progress-timeout",
                                   "1", "--log-dir", "/dev/null", script.string()},
                                  60s);
-  EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 128 + SIGKILL}))
+  EXPECT_EQ(outcome.status, (ExitStatus{ExitStatus::Kind::Exited, 128 + SIGABRT}))
       << outcome.stderr_text;
-  EXPECT_NE(outcome.stderr_text.find("after step 5 (progress timeout 1 s)"), std::string::npos)
+  EXPECT_NE(outcome.stderr_text.find("after step 5, its CPU busy (progress timeout 1 s)"),
+            std::string::npos)
       << outcome.stderr_text;
   EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "the progress directory was left behind";
 }
