@@ -186,6 +186,9 @@ class RendezvousService {
   void pushExitBarrier(const std::string& run_id, Run& run, KeySpace& keys);
   void noteLoss(Run& run, const std::string& agent, proto::rendezvous::LossReason reason,
                 Clock::time_point now);
+  static proto::rendezvous::Event simpleEvent(proto::rendezvous::EventType type,
+                                              int64_t round = -1);
+  // What the agents are told (rendezvous_publish.cpp).
   void publish(const std::string& run_id, Run& run, const Events& events, Clock::time_point now,
                KeySpace& keys);
   void publishRound(const std::string& run_id, Run& run, const RoundCompleted& round,
