@@ -26,6 +26,15 @@ void RendezvousService::publish(const std::string& run_id, Run& run, const Event
       for (const std::string& agent : suspended->waiting) {
         tell(run_id, run, agent, simpleEvent(EventType::kSuspended, suspended->round), keys);
       }
+    } else if (const auto* quarantined = std::get_if<HostQuarantined>(&event)) {
+      ++counters_.quarantines;
+      for (const std::string& agent : quarantined->agents) {
+        tellQuarantined(run_id, run, agent, quarantined->round, now, keys);
+      }
+    } else if (const auto* ended = std::get_if<QuarantineEnded>(&event)) {
+      for (const std::string& agent : ended->spares) {
+        tell(run_id, run, agent, simpleEvent(EventType::kSpare), keys);  // a plain one now
+      }
     } else if (const auto* closed = std::get_if<RendezvousClosed>(&event)) {
       Event notice = simpleEvent(EventType::kClosed);
       if (!run.aborted_by.empty()) {
@@ -93,6 +102,19 @@ void RendezvousService::tell(const std::string& run_id, Run& run, const std::str
   keys.publish(protocol::eventKey(run_id, agent, stream.session, stream.next),
                protocol::encodeEvent(event));
   ++stream.next;
+}
+
+void RendezvousService::tellQuarantined(const std::string& run_id, Run& run,
+                                        const std::string& agent, int64_t round,
+                                        Clock::time_point now, KeySpace& keys) {
+  Event event = simpleEvent(EventType::kSpare);
+  if (const auto quarantine = run.rdzv.quarantineOf(agent, now)) {
+    event.round = round;
+    event.quarantine = protocol::HostQuarantine{
+        quarantine->host, quarantine->failures,
+        std::chrono::ceil<std::chrono::milliseconds>(quarantine->until - now).count()};
+  }
+  tell(run_id, run, agent, event, keys);
 }
 
 }  // namespace ddprun::rdzv

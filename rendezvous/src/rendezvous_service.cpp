@@ -16,6 +16,8 @@ ElasticSettings settingsFrom(const protocol::JoinRequest& join) {
   settings.max_nodes = join.max_nodes;
   settings.last_call_timeout = join.last_call_timeout;
   settings.keep_alive_timeout = join.keep_alive_timeout;
+  settings.quarantine_after = join.quarantine_after.value_or(settings.quarantine_after);
+  settings.quarantine_duration = join.quarantine_duration.value_or(settings.quarantine_duration);
   return settings;
 }
 
@@ -103,10 +105,14 @@ std::optional<std::string> RendezvousService::verb(ClientId client,
     case protocol::Verb::kHeartbeat:
       run.rdzv.heartbeat(agent, now);
       break;
-    case protocol::Verb::kRestart:
+    case protocol::Verb::kRestart: {
       run.record.reported(*report, /*ended_job=*/false, now);
-      publish(run_id, run, run.rdzv.restart(agent, now), now, keys);
+      // Its failure's round tells a first failure from one seen again.
+      const auto failed_round =
+          report->failure ? std::optional(report->failure->round) : std::nullopt;
+      publish(run_id, run, run.rdzv.restart(agent, now, failed_round), now, keys);
       break;
+    }
     case protocol::Verb::kLeave:
       bindings_.erase(client);
       endLease(run, agent);
@@ -214,6 +220,8 @@ std::optional<RendezvousService::Refusal> RendezvousService::join(ClientId clien
   }
   if (status == JoinStatus::kSpare) {
     tell(run_id, run, agent.id, simpleEvent(EventType::kSpare), keys);
+  } else if (status == JoinStatus::kQuarantined) {
+    tellQuarantined(run_id, run, agent.id, run.rdzv.round(), now, keys);
   }
   publish(run_id, run, events, now, keys);
   if (run.rdzv.complete() && !run.record.roundDecidedAt()) {

@@ -217,6 +217,9 @@ class ElasticRendezvous {
   // Hosts quarantined at `now`, and the one `id`'s host is in, if any.
   std::vector<Quarantine> quarantined(Clock::time_point now) const;
   std::optional<Quarantine> quarantineOf(std::string_view id, Clock::time_point now) const;
+  // Hosts whose quarantine tick() has not ended yet (it ends them at their
+  // deadline): quarantined(now).size() for a caller with no clock.
+  std::size_t quarantinedHosts() const { return quarantine_ends_.size(); }
   // The group failures blamed on `host` since its last quarantine.
   int blamed(std::string_view host) const;
   // When a member or spare was last heard from; nullopt if it is neither.
