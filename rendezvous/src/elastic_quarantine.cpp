@@ -60,6 +60,14 @@ void ElasticRendezvous::blame(AgentRef failed, Clock::time_point now, Events& ev
   events.emplace_back(std::move(notice));
 }
 
+void ElasticRendezvous::restoreQuarantine(const Quarantine& quarantine) {
+  endQuarantine(quarantine.host);
+  HostRecord& record = hosts_[quarantine.host];
+  record.failures = quarantine.failures;
+  record.until = quarantine.until;
+  quarantine_ends_.emplace(quarantine.until, quarantine.host);
+}
+
 bool ElasticRendezvous::inQuarantine(const Agent& agent, Clock::time_point now) const {
   if (hosts_.empty()) {
     return false;  // nothing was ever blamed: the common case costs nothing

@@ -110,7 +110,7 @@ void ElasticRendezvous::finishRestore(Clock::time_point now, Events& events) {
   ever_completed_ = true;
   const bool changed = static_cast<int>(members_.size()) != restore.group_world_size;
   for (AgentRef arrival : restore.arrivals) {
-    if (static_cast<int>(members_.size()) < settings_.max_nodes) {
+    if (static_cast<int>(members_.size()) < settings_.max_nodes && !inQuarantine(*arrival, now)) {
       arrival->member = true;
       members_.push_back(arrival);
     } else {

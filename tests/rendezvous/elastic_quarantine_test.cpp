@@ -201,5 +201,23 @@ TEST(ElasticQuarantineTest, QuarantineAfterZeroNeverQuarantines) {
   EXPECT_EQ(rdzv.blamed("hc"), 5);
 }
 
+// An etcd coordinator elected after another rebuilds the machine from the
+// state its predecessor wrote: the quarantine holds on, and the host's agent,
+// arriving while the round is restored, stands by.
+TEST(ElasticQuarantineTest, ARestoredQuarantineKeepsItsHostOutOfTheRestoredRound) {
+  ElasticRendezvous rdzv(settings(2, 3, 2));
+  rdzv.restoreQuarantine({"hc", 2, kStart + 300s});
+  Events events;
+  EXPECT_EQ(rdzv.rejoin(agent("ha:1"), {4, 0, 2}, kStart, events), JoinStatus::kMember);
+  rdzv.join(agent("hc:3"), kStart, events);  // placed once the round is restored
+  EXPECT_EQ(rdzv.rejoin(agent("hb:2"), {4, 1, 2}, kStart, events), JoinStatus::kMember);
+  EXPECT_TRUE(events.empty()) << "the round went on as it was";
+  EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"ha:1", "hb:2"}));
+  EXPECT_EQ(rdzv.spares(), (std::vector<std::string>{"hc:3"}));
+  ASSERT_TRUE(rdzv.quarantineOf("hc:3", kStart).has_value());
+  EXPECT_EQ(rdzv.quarantineOf("hc:3", kStart)->failures, 2);
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 300s);
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv

@@ -171,6 +171,10 @@ class ElasticRendezvous {
   // state kept elsewhere knows who is alive): a round being restored is
   // finished now rather than at its deadline. No-op when none is.
   Events endRestore(Clock::time_point now);
+  // A quarantine decided elsewhere (the state a deposed etcd coordinator
+  // wrote): `quarantine.host` stays out of the rounds until its `until`.
+  // Called before its agents are placed.
+  void restoreQuarantine(const Quarantine& quarantine);
   // Proof of life; unknown ids are ignored.
   void heartbeat(std::string_view id, Clock::time_point now);
   // The agent's connection dropped or it left: it is gone at once.
