@@ -81,6 +81,12 @@ constexpr const char* kPid = "pid";
 constexpr const char* kExitCode = "exit_code";
 constexpr const char* kSignal = "signal";
 constexpr const char* kReason = "reason";
+constexpr const char* kQuarantineAfter = "quarantine_after";
+constexpr const char* kQuarantineMs = "quarantine_ms";
+constexpr const char* kQuarantine = "quarantine";
+constexpr const char* kHost = "host";
+constexpr const char* kFailures = "failures";
+constexpr const char* kLeftMs = "left_ms";
 }  // namespace field
 
 std::string toHex(const unsigned char* bytes, std::size_t size) {
@@ -242,6 +248,12 @@ std::string encodeJoin(const JoinRequest& join) {
     request[field::kMaxRestarts] = *join.max_restarts;
   }
   request[field::kRestartsUsed] = join.restarts_used;
+  if (join.quarantine_after) {
+    request[field::kQuarantineAfter] = *join.quarantine_after;
+  }
+  if (join.quarantine_duration) {
+    request[field::kQuarantineMs] = join.quarantine_duration->count();
+  }
   if (join.rejoin) {
     request[field::kRejoin] = {{field::kRound, join.rejoin->round},
                                {field::kGroupRank, join.rejoin->group_rank},
@@ -287,6 +299,13 @@ std::optional<JoinRequest> decodeJoin(std::string_view text, std::string& why) {
     if (request.contains(field::kRestartsUsed)) {
       join.restarts_used = intField(request, field::kRestartsUsed);
     }
+    if (request.contains(field::kQuarantineAfter)) {
+      join.quarantine_after = intField(request, field::kQuarantineAfter);
+    }
+    if (request.contains(field::kQuarantineMs)) {
+      join.quarantine_duration =
+          std::chrono::milliseconds(request.at(field::kQuarantineMs).get<std::int64_t>());
+    }
     if (request.contains(field::kRejoin)) {
       const json& rejoin = request.at(field::kRejoin);
       join.rejoin = Rejoin{
@@ -299,17 +318,24 @@ std::optional<JoinRequest> decodeJoin(std::string_view text, std::string& why) {
   }
   if (join.agent.empty() || join.agent.find('/') != std::string::npos ||
       join.agent.front() == '{' || join.min_nodes < 1 || join.restarts_used < 0 ||
-      join.max_restarts.value_or(0) < 0 || join.max_nodes < join.min_nodes ||
-      join.local_world_size < 1 || join.session < 0 || join.last_round < -1 ||
+      join.max_restarts.value_or(0) < 0 || join.quarantine_after.value_or(0) < 0 ||
+      join.max_nodes < join.min_nodes || join.local_world_size < 1 || join.session < 0 ||
+      join.last_round < -1 ||
       (join.rejoin && (join.rejoin->round < 0 || join.rejoin->group_rank < 0 ||
                        join.rejoin->group_rank >= join.rejoin->group_world_size))) {
     why =
         "a bad rendezvous join (empty agent id, one with '/' or starting with '{', bad node "
-        "counts, restart counts, session or rejoin)";
+        "counts, restart counts, quarantine_after, session or rejoin)";
     return std::nullopt;
   }
   // A keep-alive of 0 would drop the agent the moment it joined; one past
   // the bound would wrap on the daemon's clock and do the same.
+  const auto quarantine = join.quarantine_duration.value_or(std::chrono::milliseconds(1));
+  if (quarantine.count() <= 0 || quarantine > kMaxJoinTimeout) {
+    why = "a bad rendezvous join: quarantine_ms " + std::to_string(quarantine.count()) + " (1.." +
+          std::to_string(kMaxJoinTimeout.count()) + ")";
+    return std::nullopt;
+  }
   if (join.keep_alive_timeout.count() <= 0 || join.keep_alive_timeout > kMaxJoinTimeout ||
       join.last_call_timeout.count() < 0 || join.last_call_timeout > kMaxJoinTimeout) {
     why = "a bad rendezvous join: keep_alive_timeout_ms " +
@@ -417,6 +443,12 @@ std::string encodeEvent(const Event& event) {
   if (event.type == EventType::kError) {
     out[field::kMessage] = event.message;
   }
+  if (event.type == EventType::kSpare && event.quarantine) {
+    out[field::kRound] = event.round;
+    out[field::kQuarantine] = {{field::kHost, event.quarantine->host},
+                               {field::kFailures, event.quarantine->failures},
+                               {field::kLeftMs, event.quarantine->left_ms}};
+  }
   return jsonText(out);
 }
 
@@ -454,6 +486,13 @@ Event decodeEvent(std::string_view text) {
     }
     if (event.type == EventType::kError) {
       event.message = in.value(field::kMessage, std::string("the rendezvous refused this agent"));
+    }
+    if (event.type == EventType::kSpare && in.contains(field::kQuarantine)) {
+      const json& quarantine = in.at(field::kQuarantine);
+      event.round = in.at(field::kRound).get<std::int64_t>();
+      event.quarantine = HostQuarantine{quarantine.at(field::kHost).get<std::string>(),
+                                        intField(quarantine, field::kFailures),
+                                        quarantine.at(field::kLeftMs).get<std::int64_t>()};
     }
   } catch (const StoreError&) {
     throw;

@@ -79,6 +79,9 @@ constexpr const char* kExitCode = "exit_code";
 constexpr const char* kSignal = "signal";
 constexpr const char* kJobs = "jobs";
 constexpr const char* kError = "error";
+constexpr const char* kQuarantined = "quarantined";
+constexpr const char* kFailures = "failures";
+constexpr const char* kLeftMs = "left_ms";
 }  // namespace field
 
 template <typename Enum, std::size_t N>
@@ -271,6 +274,12 @@ std::string encodeJobStatus(const JobStatus& status) {
   for (const LossStatus& loss : status.losses) {
     losses.push_back(lossJson(loss));
   }
+  json quarantined = json::array();
+  for (const HostQuarantine& host : status.quarantined) {
+    quarantined.push_back({{field::kHost, host.host},
+                           {field::kFailures, host.failures},
+                           {field::kLeftMs, host.left_ms}});
+  }
   return jsonText(json{{field::kRunId, status.run_id},
                        {field::kState, jobStateName(status.state)},
                        {field::kRound, status.round},
@@ -286,7 +295,8 @@ std::string encodeJobStatus(const JobStatus& status) {
                        {field::kLastFailure,
                         status.last_failure ? failureJson(*status.last_failure) : json(nullptr)},
                        {field::kLosses, std::move(losses)},
-                       {field::kFailedOn, orNull(status.failed_on)}});
+                       {field::kFailedOn, orNull(status.failed_on)},
+                       {field::kQuarantined, std::move(quarantined)}});
 }
 
 JobStatus decodeJobStatus(std::string_view text) {
@@ -319,6 +329,11 @@ JobStatus decodeJobStatus(std::string_view text) {
     if (const auto failed_on = in.find(field::kFailedOn);
         failed_on != in.end() && !failed_on->is_null()) {
       status.failed_on = failed_on->get<std::string>();
+    }
+    for (const json& host : in.value(field::kQuarantined, json::array())) {
+      status.quarantined.push_back({host.at(field::kHost).get<std::string>(),
+                                    toInt(host.at(field::kFailures)),
+                                    host.at(field::kLeftMs).get<std::int64_t>()});
     }
   } catch (const std::exception& error) {  // json's, toInt's and valueOf's
     malformed("status", error);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 
+#include "ddprun/proto/rendezvous_status.hpp"
+
 namespace ddprun::rdzv {
 
 ElasticRendezvous::ElasticRendezvous(ElasticSettings settings) : settings_(settings) {}
@@ -22,6 +24,13 @@ JoinStatus ElasticRendezvous::join(const AgentInfo& agent, Clock::time_point now
     return JoinStatus::kMember;
   }
   const AgentRef added = admit({agent, now});
+  if (complete_ && inQuarantine(*added, now)) {
+    spares_.push_back(added);  // the job holds min_nodes without it: it waits
+    return JoinStatus::kQuarantined;
+  }
+  if (!complete_ && inQuarantine(*added, now)) {
+    endQuarantine(added->host);  // a suspended job needs every node it can get
+  }
   if (static_cast<int>(members_.size()) >= settings_.max_nodes) {
     spares_.push_back(added);  // waits; triggers nothing
     return JoinStatus::kSpare;
@@ -101,7 +110,7 @@ void ElasticRendezvous::finishRestore(Clock::time_point now, Events& events) {
   ever_completed_ = true;
   const bool changed = static_cast<int>(members_.size()) != restore.group_world_size;
   for (AgentRef arrival : restore.arrivals) {
-    if (static_cast<int>(members_.size()) < settings_.max_nodes) {
+    if (static_cast<int>(members_.size()) < settings_.max_nodes && !inQuarantine(*arrival, now)) {
       arrival->member = true;
       members_.push_back(arrival);
     } else {
@@ -182,11 +191,18 @@ Events ElasticRendezvous::lose(std::string_view id, Clock::time_point now) {
   return events;
 }
 
-Events ElasticRendezvous::restart(std::string_view id, Clock::time_point now) {
+// The first restart of the running round re-forms it; every later one names
+// the round it failed in, an older one, and is the same failure seen again.
+Events ElasticRendezvous::restart(std::string_view id, Clock::time_point now,
+                                  std::optional<int64_t> failed_round) {
   Events events;
-  if (!closed_ && complete_ && isMember(id)) {
-    reform(now, events);
+  const auto known = index_.find(id);
+  if (closed_ || !complete_ || known == index_.end() || !known->second->member ||
+      (failed_round && *failed_round != round_)) {
+    return events;
   }
+  blame(known->second, now, events);
+  reform(now, events);
   return events;
 }
 
@@ -234,6 +250,7 @@ Events ElasticRendezvous::tick(Clock::time_point now, std::vector<Expired>& expi
   if (restore_ && now >= restore_->deadline) {
     finishRestore(now, events);
   }
+  endQuarantinesDue(now, events);
   return events;
 }
 
@@ -257,6 +274,10 @@ std::optional<ElasticRendezvous::Clock::time_point> ElasticRendezvous::nextDeadl
     if (!earliest || expiry < *earliest) {
       earliest = expiry;
     }
+  }
+  if (const auto quarantine_end = nextQuarantineEnd();
+      quarantine_end && (!earliest || *quarantine_end < *earliest)) {
+    earliest = quarantine_end;
   }
   return earliest;
 }
@@ -300,20 +321,15 @@ void ElasticRendezvous::completeRound(Clock::time_point now, Events& events) {
 }
 
 // Survivors keep their order; spares take the free places first, in arrival
-// order. The new round completes at once when it has min_nodes: every live
-// agent is already here, so there is nobody to wait a last call for.
+// order (quarantined ones only where min_nodes needs them). The new round
+// completes at once when it has min_nodes: every live agent is already here,
+// so there is nobody to wait a last call for.
 void ElasticRendezvous::reform(Clock::time_point now, Events& events) {
   ++round_;
   complete_ = false;
   last_call_deadline_.reset();
   forming_since_ = now;
-  while (!spares_.empty() && static_cast<int>(members_.size()) < settings_.max_nodes) {
-    const AgentRef promoted = spares_.front();
-    spares_.pop_front();
-    promoted->member = true;
-    members_.push_back(promoted);
-    hear(promoted, now);
-  }
+  promoteSpares(now, events);
   if (static_cast<int>(members_.size()) >= settings_.min_nodes) {
     completeRound(now, events);
     return;
@@ -341,6 +357,7 @@ void ElasticRendezvous::orderFirstRound() {
 }
 
 ElasticRendezvous::AgentRef ElasticRendezvous::addHeard(Heard& heard, Agent agent) {
+  agent.host = proto::rendezvous::agentHost(agent.info.id);
   const AgentRef added = heard.insert(heard.end(), std::move(agent));
   keepHeardOrder(heard, added);
   return added;

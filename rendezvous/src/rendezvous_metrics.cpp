@@ -24,6 +24,10 @@ void RendezvousService::collectMetrics(metrics::Exposition& out) const {
                             "Agents of an open job waiting beyond its maximum node count.");
   auto& round = out.family("ddprund_round", MetricType::kGauge,
                            "The round an open job is in (its TORCHELASTIC_RESTART_COUNT).");
+  auto& quarantined =
+      out.family("ddprund_quarantined_hosts", MetricType::kGauge,
+                 "Hosts of an open job left out of its rounds now: group failures started "
+                 "there quarantine_after times.");
   for (const auto& [run_id, run] : runs_) {
     if (run.rdzv.closed()) {
       continue;
@@ -33,6 +37,7 @@ void RendezvousService::collectMetrics(metrics::Exposition& out) const {
     alive.sample(static_cast<double>(run.leases), labels);
     spares.sample(static_cast<double>(run.rdzv.spareCount()), labels);
     round.sample(static_cast<double>(run.rdzv.round()), labels);
+    quarantined.sample(static_cast<double>(run.rdzv.quarantinedHosts()), labels);
   }
   auto& jobs = out.family("ddprund_jobs", MetricType::kGauge,
                           "Jobs (run ids) this rendezvous has seen, open or closed.");
@@ -50,6 +55,9 @@ void RendezvousService::collectMetrics(metrics::Exposition& out) const {
                           "silent past the keep-alive bound.");
   lost.sample(static_cast<double>(counters_.lost_disconnected), {{"reason", "disconnected"}});
   lost.sample(static_cast<double>(counters_.lost_silent), {{"reason", "silent"}});
+  out.family("ddprund_quarantines_total", MetricType::kCounter,
+             "Hosts quarantined, every job together.")
+      .sample(static_cast<double>(counters_.quarantines));
 }
 
 }  // namespace ddprun::rdzv

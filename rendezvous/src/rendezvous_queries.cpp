@@ -97,6 +97,11 @@ protocol::JobStatus RendezvousService::statusOf(const std::string& run_id, const
   if (!run.aborted_by.empty()) {
     status.failed_on = run.aborted_by;
   }
+  for (const Quarantine& host : rdzv.quarantined(now)) {
+    status.quarantined.push_back(
+        {host.host, host.failures,
+         std::chrono::ceil<std::chrono::milliseconds>(host.until - now).count()});
+  }
   return status;
 }
 

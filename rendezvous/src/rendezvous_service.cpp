@@ -16,6 +16,8 @@ ElasticSettings settingsFrom(const protocol::JoinRequest& join) {
   settings.max_nodes = join.max_nodes;
   settings.last_call_timeout = join.last_call_timeout;
   settings.keep_alive_timeout = join.keep_alive_timeout;
+  settings.quarantine_after = join.quarantine_after.value_or(settings.quarantine_after);
+  settings.quarantine_duration = join.quarantine_duration.value_or(settings.quarantine_duration);
   return settings;
 }
 
@@ -23,15 +25,9 @@ bool sameShape(const ElasticSettings& a, const ElasticSettings& b) {
   return a.min_nodes == b.min_nodes && a.max_nodes == b.max_nodes;
 }
 
-Event simpleEvent(EventType type, int64_t round = -1) {
-  Event event;
-  event.type = type;
-  event.round = round;
-  return event;
-}
-
 Event errorEvent(std::string message) {
-  Event event = simpleEvent(EventType::kError);
+  Event event;
+  event.type = EventType::kError;
   event.message = std::move(message);
   return event;
 }
@@ -41,6 +37,13 @@ constexpr const char* kTokenRequired =
     "--rdzv-conf token_file=PATH with the token the rendezvous was started with";
 
 }  // namespace
+
+Event RendezvousService::simpleEvent(EventType type, int64_t round) {
+  Event event;
+  event.type = type;
+  event.round = round;
+  return event;
+}
 
 bool RendezvousService::isRendezvousKey(std::string_view key) {
   return protocol::isElasticKey(key);
@@ -102,10 +105,14 @@ std::optional<std::string> RendezvousService::verb(ClientId client,
     case protocol::Verb::kHeartbeat:
       run.rdzv.heartbeat(agent, now);
       break;
-    case protocol::Verb::kRestart:
+    case protocol::Verb::kRestart: {
       run.record.reported(*report, /*ended_job=*/false, now);
-      publish(run_id, run, run.rdzv.restart(agent, now), now, keys);
+      // Its failure's round tells a first failure from one seen again.
+      const auto failed_round =
+          report->failure ? std::optional(report->failure->round) : std::nullopt;
+      publish(run_id, run, run.rdzv.restart(agent, now, failed_round), now, keys);
       break;
+    }
     case protocol::Verb::kLeave:
       bindings_.erase(client);
       endLease(run, agent);
@@ -213,6 +220,8 @@ std::optional<RendezvousService::Refusal> RendezvousService::join(ClientId clien
   }
   if (status == JoinStatus::kSpare) {
     tell(run_id, run, agent.id, simpleEvent(EventType::kSpare), keys);
+  } else if (status == JoinStatus::kQuarantined) {
+    tellQuarantined(run_id, run, agent.id, run.rdzv.round(), now, keys);
   }
   publish(run_id, run, events, now, keys);
   if (run.rdzv.complete() && !run.record.roundDecidedAt()) {
@@ -337,86 +346,6 @@ void RendezvousService::noteLoss(Run& run, const std::string& agent, protocol::L
     return;
   }
   run.record.lost(agent, run.rdzv.round(), run.rdzv.isMember(agent), reason, now);
-}
-
-void RendezvousService::publish(const std::string& run_id, Run& run, const Events& events,
-                                Clock::time_point now, KeySpace& keys) {
-  for (const RendezvousEvent& event : events) {
-    if (const auto* round = std::get_if<RoundCompleted>(&event)) {
-      ++counters_.rounds_decided;
-      counters_.formation_seconds.observe(std::chrono::duration<double>(round->formation).count());
-      publishRound(run_id, run, *round, now, keys);
-    } else if (const auto* suspended = std::get_if<RoundSuspended>(&event)) {
-      for (const std::string& agent : suspended->waiting) {
-        tell(run_id, run, agent, simpleEvent(EventType::kSuspended, suspended->round), keys);
-      }
-    } else if (const auto* closed = std::get_if<RendezvousClosed>(&event)) {
-      Event notice = simpleEvent(EventType::kClosed);
-      if (!run.aborted_by.empty()) {
-        notice.failed_on = run.aborted_by;
-      }
-      for (const std::string& agent : closed->agents) {
-        tell(run_id, run, agent, notice, keys);
-      }
-    }
-  }
-}
-
-// Every member learns its place and node 0's workers' store in one event.
-// Node 0 is told at once; the others once node 0 has emptied its store for
-// this round (store_ready), so no new worker sees the last round's keys. A
-// newer round replaces what is still held.
-void RendezvousService::publishRound(const std::string& run_id, Run& run,
-                                     const RoundCompleted& round, Clock::time_point now,
-                                     KeySpace& keys) {
-  run.record.roundDecided(now);
-  Event event = simpleEvent(EventType::kRound, round.round);
-  event.reports = true;  // restart and abort may carry their failure
-  event.group_world_size = static_cast<int>(round.nodes.size());
-  event.world_size = round.world_size;
-  event.rendezvous_host = host_agent_;
-  run.held.clear();
-  run.held_round = round.round;
-  run.held_for.clear();
-  if (round.nodes.empty()) {
-    return;
-  }
-  const NodeAssignment& node0 = round.nodes.front();
-  const AgentState& host = run.agents[node0.id];
-  event.store_host = host.store_host;
-  event.store_port = host.store_port;
-  run.held_for = node0.id;
-  run.held.assign(round.nodes.begin() + 1, round.nodes.end());
-  run.held_event = event;
-  tellPlace(run_id, run, node0, event, keys);
-}
-
-void RendezvousService::releaseRound(const std::string& run_id, Run& run, const std::string& agent,
-                                     KeySpace& keys) {
-  if (agent != run.held_for || run.held_round != run.rdzv.round()) {
-    return;  // not node 0 of the running round: news of a round already over
-  }
-  for (const NodeAssignment& node : run.held) {
-    tellPlace(run_id, run, node, run.held_event, keys);
-  }
-  run.held.clear();
-  run.held_for.clear();
-}
-
-void RendezvousService::tellPlace(const std::string& run_id, Run& run, const NodeAssignment& node,
-                                  Event& event, KeySpace& keys) {
-  event.group_rank = node.group_rank;
-  event.base_rank = node.base_rank;
-  event.local_world_size = node.local_world_size;
-  tell(run_id, run, node.id, event, keys);
-}
-
-void RendezvousService::tell(const std::string& run_id, Run& run, const std::string& agent,
-                             const Event& event, KeySpace& keys) {
-  Stream& stream = run.agents[agent].stream;
-  keys.publish(protocol::eventKey(run_id, agent, stream.session, stream.next),
-               protocol::encodeEvent(event));
-  ++stream.next;
 }
 
 void RendezvousService::grantLease(Run& run, AgentState& agent, ClientId client) {

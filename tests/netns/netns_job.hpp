@@ -135,7 +135,7 @@ class NetnsJobTest : public ::testing::Test {
     std::vector<std::string> argv = {DDPRUN_BINARY};
     argv.insert(argv.end(), args.begin(), args.end());
     launcher::SpawnOptions options;
-    options.argv = lab_->onHost(host, argv);
+    options.argv = lab_->onHost(host, argv, own_host_names_);
     options.env = {{"PATH", path_front.empty() ? kChildPath : path_front + ":" + kChildPath},
                    {"TMPDIR", dir.string()}};
     if (gloo_socket_ifname_) {
@@ -182,6 +182,10 @@ class NetnsJobTest : public ::testing::Test {
   // (ddprun names the interface itself only where that name is loopback:
   // netns_interface_test.cpp).
   std::optional<std::string> gloo_socket_ifname_ = NetLab::kInterface;
+  // Whether each agent runs with its host's name as its host name (NetLab::
+  // onHost's own_name), so that agent ids name different hosts; by default
+  // they share this machine's, as the tests of other things expect.
+  bool own_host_names_ = false;
   test_support::TempDir dir_{"ddprun-netns-test"};
   std::optional<NetLab> lab_;
   std::optional<test_support::DaemonProcess> daemon_;

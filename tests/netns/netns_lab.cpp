@@ -202,9 +202,15 @@ std::string NetLab::address(const std::string& host) const {
   return "10.77.0." + std::to_string(10 + position(host));
 }
 
-std::vector<std::string> NetLab::onHost(const std::string& host,
-                                        std::vector<std::string> argv) const {
+std::vector<std::string> NetLab::onHost(const std::string& host, std::vector<std::string> argv,
+                                        bool own_name) const {
   std::vector<std::string> full = {ip_, "netns", "exec", namespaceOf(host)};
+  if (own_name) {
+    // `hostname` and `unshare` from PATH (kChildPath): util-linux and hostname,
+    // both essential on Debian.
+    full.insert(full.end(),
+                {"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host});
+  }
   full.insert(full.end(), std::make_move_iterator(argv.begin()),
               std::make_move_iterator(argv.end()));
   return full;

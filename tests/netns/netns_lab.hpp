@@ -74,8 +74,12 @@ class NetLab {
   std::string address(const std::string& host) const;
   // `argv` run on `host`: {ip, "netns", "exec", <namespace>, argv...}. The
   // process `ip` becomes is argv's program itself (ip execs it), so the pid
-  // of the spawned child is the program's pid.
-  std::vector<std::string> onHost(const std::string& host, std::vector<std::string> argv) const;
+  // of the spawned child is the program's pid. `own_name`: in a UTS
+  // namespace of its own whose host name is `host` (unshare, then a shell
+  // that sets it and execs argv: still the same pid), as on a machine of
+  // its own; otherwise every host shares this machine's host name.
+  std::vector<std::string> onHost(const std::string& host, std::vector<std::string> argv,
+                                  bool own_name = false) const;
   // Sets the bridge's end of the host's veth down or up: down, the host is
   // cut off without a word (no FIN, no RST reaches anyone).
   void setLink(const std::string& host, bool up);

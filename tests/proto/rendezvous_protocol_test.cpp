@@ -56,6 +56,31 @@ TEST(RendezvousJoin, RoundTripsWithAndWithoutANodeRank) {
   join.max_restarts = 3;
   join.restarts_used = 2;
   EXPECT_EQ(decodeJoin(encodeJoin(join), why), join) << why;
+  join.quarantine_after = 0;
+  join.quarantine_duration = std::chrono::milliseconds(90'000);
+  EXPECT_EQ(decodeJoin(encodeJoin(join), why), join) << why;
+}
+
+// An older agent says nothing of quarantine (the rendezvous' defaults
+// apply); a newer one's settings are checked as the timeouts are.
+TEST(RendezvousJoin, QuarantineSettingsAreOptionalAndChecked) {
+  std::string why;
+  JoinRequest join;
+  join.agent = "a:1";
+  join.store_host = "h";
+  join.store_port = 1;
+  const auto old_join = decodeJoin(encodeJoin(join), why);
+  ASSERT_TRUE(old_join) << why;
+  EXPECT_FALSE(old_join->quarantine_after);
+  EXPECT_FALSE(old_join->quarantine_duration);
+  join.quarantine_after = -1;
+  EXPECT_FALSE(decodeJoin(encodeJoin(join), why));
+  join.quarantine_after = 2;
+  join.quarantine_duration = std::chrono::milliseconds(0);
+  EXPECT_FALSE(decodeJoin(encodeJoin(join), why));
+  EXPECT_NE(why.find("quarantine_ms 0"), std::string::npos) << why;
+  join.quarantine_duration = std::chrono::milliseconds(1'000'000'000'001);
+  EXPECT_FALSE(decodeJoin(encodeJoin(join), why)) << "beyond what the daemon's clock can add";
 }
 
 // An older agent's join has no restart counts; an older rendezvous reads
@@ -182,6 +207,11 @@ TEST(RendezvousEvents, EveryTypeRoundTrips) {
     event.type = type;
     EXPECT_EQ(decodeEvent(encodeEvent(event)), event) << eventTypeName(type);
   }
+  Event quarantined;
+  quarantined.type = EventType::kSpare;
+  quarantined.round = 5;
+  quarantined.quarantine = HostQuarantine{"node2", 3, 599'000};
+  EXPECT_EQ(decodeEvent(encodeEvent(quarantined)), quarantined);
 }
 
 TEST(RendezvousEvents, MalformedEventsThrowNamingThem) {

@@ -31,6 +31,7 @@ JobStatus wholeJob() {
   job.losses = {{"node3:13", "node3", 2, true, LossReason::kNoHeartbeat, 1600},
                 {"node4:14", "node4", 1, false, LossReason::kLeft, 9000}};
   job.failed_on = "node0:10";
+  job.quarantined = {{"node2", 3, 598'500}};
   return job;
 }
 
@@ -64,6 +65,7 @@ TEST(RendezvousStatus, OptionalFieldsMayBeMissing) {
   EXPECT_FALSE(job.since_round_ms);
   EXPECT_FALSE(job.last_failure);
   EXPECT_TRUE(job.losses.empty());
+  EXPECT_TRUE(job.quarantined.empty()) << "an older rendezvous quarantines nobody";
 }
 
 TEST(RendezvousStatus, MalformedAnswersThrowNamingThem) {

@@ -163,5 +163,35 @@ TEST_F(RendezvousMetricsTest, IdleJobsBeyondTheCapAreForgottenOldestFirst) {
   EXPECT_TRUE(seriesValue(scrape(), "ddprund_round{run_id=\"job1\"}")) << scrape();
 }
 
+// A host blamed quarantine_after times: counted once, and shown as
+// quarantined while it is.
+TEST_F(RendezvousMetricsTest, QuarantinedHostsAreAGaugeAndQuarantinesACounter) {
+  EXPECT_EQ(value("ddprund_quarantines_total"), 0);
+  for (int i = 1; i <= 3; ++i) {
+    protocol::JoinRequest request;
+    request.agent = "host" + std::to_string(i) + ":1";
+    request.min_nodes = 2;
+    request.max_nodes = 3;
+    request.keep_alive_timeout = 24h;
+    request.quarantine_after = 1;
+    request.quarantine_duration = 600s;
+    request.store_host = "store";
+    request.store_port = 1;
+    ASSERT_FALSE(service_.onSet(static_cast<ClientId>(i),
+                                protocol::verbKey("job7", protocol::Verb::kJoin),
+                                protocol::encodeJoin(request), start_, keys_));
+  }
+  EXPECT_EQ(value("ddprund_quarantined_hosts{run_id=\"job7\"}"), 0);
+  ASSERT_FALSE(service_.onSet(3, protocol::verbKey("job7", protocol::Verb::kRestart), "host3:1",
+                              start_ + 1s, keys_));
+  EXPECT_EQ(value("ddprund_quarantined_hosts{run_id=\"job7\"}"), 1);
+  EXPECT_EQ(value("ddprund_quarantines_total"), 1);
+  EXPECT_EQ(value("ddprund_spare_agents{run_id=\"job7\"}"), 1);
+  service_.tick(start_ + 601s, keys_);
+  EXPECT_EQ(value("ddprund_quarantined_hosts{run_id=\"job7\"}"), 0);
+  EXPECT_EQ(value("ddprund_quarantines_total"), 1);
+  EXPECT_EQ(value("ddprund_spare_agents{run_id=\"job7\"}"), 0) << "back as a newcomer";
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv

@@ -319,5 +319,60 @@ TEST_F(RendezvousStatusTest, OnlyTheLastLossesAreKept) {
   EXPECT_EQ(job.losses.back().agent, "spare:" + std::to_string(100 + total - 16));
 }
 
+// A host whose workers failed first quarantine_after times stands by: its
+// agent is told so with the failures and the time left, a peer's restart of
+// a round already re-formed changes nothing, the status lists the host, and
+// another agent of that host joins as a quarantined spare.
+TEST_F(RendezvousStatusTest, AQuarantinedHostStandsByAndItsEventAndTheStatusSaySo) {
+  const JoinSpec spec{2, 3, 2, 30'000, 60'000, 3, 0, 2};
+  TestAgent a = agent("node-a:11");
+  TestAgent b = agent("node-b:12");
+  TestAgent c = agent("node-c:13");
+  for (TestAgent* each : {&a, &b, &c}) {
+    each->join(spec);
+  }
+  for (TestAgent* each : {&a, &b, &c}) {
+    ASSERT_EQ(each->nextEvent().round, 0) << each->id();
+  }
+  c.send(Verb::kRestart, report("node-c:13", 1, exited(0, 4, 3)));
+  for (TestAgent* each : {&a, &b, &c}) {
+    ASSERT_EQ(each->nextEvent().round, 1) << each->id();
+  }
+  // b's workers failed in round 0 too, in turn: that round is over.
+  b.send(Verb::kRestart, report("node-b:12", 1, exited(0, 2, 1)));
+  b.sync();
+  EXPECT_EQ(status().round, 1) << "a failure seen twice re-formed the round twice";
+  c.send(Verb::kRestart, report("node-c:13", 2, exited(1, 4, 3)));
+  const protocol::Event told = c.nextEvent();
+  EXPECT_EQ(told.type, EventType::kSpare);
+  EXPECT_EQ(told.round, 2);
+  ASSERT_TRUE(told.quarantine.has_value());
+  EXPECT_EQ(told.quarantine->host, "node-c");
+  EXPECT_EQ(told.quarantine->failures, 2);
+  EXPECT_GT(told.quarantine->left_ms, 590'000);
+  EXPECT_LE(told.quarantine->left_ms, 600'000);
+  for (TestAgent* each : {&a, &b}) {
+    const protocol::Event round = each->nextEvent();
+    EXPECT_EQ(round.round, 2) << each->id();
+    EXPECT_EQ(round.group_world_size, 2) << each->id();
+  }
+  const JobStatus job = status();
+  EXPECT_EQ(job.state, JobState::kRunning);
+  ASSERT_EQ(job.quarantined.size(), 1u);
+  EXPECT_EQ(job.quarantined[0].host, "node-c");
+  EXPECT_EQ(job.quarantined[0].failures, 2);
+  ASSERT_EQ(job.spares.size(), 1u);
+  EXPECT_EQ(job.spares[0].agent, "node-c:13");
+  // The agent restarted on that host: a spare at once, saying why.
+  c.disconnect();
+  TestAgent c2 = agent("node-c:14");
+  c2.join(spec);
+  const protocol::Event again = c2.nextEvent();
+  EXPECT_EQ(again.type, EventType::kSpare);
+  ASSERT_TRUE(again.quarantine.has_value());
+  EXPECT_EQ(again.quarantine->failures, 2);
+  EXPECT_EQ(status().round, 2) << "a quarantined host's agent restarted the job";
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv

@@ -39,6 +39,7 @@ struct JoinSpec {
   int64_t keep_alive_ms = 60'000;
   std::optional<int> max_restarts = std::nullopt;  // unset: as an older agent, which sends none
   int restarts_used = 0;
+  std::optional<int> quarantine_after = std::nullopt;  // unset: the rendezvous' default
 };
 
 class TestAgent {
@@ -74,6 +75,7 @@ class TestAgent {
     request.store_port = store_port;
     request.max_restarts = spec.max_restarts;
     request.restarts_used = spec.restarts_used;
+    request.quarantine_after = spec.quarantine_after;
     namespace protocol = proto::rendezvous;
     if (!token_.empty()) {
       client_->set(protocol::verbKey(run_, protocol::Verb::kChallenge),

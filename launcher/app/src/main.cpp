@@ -218,18 +218,24 @@ int printPlan(const LaunchConfig& config, int nproc, const std::string& python) 
   return 0;
 }
 
-// The timeline hears of each clock measurement until it goes (the
-// rendezvous, made first, outlives it and may measure on its own threads).
-class ClockToTimeline {
+// The timeline hears of each clock measurement and each quarantine of this
+// host until it goes (the rendezvous, made first, outlives it and tells of
+// both on its own threads).
+class RendezvousToTimeline {
  public:
-  ClockToTimeline(launcher::Rendezvous& rendezvous, launcher::TimelineWriter& timeline)
+  RendezvousToTimeline(launcher::Rendezvous& rendezvous, launcher::TimelineWriter& timeline)
       : rendezvous_(rendezvous) {
     rendezvous_.watchClock(
         [&timeline](const launcher::ClockOffset& offset) { timeline.clockMeasured(offset); });
+    rendezvous_.watchQuarantine(
+        [&timeline](const launcher::QuarantineNotice& notice) { timeline.quarantined(notice); });
   }
-  ~ClockToTimeline() { rendezvous_.watchClock({}); }
-  ClockToTimeline(const ClockToTimeline&) = delete;
-  ClockToTimeline& operator=(const ClockToTimeline&) = delete;
+  ~RendezvousToTimeline() {
+    rendezvous_.watchQuarantine({});
+    rendezvous_.watchClock({});
+  }
+  RendezvousToTimeline(const RendezvousToTimeline&) = delete;
+  RendezvousToTimeline& operator=(const RendezvousToTimeline&) = delete;
 
  private:
   launcher::Rendezvous& rendezvous_;
@@ -292,7 +298,7 @@ int runAgent(const LaunchConfig& config) {
   }
   const launcher::ProgressDir progress_dir(run_dir);
   environment.reportProgressTo(progress_dir.path());
-  const ClockToTimeline clock_to_timeline(*rendezvous, timeline);
+  const RendezvousToTimeline rendezvous_to_timeline(*rendezvous, timeline);
   if (timeline.writing()) {
     observers.add(&timeline);
   }

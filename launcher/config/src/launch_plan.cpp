@@ -58,6 +58,10 @@ json rdzvConfJson(const RdzvConf& conf) {
   seconds("close_timeout", conf.close_timeout);
   seconds("read_timeout", conf.read_timeout);
   seconds("heartbeat_timeout", conf.heartbeat_timeout);
+  seconds("quarantine_seconds", conf.quarantine_seconds);
+  if (conf.quarantine_after) {
+    out["quarantine_after"] = *conf.quarantine_after;
+  }
   if (conf.keep_alive_max_attempt) {
     out["keep_alive_max_attempt"] = *conf.keep_alive_max_attempt;
   }

@@ -82,6 +82,11 @@ const std::map<std::string, Setter, std::less<>>& knownKeys() {
        }},
       {"token_file", [](RdzvConf& conf, std::string_view,
                         std::string_view text) { conf.token_file = std::string(text); }},
+      {"quarantine_after",
+       [](RdzvConf& conf, std::string_view what, std::string_view text) {
+         conf.quarantine_after = parseInt(what, text, 0, std::numeric_limits<int>::max());
+       }},
+      {"quarantine_seconds", duration(&RdzvConf::quarantine_seconds)},
       {"use_libuv",  // how PyTorch's own store server is built; ddprund is one server
        [](RdzvConf&, std::string_view what, std::string_view text) { boolean(what, text); }},
       {"protocol",

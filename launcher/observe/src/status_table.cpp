@@ -73,6 +73,21 @@ std::string describeFailure(const protocol::JobStatus& status) {
          failure.reason + (last.ended_job ? "; it ended the job" : "") + ", " + ago(last.ago_ms);
 }
 
+// Each quarantined host, with why and how long it still lasts.
+std::string describeQuarantined(const protocol::JobStatus& status) {
+  std::string text;
+  for (const protocol::HostQuarantine& host : status.quarantined) {
+    text += (text.empty() ? "" : "; ") + host.host + " (" + std::to_string(host.failures) +
+            " group failure(s) started there; " + describeDuration(host.left_ms) + " left)";
+  }
+  return text.empty() ? "none" : text;
+}
+
+bool quarantined(const protocol::JobStatus& status, const std::string& host) {
+  return std::any_of(status.quarantined.begin(), status.quarantined.end(),
+                     [&](const protocol::HostQuarantine& each) { return each.host == host; });
+}
+
 std::string describeLoss(const protocol::LossStatus& loss) {
   std::string why;
   switch (loss.reason) {
@@ -98,8 +113,12 @@ std::string ranks(const protocol::MemberStatus& member) {
                                    : std::to_string(*member.base_rank) + "-" + std::to_string(last);
 }
 
-std::vector<std::string> memberRow(const protocol::MemberStatus& member) {
+std::vector<std::string> memberRow(const protocol::MemberStatus& member,
+                                   const protocol::JobStatus& status) {
   std::string state(protocol::memberStateName(member.state));
+  if (member.state == protocol::MemberState::kSpare && quarantined(status, member.host)) {
+    state += ", quarantined";
+  }
   if (!member.connected) {
     state += ", disconnected";
   }
@@ -116,11 +135,12 @@ std::vector<std::string> memberRow(const protocol::MemberStatus& member) {
           member.heard_ms ? ago(*member.heard_ms) : "-"};
 }
 
-std::string membersTable(const std::vector<protocol::MemberStatus>& members) {
+std::string membersTable(const std::vector<protocol::MemberStatus>& members,
+                         const protocol::JobStatus& status) {
   std::vector<std::vector<std::string>> rows = {
       {"NODE", "AGENT", "HOST", "RANKS", "STATE", "RESTARTS", "HEARD"}};
   for (const protocol::MemberStatus& member : members) {
-    rows.push_back(memberRow(member));
+    rows.push_back(memberRow(member, status));
   }
   return alignColumns(rows);
 }
@@ -197,11 +217,12 @@ std::string formatJobStatus(const protocol::JobStatus& status, std::string_view 
                        std::to_string(status.world_size)},
       {"  restarts:", describeRestarts(status)},
       {"  last failure:", describeFailure(status)},
+      {"  quarantined:", describeQuarantined(status)},
   });
   text += "\nmembers:\n";
-  text += status.members.empty() ? "  none\n" : membersTable(status.members);
+  text += status.members.empty() ? "  none\n" : membersTable(status.members, status);
   text += "\nspares:";
-  text += status.spares.empty() ? " none\n" : "\n" + membersTable(status.spares);
+  text += status.spares.empty() ? " none\n" : "\n" + membersTable(status.spares, status);
   text += "\nlost (newest first):";
   text += status.losses.empty() ? " none\n" : "\n" + lossesTable(status.losses);
   return text;

@@ -194,6 +194,15 @@ void TimelineWriter::clockMeasured(const ClockOffset& offset) {
   write(clock);
 }
 
+void TimelineWriter::quarantined(const QuarantineNotice& notice) {
+  std::lock_guard lock(mutex_);
+  Event event = instant(timeline::kQuarantined, Clock::now(), kRendezvousTrack);
+  event["args"] = {{"host", notice.host},
+                   {"failures", notice.failures},
+                   {"for_s", std::chrono::duration<double>(notice.left).count()}};
+  write(event);
+}
+
 void TimelineWriter::close(int exit_code) {
   std::lock_guard lock(mutex_);
   const Clock::time_point now = Clock::now();

@@ -8,6 +8,7 @@
 
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/rendezvous/store_peer_channel.hpp"
+#include "ddprun/launcher/rendezvous/quarantine_notice.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "ddprun/rendezvous/token_file.hpp"
@@ -50,6 +51,8 @@ ElasticOptions membershipOptions(const LaunchConfig& config, const NodeInfo& nod
   options.local_addr = config.local_addr.value_or("");
   options.store_port = store_port;
   options.max_restarts = config.max_restarts;
+  options.quarantine_after = conf.quarantineAfter();
+  options.quarantine_duration = conf.quarantineDuration();
   if (conf.token_file) {
     const rdzv::Token token = rdzv::readTokenFile("--rdzv-conf token_file", *conf.token_file);
     if (token.warning) {
@@ -196,6 +199,10 @@ void C10dRendezvous::watchGroup(std::function<void(int newer_attempt)> over) {
   });
 }
 
+void C10dRendezvous::watchQuarantine(std::function<void(const QuarantineNotice&)> told) {
+  membership_->watchQuarantine(std::move(told));
+}
+
 void C10dRendezvous::requestRestart(const WorkerFailure& cause) {
   membership_->requestRestart(failureReport(cause));
 }
@@ -287,6 +294,11 @@ int C10dRendezvous::endedElsewhere(const RunResult& result) {
   if (auto failed_on = membership_->failedOn()) {
     log().error("the job failed on {}; this node stops too", *failed_on);
     return failed;
+  }
+  if (membership_->leftOutByQuarantine()) {
+    // Its workers failed here and never ran again, so it cannot report the
+    // job's success as its own; nor did the job fail.
+    return endedQuarantined();
   }
   if (membership_->wasMember()) {
     log().error("the job was closed by another agent before this node's workers finished");

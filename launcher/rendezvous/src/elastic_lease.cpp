@@ -98,6 +98,8 @@ protocol::JoinRequest ElasticMembership::joinRequest(const rdzv::StoreClient& le
   request.max_nodes = options_.max_nodes;
   request.last_call_timeout = options_.last_call_timeout;
   request.keep_alive_timeout = keepAliveBound();
+  request.quarantine_after = options_.quarantine_after;
+  request.quarantine_duration = options_.quarantine_duration;
   request.store_host = options_.local_addr.empty() ? lease.localAddress() : options_.local_addr;
   request.store_port = options_.store_port;
   std::lock_guard lock(mutex_);

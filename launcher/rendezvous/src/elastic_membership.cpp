@@ -165,6 +165,7 @@ void ElasticMembership::notifyChange(std::int64_t newer_round) {
 
 // Records one event; returns whether the agent's running round is over.
 bool ElasticMembership::recordEvent(const protocol::Event& event) {
+  bool quarantine_over = false;
   std::unique_lock lock(mutex_);
   awaited_event_.clear();  // read: roundStands() may decide now
   switch (event.type) {
@@ -173,12 +174,21 @@ bool ElasticMembership::recordEvent(const protocol::Event& event) {
       spare_ = false;
       suspended_ = false;
       dropped_ = false;
+      quarantine_.reset();
+      left_out_ = false;
       break;
     case EventType::kSuspended:
       suspended_ = true;
       break;
     case EventType::kSpare:
       spare_ = true;
+      quarantine_over = quarantine_ && !event.quarantine;
+      if (event.quarantine) {
+        quarantine_.emplace(*event.quarantine, Clock::now());
+        left_out_ = true;
+      } else {
+        quarantine_.reset();
+      }
       break;
     case EventType::kClosed:
     case EventType::kLeft:
@@ -208,13 +218,21 @@ bool ElasticMembership::recordEvent(const protocol::Event& event) {
     clock_samples_left_ = kClockSamples;
     clock_best_ = {};
   }
-  // "suspended" and "spare" only mean: no round to run now. A plain close
-  // does not stop workers that are running: it comes first from the agent
-  // that finished first, while the others finish too.
-  const bool over = returned_ >= 0 && (event.type == EventType::kRound ||
-                                       event.type == EventType::kSuspended || failed_on_);
+  // "suspended" and a plain "spare" only mean: no round to run now; a
+  // quarantine takes a member out of its round. A plain close does not stop
+  // workers that are running: it comes first from the agent that finished
+  // first, while the others finish too.
+  const bool quarantined = event.type == EventType::kSpare && event.quarantine;
+  const bool over =
+      returned_ >= 0 && (event.type == EventType::kRound || event.type == EventType::kSuspended ||
+                         quarantined || failed_on_);
   lock.unlock();
   changed_.notify_all();
+  if (quarantined) {
+    sayQuarantined(*event.quarantine);
+  } else if (quarantine_over) {
+    log().info("this host's quarantine is over; it stands by as a spare until a place is free");
+  }
   return over;
 }
 
@@ -224,6 +242,10 @@ std::string ElasticMembership::waitingFor() {
   const std::string where = "rendezvous '" + options_.run_id + "' at " + endpoint();
   if (lost_) {
     return "the rendezvous at " + endpoint() + " to serve again (lost: " + *lost_ + ")";
+  }
+  if (quarantine_) {
+    return "the end of this host's quarantine in " + where + " (" + quarantineLeft() +
+           " left), standing by as a spare";
   }
   if (spare_) {
     return "a place in " + where + ": the round is full (" + nodes(options_) +

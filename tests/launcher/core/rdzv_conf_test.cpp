@@ -22,6 +22,8 @@ TEST(RdzvConf, DefaultsAreTorchruns) {
   EXPECT_EQ(conf.keepAliveInterval(), 5s);
   EXPECT_EQ(conf.keepAliveMaxAttempt(), 3);
   EXPECT_FALSE(conf.is_host);
+  EXPECT_EQ(conf.quarantineAfter(), 3);
+  EXPECT_EQ(conf.quarantineDuration(), 600s);
 }
 
 TEST(RdzvConf, EveryKeyIsTyped) {
@@ -29,7 +31,8 @@ TEST(RdzvConf, EveryKeyIsTyped) {
       parse({"--rdzv-conf",
              "join_timeout=12,last_call_timeout=0.5,keep_alive_interval=2,keep_alive_max_attempt="
              "4,is_host=yes,close_timeout=3,read_timeout=4,heartbeat_timeout=5,store_type=tcp,"
-             "rank=1,use_libuv=0,protocol=https,cacert=/ca.pem",
+             "rank=1,use_libuv=0,protocol=https,cacert=/ca.pem,quarantine_after=0,"
+             "quarantine_seconds=90",
              "t.py"})
           .rdzv_conf;
   EXPECT_EQ(conf.joinTimeout(), 12s);
@@ -42,6 +45,8 @@ TEST(RdzvConf, EveryKeyIsTyped) {
   EXPECT_EQ(conf.heartbeat_timeout, 5s);
   EXPECT_EQ(conf.etcd.at("protocol"), "https");
   EXPECT_EQ(conf.etcd.at("cacert"), "/ca.pem");
+  EXPECT_EQ(conf.quarantineAfter(), 0);
+  EXPECT_EQ(conf.quarantineDuration(), 90s);
 }
 
 // torchrun's static backend reads `timeout`; its c10d ignores it, which
@@ -103,6 +108,10 @@ TEST(RdzvConf, ABadKeyOrValueIsOneLineNamingBoth) {
       "than ddprun can wait (at most 1e9)");
   EXPECT_EQ(parseError({"--rdzv-conf", "is_host=maybe", "t.py"}),
             "--rdzv-conf is_host 'maybe': expected 1, true, t, yes, y or 0, false, f, no, n");
+  EXPECT_EQ(parseError({"--rdzv-conf", "quarantine_after=-1", "t.py"}),
+            "--rdzv-conf quarantine_after '-1': must be >= 0");
+  EXPECT_EQ(parseError({"--rdzv-conf", "quarantine_seconds=0", "t.py"}),
+            "--rdzv-conf quarantine_seconds '0': must be greater than 0");
   EXPECT_EQ(parseError({"--rdzv-conf", "store_type=file", "t.py"}),
             "--rdzv-conf store_type 'file': ddprun's stores are TCP stores (store_type=tcp)");
   EXPECT_EQ(parseError({"--rdzv-conf", "timeout=1e12", "t.py"}),

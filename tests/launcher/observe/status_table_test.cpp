@@ -144,5 +144,18 @@ TEST(StatusTable, TheJobListHasOneLinePerJob) {
             "other   forming  0      1      0       0      -\n");
 }
 
+TEST(StatusTable, AQuarantinedHostIsListedAndItsSpareMarked) {
+  protocol::JobStatus job = runningJob();
+  EXPECT_NE(formatJobStatus(job, "node0:29400").find("quarantined:   none\n"), std::string::npos);
+  job.spares = {
+      {"node2:13", "node2", std::nullopt, std::nullopt, 2, MemberState::kSpare, true, 40, 2, 3}};
+  job.quarantined = {{"node2", 2, 185'000}};
+  const std::string text = formatJobStatus(job, "node0:29400");
+  EXPECT_NE(text.find("quarantined:   node2 (2 group failure(s) started there; 3 min 5 s left)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("spare, quarantined"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace ddprun::launcher

@@ -2,17 +2,20 @@
 // round it runs still stands when this node's workers fail for good. A
 // round hosted by another agent ends with that agent (its server stopped
 // here); a running rendezvous keeps it; a lost ddprund keeps it too (the
-// workers go on while the agent reconnects).
+// workers go on while the agent reconnects). And a quarantined host's
+// agent, taken out of its round.
 #include "ddprun/launcher/rendezvous/elastic_membership.hpp"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "ddprun/rendezvous/server.hpp"
+#include "ddprun/test_support/eventually.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -33,11 +36,13 @@ class ElasticMembershipTest : public ::testing::Test {
   }
 
   // Agent `id`'s membership of a job of min..max nodes, joined.
-  std::unique_ptr<ElasticMembership> member(const std::string& id, int min_nodes, int max_nodes) {
+  std::unique_ptr<ElasticMembership> member(const std::string& id, int min_nodes, int max_nodes,
+                                            int quarantine_after = 3) {
     ElasticOptions options = optionsFor(id);
     options.min_nodes = min_nodes;
     options.max_nodes = max_nodes;
     options.last_call_timeout = 100ms;
+    options.quarantine_after = quarantine_after;
     auto membership = std::make_unique<ElasticMembership>(options);
     EXPECT_TRUE(membership->join());
     return membership;
@@ -113,6 +118,52 @@ TEST_F(ElasticMembershipTest, ARoundOverWhoseNextPlaceIsStillHeldDoesNotStand) {
   auto c = member("node-c", 2, 3);  // the third of three: the next round, now
   // node-a is told (and does not empty its store here); b's place is held.
   EXPECT_FALSE(b->roundStands());
+}
+
+// Host c's workers fail first, once, with quarantine_after 1: the round
+// goes on with a and b, and c's agent hears that its round is over, why it
+// stands by (the notice its timeline gets), and stays left out.
+TEST_F(ElasticMembershipTest, AQuarantinedHostsAgentIsTakenOutOfItsRoundAndTold) {
+  serve("");
+  auto a = member("host-a:1", 2, 3, 1);
+  auto b = member("host-b:2", 2, 3, 1);
+  auto c = member("host-c:3", 2, 3, 1);
+  std::optional<QuarantineNotice> told;
+  std::int64_t over = -1;
+  std::mutex seen;
+  c->watchQuarantine([&](const QuarantineNotice& notice) {
+    std::lock_guard lock(seen);
+    told = notice;
+  });
+  c->onChange([&](std::int64_t newer_round) {
+    std::lock_guard lock(seen);
+    over = newer_round;
+  });
+  std::thread others([&] { EXPECT_TRUE(b->nextRound() && c->nextRound()); });
+  ASSERT_EQ(a->nextRound()->round, 0);
+  a->storeReady();
+  others.join();
+  EXPECT_FALSE(c->leftOutByQuarantine());
+
+  c->requestRestart({0, 4, 0, 4242, 3, std::nullopt, "exited with code 3"});
+  const auto next = a->nextRound();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->round, 1);
+  EXPECT_EQ(next->group_world_size, 2) << "c is out";
+  // c's reader reads its own events, as quickly as it can.
+  EXPECT_TRUE(test_support::eventually(
+      [&] {
+        std::lock_guard lock(seen);
+        return told.has_value() && over >= 0;
+      },
+      10s));
+  std::lock_guard lock(seen);
+  ASSERT_TRUE(told.has_value());
+  EXPECT_EQ(told->host, "host-c");
+  EXPECT_EQ(told->failures, 1);
+  EXPECT_GT(told->left, 590s);
+  EXPECT_EQ(over, 1) << "its round is over";
+  EXPECT_TRUE(c->leftOutByQuarantine());
 }
 
 }  // namespace

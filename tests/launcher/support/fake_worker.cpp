@@ -28,6 +28,7 @@
 //                       setsid, fork, its parent gone) and list them, with this
 //                       worker's cgroup, in DIR/leak.<attempt>.<LOCAL_RANK>
 //   --exit-if-attempt A N  exit with N here when TORCHELASTIC_RESTART_COUNT is A
+//   --exit-on-host H N  exit with N here when this machine's host name is H (a bad host)
 //   --timeline-event NAME  append {"name": NAME, "ts_monotonic_ns": now, "attempt": A}
 //                       to $DDPRUN_TIMELINE_EVENTS, as a worker reports its own events
 //   --timeline-lines FILE  append FILE's bytes to $DDPRUN_TIMELINE_EVENTS, as they are
@@ -236,6 +237,12 @@ void progress(int steps, int interval_ms) {
 
 bool isRank(const char* rank) { return envOr("RANK", "-1") == std::string(rank); }
 
+std::string hostName() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
 bool isAttempt(const char* attempt) { return envOr("TORCHELASTIC_RESTART_COUNT", "-1") == attempt; }
 
 }  // namespace
@@ -298,6 +305,11 @@ int main(int argc, char** argv) {
       ++i;
     } else if (arg == "--exit-if-attempt") {
       if (i + 2 < argc && isAttempt(next)) {
+        return std::atoi(argv[i + 2]);
+      }
+      i += 2;
+    } else if (arg == "--exit-on-host") {
+      if (i + 2 < argc && hostName() == next) {
         return std::atoi(argv[i + 2]);
       }
       i += 2;

@@ -44,6 +44,22 @@ const etcd::KeyValue* find(const Snapshot& snapshot, const std::string& key) {
   return it == snapshot.end() ? nullptr : &it->second;
 }
 
+// The restart keys in the order etcd committed their last writes, not in
+// the keys' order: the first restart of a round is the host its failure is
+// blamed on (elastic_quarantine.cpp).
+std::vector<std::pair<std::string, const etcd::KeyValue*>> restartsInOrder(const Snapshot& snapshot,
+                                                                           const Keys& keys) {
+  std::vector<std::pair<std::string, const etcd::KeyValue*>> restarts;
+  for (auto it = snapshot.lower_bound(keys.restarts());
+       it != snapshot.end() && it->first.starts_with(keys.restarts()); ++it) {
+    restarts.emplace_back(it->first, &it->second);
+  }
+  std::sort(restarts.begin(), restarts.end(), [](const auto& a, const auto& b) {
+    return a.second->mod_revision < b.second->mod_revision;
+  });
+  return restarts;
+}
+
 }  // namespace
 
 EtcdCoordinator::EtcdCoordinator(etcd::Client& client, EtcdView& view, Keys keys,
@@ -149,7 +165,7 @@ void EtcdCoordinator::lead(std::int64_t election_revision) {
   log().info("coordinating the etcd rendezvous");
   restore(machine, snapshot, events);
   for (;;) {
-    if (!events.empty() && !write(events, snapshot)) {
+    if (!events.empty() && !write(events, snapshot, machine)) {
       return;  // deposed, or the state moved under us: campaign again
     }
     events.clear();
@@ -191,6 +207,13 @@ void EtcdCoordinator::restore(rdzv::ElasticRendezvous& machine, const Snapshot& 
   for (const LiveMember& member : live) {
     joined_at_[member.record.id] = member.joined_at;
   }
+  // The deposed coordinator's quarantines hold on, from now: the time since
+  // it wrote them is not known, so they may last up to that much longer.
+  for (const QuarantineRecord& host :
+       state ? state->quarantined : std::vector<QuarantineRecord>{}) {
+    machine.restoreQuarantine(
+        {host.host, host.failures, now + std::chrono::milliseconds(host.left_ms)});
+  }
   for (const LiveMember& member : live) {
     const NodeRecord* node = running ? state->find(member.record.id) : nullptr;
     if (node != nullptr) {
@@ -207,12 +230,12 @@ void EtcdCoordinator::restore(rdzv::ElasticRendezvous& machine, const Snapshot& 
   const rdzv::Events restored = machine.endRestore(now);
   events.insert(events.end(), restored.begin(), restored.end());
   // Restart requests already made: those for the running round still count.
-  for (auto it = snapshot.lower_bound(keys_.restarts());
-       it != snapshot.end() && it->first.starts_with(keys_.restarts()); ++it) {
-    restarts_seen_[it->first] = it->second.mod_revision;
-    if (decodeRound(it->second.value) == machine.round() && machine.complete()) {
-      const auto id = it->first.substr(keys_.restarts().size());
-      const rdzv::Events restarted = machine.restart(id, now);
+  for (const auto& [key, value] : restartsInOrder(snapshot, keys_)) {
+    restarts_seen_[key] = value->mod_revision;
+    const auto round = decodeRound(value->value);
+    if (round && *round == machine.round() && machine.complete()) {
+      const auto id = key.substr(keys_.restarts().size());
+      const rdzv::Events restarted = machine.restart(id, now, round);
       events.insert(events.end(), restarted.begin(), restarted.end());
     }
   }
@@ -245,16 +268,16 @@ void EtcdCoordinator::follow(rdzv::ElasticRendezvous& machine, const Snapshot& s
       machine.join(agentInfo(member.record, -1), now, events);
     }
   }
-  for (auto it = snapshot.lower_bound(keys_.restarts());
-       it != snapshot.end() && it->first.starts_with(keys_.restarts()); ++it) {
-    std::int64_t& seen = restarts_seen_[it->first];
-    if (it->second.mod_revision <= seen) {
+  for (const auto& [key, value] : restartsInOrder(snapshot, keys_)) {
+    std::int64_t& seen = restarts_seen_[key];
+    if (value->mod_revision <= seen) {
       continue;
     }
-    seen = it->second.mod_revision;
-    if (decodeRound(it->second.value) == machine.round()) {
+    seen = value->mod_revision;
+    const auto round = decodeRound(value->value);
+    if (round && *round == machine.round()) {
       const rdzv::Events restarted =
-          machine.restart(it->first.substr(keys_.restarts().size()), now);
+          machine.restart(key.substr(keys_.restarts().size()), now, round);
       events.insert(events.end(), restarted.begin(), restarted.end());
     }
   }
@@ -266,8 +289,10 @@ bool EtcdCoordinator::stillElected(const Snapshot& snapshot) const {
 }
 
 // The newest decision among `events`, written on the state key as read, only
-// while our election key is the one we created.
-bool EtcdCoordinator::write(const rdzv::Events& events, const Snapshot& snapshot) {
+// while our election key is the one we created. A completed round says
+// which hosts are quarantined, so their agents know why they stand by.
+bool EtcdCoordinator::write(const rdzv::Events& events, const Snapshot& snapshot,
+                            const rdzv::ElasticRendezvous& machine) {
   std::optional<StateRecord> state;
   for (const rdzv::RendezvousEvent& event : events) {
     if (const auto* done = std::get_if<rdzv::RoundCompleted>(&event)) {
@@ -279,6 +304,12 @@ bool EtcdCoordinator::write(const rdzv::Events& events, const Snapshot& snapshot
         }
         record.nodes.push_back({node.id, node.group_rank, node.base_rank, node.local_world_size,
                                 member.store_host, member.store_port});
+      }
+      const auto now = Clock::now();
+      for (const rdzv::Quarantine& host : machine.quarantined(now)) {
+        record.quarantined.push_back(
+            {host.host, host.failures,
+             std::chrono::ceil<std::chrono::milliseconds>(host.until - now).count()});
       }
       state = std::move(record);
     } else if (const auto* suspended = std::get_if<rdzv::RoundSuspended>(&event)) {

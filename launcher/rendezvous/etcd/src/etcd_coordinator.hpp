@@ -12,7 +12,10 @@
 // or re-form without the lost ones at once), then follows the view: a new
 // membership key is a join, a deleted one a loss (liveness is the members'
 // leases, so the machine's own keep-alive clock never expires anyone), a
-// restart key for the running round a restart, the closed key the end.
+// restart key for the running round a restart (in etcd's commit order: the
+// first one's host is blamed for the failure), the closed key the end. The
+// machine's quarantines go into each round's state; a coordinator elected
+// later starts with none (they live in the deposed one's memory).
 //
 // Owns its thread (campaign, then lead); it only reads the view and writes
 // to etcd. Destruction stops and joins it; the election key goes with the
@@ -60,7 +63,8 @@ class EtcdCoordinator {
   void follow(rdzv::ElasticRendezvous& machine, const EtcdView::Snapshot& snapshot,
               rdzv::Events& events);
   bool stillElected(const EtcdView::Snapshot& snapshot) const;
-  bool write(const rdzv::Events& events, const EtcdView::Snapshot& snapshot);
+  bool write(const rdzv::Events& events, const EtcdView::Snapshot& snapshot,
+             const rdzv::ElasticRendezvous& machine);
   void waitForView(std::int64_t revision);
   void pause();
   void pauseUntilStopped();

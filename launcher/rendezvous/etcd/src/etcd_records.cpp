@@ -53,6 +53,15 @@ const NodeRecord* StateRecord::find(const std::string& id) const {
   return nullptr;
 }
 
+const QuarantineRecord* StateRecord::quarantineOf(const std::string& host) const {
+  for (const QuarantineRecord& record : quarantined) {
+    if (record.host == host) {
+      return &record;
+    }
+  }
+  return nullptr;
+}
+
 std::string encode(const MemberRecord& record) {
   json object = {{"id", record.id},
                  {"local_world_size", record.local_world_size},
@@ -75,12 +84,20 @@ std::string encode(const StateRecord& record) {
                      {"store_host", node.store_host},
                      {"store_port", node.store_port}});
   }
-  return json{{"round", record.round},
-              {"suspended", record.suspended},
-              {"first", record.first},
-              {"world_size", record.world_size},
-              {"nodes", nodes}}
-      .dump();
+  json state = {{"round", record.round},
+                {"suspended", record.suspended},
+                {"first", record.first},
+                {"world_size", record.world_size},
+                {"nodes", nodes}};
+  if (!record.quarantined.empty()) {
+    json quarantined = json::array();
+    for (const QuarantineRecord& host : record.quarantined) {
+      quarantined.push_back(
+          {{"host", host.host}, {"failures", host.failures}, {"left_ms", host.left_ms}});
+    }
+    state["quarantined"] = std::move(quarantined);
+  }
+  return state.dump();
 }
 
 std::string encode(const ClosedRecord& record) {
@@ -116,6 +133,11 @@ std::optional<StateRecord> decodeState(const std::string& text) {
           {node.at("id").get<std::string>(), intIn(node, "group_rank", 0, 1 << 20),
            intIn(node, "base_rank", 0, 1 << 30), intIn(node, "local_world_size", 1, 1 << 20),
            node.at("store_host").get<std::string>(), portOf(node)});
+    }
+    for (const json& host : object.value("quarantined", json::array())) {
+      record.quarantined.push_back({host.at("host").get<std::string>(),
+                                    intIn(host, "failures", 0, 1 << 30),
+                                    host.at("left_ms").get<std::int64_t>()});
     }
     return record;
   });

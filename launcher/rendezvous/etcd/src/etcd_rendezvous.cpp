@@ -8,6 +8,7 @@
 #include "ddprun/launcher/etcd/etcd_records.hpp"
 #include "ddprun/launcher/host/socket_interface.hpp"
 #include "ddprun/launcher/rendezvous/store_peer_channel.hpp"
+#include "ddprun/launcher/rendezvous/quarantine_notice.hpp"
 #include "ddprun/launcher/rendezvous/wait_notice.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
@@ -85,6 +86,7 @@ etcd::ClientOptions etcdClientOptions(const LaunchConfig& config) {
 EtcdRendezvous::EtcdRendezvous(const LaunchConfig& config, const NodeInfo& node)
     : config_(config),
       agent_id_(node.hostname + ":" + std::to_string(::getpid())),
+      host_(node.hostname),
       local_world_size_(node.nproc),
       client_(etcdClientOptions(config)) {
   const auto prefix = confValue(config.rdzv_conf, {"etcd_prefix"});
@@ -163,6 +165,8 @@ bool EtcdRendezvous::join() {
   settings.min_nodes = config_.min_nodes;
   settings.max_nodes = config_.max_nodes;
   settings.last_call_timeout = config_.rdzv_conf.lastCallTimeout();
+  settings.quarantine_after = config_.rdzv_conf.quarantineAfter();
+  settings.quarantine_duration = config_.rdzv_conf.quarantineDuration();
   coordinator_ = std::make_unique<etcd_rdzv::EtcdCoordinator>(
       client_, *view_, *keys_, agent_id_, settings, [this] { return lease_->id(); }, interval);
   log().info("joined the {} as {}", describe(), agent_id_);
@@ -233,6 +237,7 @@ std::optional<WorkerGroup> EtcdRendezvous::nextGroup() {
       const etcd_rdzv::NodeRecord& zero = state->nodes.front();
       returned_ = state->round;
       was_member_ = true;
+      left_out_ = false;
       return WorkerGroup{static_cast<int>(state->round),
                          me->group_rank,
                          static_cast<int>(state->nodes.size()),
@@ -241,9 +246,10 @@ std::optional<WorkerGroup> EtcdRendezvous::nextGroup() {
                          zero.store_host,
                          zero.store_port};
     }
-    // A spare waits as long as the round is full.
+    // A spare waits as long as the round is full, or its host is quarantined.
     const bool spare =
-        news && me == nullptr && static_cast<int>(state->nodes.size()) >= config_.max_nodes;
+        news && me == nullptr &&
+        (static_cast<int>(state->nodes.size()) >= config_.max_nodes || quarantinedBy(*state));
     if (notice.expired() && !spare) {
       throw TimeoutError("no round of the " + describe() + " took this node within join_timeout (" +
                          describeSeconds(config_.rdzv_conf.joinTimeout()) + "): " + waitingFor());
@@ -274,6 +280,9 @@ std::string EtcdRendezvous::waitingFor() {
   const Decision decision = decide();
   const auto& state = decision.state;
   if (state && !state->suspended && state->round > returned_) {
+    if (state->find(agent_id_) == nullptr && state->quarantineOf(host_) != nullptr) {
+      return describeQuarantine();
+    }
     if (state->find(agent_id_) == nullptr) {
       return "a place in round " + std::to_string(state->round) +
              " (it is full: this node is a spare)";
@@ -387,6 +396,9 @@ int EtcdRendezvous::endedElsewhere(const RunResult& result) {
   if (closed && closed->failed) {
     log().error("the job failed on {}; this node stops too", closed->by);
     return failed;
+  }
+  if (left_out_) {
+    return endedQuarantined();  // its workers failed here and never ran again
   }
   if (was_member_) {
     log().error("the job was closed by another agent before this node's workers finished");

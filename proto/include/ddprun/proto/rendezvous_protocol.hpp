@@ -135,6 +135,11 @@ struct JoinRequest {
   // older rendezvous ignore both).
   std::optional<int> max_restarts;
   int restarts_used = 0;
+  // --rdzv-conf quarantine_after and quarantine_seconds: the run's, from its
+  // first join, as last_call_timeout is. Optional on the wire (an older
+  // agent's run gets the rendezvous' defaults, 3 and 600 s).
+  std::optional<int> quarantine_after;
+  std::optional<std::chrono::milliseconds> quarantine_duration;
 
   bool operator==(const JoinRequest&) const = default;
 };
@@ -197,9 +202,21 @@ enum class EventType {
 
 std::string_view eventTypeName(EventType type);
 
+// A quarantined host (ElasticRendezvous: the group failures that started
+// there reached quarantine_after): how many, and how long it still lasts,
+// by the rendezvous' clock (a duration, never a time: no host's clock is
+// compared with another's).
+struct HostQuarantine {
+  std::string host;
+  int failures = 0;
+  std::int64_t left_ms = 0;
+
+  bool operator==(const HostQuarantine&) const = default;
+};
+
 struct Event {
   EventType type = EventType::kError;
-  std::int64_t round = -1;  // kRound, kSuspended, kFinished
+  std::int64_t round = -1;  // kRound, kSuspended, kFinished; kSpare when quarantined
   // kRound: this node's place, and the workers' store (node 0's).
   int group_rank = 0;
   int group_world_size = 0;
@@ -217,6 +234,10 @@ struct Event {
   // An agent sends its id alone to one that does not say so (an older
   // rendezvous would refuse anything else).
   bool reports = false;
+  // kSpare: this agent stands by because its host is quarantined, and is
+  // out of `round` (a member until then: its round is over). An older agent
+  // reads a plain spare.
+  std::optional<HostQuarantine> quarantine;
 
   bool operator==(const Event&) const = default;
 };

@@ -111,6 +111,9 @@ struct JobStatus {
   std::optional<FailureStatus> last_failure;
   std::vector<LossStatus> losses;        // newest first, the last few only
   std::optional<std::string> failed_on;  // the agent whose abort failed the job
+  // Hosts quarantined now, their agents standing by among the spares
+  // (ElasticRendezvous); soonest to end first. Absent from an older rendezvous.
+  std::vector<HostQuarantine> quarantined;
 
   bool operator==(const JobStatus&) const = default;
 };

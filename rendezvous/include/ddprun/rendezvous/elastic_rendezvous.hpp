@@ -21,6 +21,11 @@
 //  - A closed run refuses joins; every agent is told once.
 //  - Rounds never number below what a joining agent already ran (its
 //    last_round), so a restarted rendezvous keeps counting where it stopped.
+//  - Quarantine (elastic_quarantine.cpp): each restart that re-forms the
+//    running round blames the host of the member that asked first (its
+//    worker failed first); a host blamed quarantine_after times is left out
+//    of the following rounds for quarantine_duration, its agents standing by
+//    as spares, as long as min_nodes still holds without it.
 //  - A restarted rendezvous restores the running round from its members'
 //    rejoins: once all are back it continues that round with no event (no
 //    worker restarts); a member still missing after the keep-alive timeout
@@ -38,7 +43,9 @@
 #include <cstdint>
 #include <deque>
 #include <list>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -53,6 +60,10 @@ struct ElasticSettings {
   std::chrono::milliseconds last_call_timeout{30'000};
   // keep_alive_interval x keep_alive_max_attempt: silence longer than this is death.
   std::chrono::milliseconds keep_alive_timeout{15'000};
+  // A host blamed for this many group failures (a worker of its failed
+  // first) is quarantined; 0: never.
+  int quarantine_after = 3;
+  std::chrono::milliseconds quarantine_duration{600'000};
 };
 
 struct AgentInfo {
@@ -98,16 +109,43 @@ struct RendezvousClosed {
   std::vector<std::string> agents;  // everyone still known, members and spares
 };
 
+// A host was quarantined: `agents`, its agents, stand by until `until`
+// (unless the job needs them to keep min_nodes) and are out of `round`, the
+// round decided next.
+struct HostQuarantined {
+  std::string host;
+  int failures = 0;  // the group failures it was blamed for
+  std::chrono::steady_clock::time_point until;
+  int64_t round = 0;
+  std::vector<std::string> agents;
+};
+
+// A host's quarantine is over; `spares`, its agents still standing by (the
+// round was full), are plain spares now. The others took places in a round.
+struct QuarantineEnded {
+  std::string host;
+  std::vector<std::string> spares;
+};
+
 // An agent tick() dropped for its silence.
 struct Expired {
   std::string id;
   bool was_member = false;  // in the round when it expired (else a spare)
 };
 
-using RendezvousEvent = std::variant<RoundCompleted, RoundSuspended, RendezvousClosed>;
+using RendezvousEvent = std::variant<RoundCompleted, RoundSuspended, RendezvousClosed,
+                                     HostQuarantined, QuarantineEnded>;
 using Events = std::vector<RendezvousEvent>;
 
-enum class JoinStatus { kMember, kSpare, kClosed, kAlreadyKnown };
+// kQuarantined: a spare because its host is quarantined (quarantineOf()).
+enum class JoinStatus { kMember, kSpare, kQuarantined, kClosed, kAlreadyKnown };
+
+// A host's quarantine as it stands.
+struct Quarantine {
+  std::string host;
+  int failures = 0;  // the group failures it was blamed for
+  std::chrono::steady_clock::time_point until;
+};
 
 class ElasticRendezvous {
  public:
@@ -133,12 +171,21 @@ class ElasticRendezvous {
   // state kept elsewhere knows who is alive): a round being restored is
   // finished now rather than at its deadline. No-op when none is.
   Events endRestore(Clock::time_point now);
+  // A quarantine decided elsewhere (the state a deposed etcd coordinator
+  // wrote): `quarantine.host` stays out of the rounds until its `until`.
+  // Called before its agents are placed.
+  void restoreQuarantine(const Quarantine& quarantine);
   // Proof of life; unknown ids are ignored.
   void heartbeat(std::string_view id, Clock::time_point now);
   // The agent's connection dropped or it left: it is gone at once.
   Events lose(std::string_view id, Clock::time_point now);
-  // A member's workers failed: the whole job restarts into a new round.
-  Events restart(std::string_view id, Clock::time_point now);
+  // A member's workers failed in `failed_round` (nullopt: it did not say,
+  // an older agent): the whole job restarts into a new round, and the
+  // member's host is blamed. A restart of a round that is not the running
+  // one (a peer's workers failing in turn, once the first failure had
+  // re-formed it) changes nothing and blames nobody.
+  Events restart(std::string_view id, Clock::time_point now,
+                 std::optional<int64_t> failed_round = std::nullopt);
   // The job ended (success, or max_restarts spent somewhere): final.
   Events close();
   // Expires silent agents and the last call. Call at nextDeadline() or later.
@@ -171,6 +218,14 @@ class ElasticRendezvous {
   std::size_t spareCount() const { return spares_.size(); }
   bool knows(std::string_view id) const { return index_.contains(id); }
   bool isMember(std::string_view id) const;
+  // Hosts quarantined at `now`, and the one `id`'s host is in, if any.
+  std::vector<Quarantine> quarantined(Clock::time_point now) const;
+  std::optional<Quarantine> quarantineOf(std::string_view id, Clock::time_point now) const;
+  // Hosts whose quarantine tick() has not ended yet (it ends them at their
+  // deadline): quarantined(now).size() for a caller with no clock.
+  std::size_t quarantinedHosts() const { return quarantine_ends_.size(); }
+  // The group failures blamed on `host` since its last quarantine.
+  int blamed(std::string_view host) const;
   // When a member or spare was last heard from; nullopt if it is neither.
   std::optional<Clock::time_point> lastSeen(std::string_view id) const;
   // The members back in the round being restored, in group-rank order.
@@ -181,6 +236,7 @@ class ElasticRendezvous {
     AgentInfo info;
     Clock::time_point last_seen;
     bool member = false;  // in members_, else in spares_ (or a restore's)
+    std::string host{};   // agentHost(info.id), set by addHeard(): what failures blame
   };
   // Agents in last-heard order: the front was heard from longest ago, so it
   // is the next to expire. A list, so that a heartbeat moves its agent to the
@@ -202,6 +258,20 @@ class ElasticRendezvous {
   void reform(Clock::time_point now, Events& events);
   void remove(AgentRef agent);
   void orderFirstRound();
+  // Quarantine (elastic_quarantine.cpp).
+  struct HostRecord {
+    int blamed = 0;                          // failures since its last quarantine
+    int failures = 0;                        // what its last quarantine was for
+    std::optional<Clock::time_point> until;  // while quarantined
+  };
+  void blame(AgentRef failed, Clock::time_point now, Events& events);
+  bool inQuarantine(const Agent& agent, Clock::time_point now) const;
+  int eligibleAgents(Clock::time_point now) const;
+  void endQuarantine(const std::string& host);
+  void promoteSpares(Clock::time_point now, Events& events);
+  void endQuarantinesDue(Clock::time_point now, Events& events);
+  void tellQuarantinesEnded(const std::vector<std::string>& hosts, Events& events) const;
+  std::optional<Clock::time_point> nextQuarantineEnd() const;
 
   ElasticSettings settings_;
   int64_t round_ = 0;
@@ -216,6 +286,10 @@ class ElasticRendezvous {
   std::optional<Clock::time_point> last_call_deadline_;
   std::optional<Clock::time_point> forming_since_;  // the incomplete round's start
   int64_t next_round_floor_ = 0;  // no round numbers below this (agents' last_round + 1)
+  // Hosts ever blamed, by name (agentHost() of their agents' ids), and the
+  // ends of the quarantines running, soonest first.
+  std::map<std::string, HostRecord, std::less<>> hosts_;
+  std::set<std::pair<Clock::time_point, std::string>> quarantine_ends_;
 
   // A round being restored from rejoins (nothing else is decided meanwhile).
   // Its agents are known to nobody else: they are neither members nor spares

@@ -186,6 +186,9 @@ class RendezvousService {
   void pushExitBarrier(const std::string& run_id, Run& run, KeySpace& keys);
   void noteLoss(Run& run, const std::string& agent, proto::rendezvous::LossReason reason,
                 Clock::time_point now);
+  static proto::rendezvous::Event simpleEvent(proto::rendezvous::EventType type,
+                                              int64_t round = -1);
+  // What the agents are told (rendezvous_publish.cpp).
   void publish(const std::string& run_id, Run& run, const Events& events, Clock::time_point now,
                KeySpace& keys);
   void publishRound(const std::string& run_id, Run& run, const RoundCompleted& round,
@@ -195,6 +198,10 @@ class RendezvousService {
                  proto::rendezvous::Event& event, KeySpace& keys);
   void tell(const std::string& run_id, Run& run, const std::string& agent,
             const proto::rendezvous::Event& event, KeySpace& keys);
+  // Tells `agent` it stands by, out of `round`, because its host is
+  // quarantined (a plain spare when the quarantine is over by `now`).
+  void tellQuarantined(const std::string& run_id, Run& run, const std::string& agent, int64_t round,
+                       Clock::time_point now, KeySpace& keys);
   void releaseRound(const std::string& run_id, Run& run, const std::string& agent, KeySpace& keys);
   // The agent's lease is open on `client` / closed (returns the connection).
   static void grantLease(Run& run, AgentState& agent, ClientId client);
@@ -219,6 +226,7 @@ class RendezvousService {
     metrics::Histogram formation_seconds;  // written under the store lock only
     std::uint64_t lost_disconnected = 0;   // an open run's agent whose connection closed
     std::uint64_t lost_silent = 0;         // dropped for no heartbeat in time
+    std::uint64_t quarantines = 0;         // hosts quarantined
   };
 
   std::string host_agent_;

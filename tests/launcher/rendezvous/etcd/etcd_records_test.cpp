@@ -29,6 +29,14 @@ TEST(EtcdRecords, RecordsRoundTrip) {
   EXPECT_EQ(state.find("c"), nullptr);
   const StateRecord suspended{6, true, false, 0, {}};
   EXPECT_EQ(decodeState(encode(suspended)), suspended);
+  StateRecord quarantining = state;
+  quarantining.quarantined = {{"h3", 2, 599'000}};
+  EXPECT_EQ(decodeState(encode(quarantining)), quarantining);
+  ASSERT_NE(quarantining.quarantineOf("h3"), nullptr);
+  EXPECT_EQ(quarantining.quarantineOf("h3")->failures, 2);
+  EXPECT_EQ(quarantining.quarantineOf("h1"), nullptr);
+  EXPECT_EQ(encode(state).find("quarantined"), std::string::npos)
+      << "an older agent reads what it always read";
   const ClosedRecord closed{true, "h1:42"};
   EXPECT_EQ(decodeClosed(encode(closed)), closed);
   EXPECT_EQ(decodeRound(encodeRound(12)), 12);

@@ -28,6 +28,11 @@ struct RdzvConf {
   // prove they hold it when they join, and an agent that hosts the
   // rendezvous requires that proof of the others.
   std::optional<std::string> token_file;
+  // ddprun's own (c10d and etcd): a host blamed for quarantine_after group
+  // failures (a worker of its failed first) is left out of the rounds for
+  // quarantine_seconds, while --nnodes' minimum holds without it; 0: never.
+  std::optional<int> quarantine_after;
+  std::optional<Duration> quarantine_seconds;
   // Accepted for compatibility; ddprun's rendezvous has no use for them
   // (its requests are answered at once, and closing is one message).
   std::optional<Duration> close_timeout;
@@ -47,6 +52,10 @@ struct RdzvConf {
     return keep_alive_interval.value_or(std::chrono::seconds(5));
   }
   int keepAliveMaxAttempt() const { return keep_alive_max_attempt.value_or(3); }
+  int quarantineAfter() const { return quarantine_after.value_or(3); }
+  Duration quarantineDuration() const {
+    return quarantine_seconds.value_or(std::chrono::seconds(600));
+  }
 
   bool operator==(const RdzvConf&) const = default;
 };
@@ -56,7 +65,8 @@ struct RdzvConf {
 // an unknown key or a value of the wrong kind: durations are seconds > 0
 // (decimals allowed), keep_alive_max_attempt an integer >= 1, is_host one of
 // 1/true/t/yes/y/0/false/f/no/n, store_type tcp (file stores are not
-// supported), rank an integer >= 0 (static's rank is always --node-rank).
+// supported), rank an integer >= 0 (static's rank is always --node-rank),
+// quarantine_after an integer >= 0.
 // Durations, and keep_alive_interval x keep_alive_max_attempt (the keep-alive
 // timeout the daemon keeps), are at most 1e9 s.
 RdzvConf typeRdzvConf(std::string_view what, const std::map<std::string, std::string>& pairs);

@@ -11,8 +11,8 @@
 // and makes a blocked or later nextGroup() (or failureStands()) return soon;
 // failureStands() runs on the waiter thread too; requestRestart() and
 // abandon() run on the agent's loop; finishJob() on main's thread after the agent's
-// loop has ended (no other call runs then). Callbacks given to watchGroup()
-// and watchClock() are called on the backend's own threads.
+// loop has ended (no other call runs then). Callbacks given to watchGroup(),
+// watchClock() and watchQuarantine() are called on the backend's own threads.
 #pragma once
 
 #include <chrono>
@@ -60,6 +60,17 @@ struct ClockOffset {
   bool operator==(const ClockOffset&) const = default;
 };
 
+// The rendezvous left this node's host out of the job for a while
+// (quarantine): group failures that started on it reached quarantine_after.
+// The node stands by as a spare meanwhile.
+struct QuarantineNotice {
+  std::string host;
+  int failures = 0;                   // the group failures that started on this host
+  std::chrono::milliseconds left{0};  // how long it still lasts, when told
+
+  bool operator==(const QuarantineNotice&) const = default;
+};
+
 class Rendezvous {
  public:
   virtual ~Rendezvous() = default;
@@ -96,6 +107,13 @@ class Rendezvous {
   // never call it.
   // NOLINTNEXTLINE(performance-unnecessary-value-param): by value: the overrides keep it
   virtual void watchClock(std::function<void(const ClockOffset&)> measured) { (void)measured; }
+
+  // `told` is called (on a backend thread) each time the rendezvous
+  // quarantines this node's host; an empty function unregisters, and once
+  // that returns no call is running. Backends without quarantine (static,
+  // standalone) never call it.
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): by value: the overrides keep it
+  virtual void watchQuarantine(std::function<void(const QuarantineNotice&)> told) { (void)told; }
 
   // This node's workers failed and it will restart them (a counted
   // restart): tell the others. `cause` is the failure that starts it, for

@@ -44,7 +44,9 @@ struct WorkerFailure {
 // requeue it. Documented in docs/launcher.md (Exit status).
 inline constexpr int kCrashLoopExitCode = 120;
 // The exit status of an agent whose node failed its health check before a
-// join (health_check.hpp): the node should be replaced. Documented there too.
+// join (health_check.hpp), or whose host the rendezvous quarantined until
+// the job ended without it (c10d_rendezvous.cpp, etcd_rendezvous.cpp): the
+// node should be looked at or replaced. Documented there too.
 inline constexpr int kUnfitExitCode = 121;
 // The exit status of an agent one of whose workers (or what they started) is
 // stuck in the kernel: in uninterruptible sleep past

@@ -45,6 +45,9 @@ inline constexpr std::string_view kAgentStart = "agent start";
 // Written again whenever a later join measures anew; each holds from its
 // ts on.
 inline constexpr std::string_view kClockOffset = "clock offset";
+// On kRendezvousTrack: the rendezvous quarantined this host. args: host,
+// failures (the group failures that started there), for_s (how long).
+inline constexpr std::string_view kQuarantined = "quarantined";
 
 // Microseconds of the monotonic clock: the trace's "ts".
 inline std::int64_t microseconds(std::chrono::steady_clock::time_point at) {

@@ -4,7 +4,8 @@
 // a slice still open when the agent is killed shows as one that never
 // ended; failures, stops, restarts and the end are instants; the clock
 // offset to the rendezvous (clockMeasured) is an instant whose args the
-// merger reads. When a worker exits, the events it reported in its
+// merger reads, and a quarantine of this host (quarantined) one that says
+// why and for how long. When a worker exits, the events it reported in its
 // DDPRUN_TIMELINE_EVENTS file are folded in, on a track next to its own.
 //
 // Every event is one write() to a file opened O_APPEND, as it happens: what
@@ -12,7 +13,7 @@
 // written is one warning, and the run goes on without it.
 //
 // Owns the file. The AgentEvents calls come on the agent's loop thread,
-// clockMeasured() on any (a rendezvous backend's), close() on main's after
+// clockMeasured() and quarantined() on any (a rendezvous backend's), close() on main's after
 // the run; one mutex keeps their lines whole and in order.
 #pragma once
 
@@ -62,6 +63,9 @@ class TimelineWriter final : public AgentEvents {
 
   // Any thread: a measurement of this agent's clock against the rendezvous'.
   void clockMeasured(const ClockOffset& offset);
+  // Any thread: the rendezvous quarantined this host (an instant on the
+  // rendezvous track: the node stands by).
+  void quarantined(const QuarantineNotice& notice);
   // ddprun's exit status, after the end of the job (an exit barrier may
   // come after finished()); then the closing "]". Later events are dropped.
   void close(int exit_code);

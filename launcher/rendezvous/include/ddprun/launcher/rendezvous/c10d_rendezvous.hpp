@@ -41,11 +41,13 @@ class C10dRendezvous final : public Rendezvous {
   void watchClock(std::function<void(const ClockOffset&)> measured) override {
     membership_->watchClock(std::move(measured));
   }
+  void watchQuarantine(std::function<void(const QuarantineNotice&)> told) override;
   void requestRestart(const WorkerFailure& cause) override;
   bool failureStands(int attempt) override;
   // After a success: the exit barrier, then the run is closed. After a
   // failure: the run is aborted, so every other agent stops too. After a
-  // signal: the run is left open for a replacement, as torchrun does.
+  // signal: the run is left open for a replacement, as torchrun does. A
+  // node quarantined until the job ended: kUnfitExitCode.
   int finishJob(const RunResult& result) override;
   void collectMetrics(metrics::Exposition& out) const override;
 

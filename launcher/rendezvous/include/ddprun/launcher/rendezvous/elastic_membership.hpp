@@ -48,6 +48,7 @@
 #include <string>
 #include <thread>
 
+#include "ddprun/launcher/core/rendezvous.hpp"
 #include "ddprun/launcher/rendezvous/clock_sync.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/rendezvous/client.hpp"
@@ -78,6 +79,10 @@ struct ElasticOptions {
   std::string token;
   // --max-restarts, told to the rendezvous with every join (ddprun status).
   int max_restarts = 0;
+  // --rdzv-conf quarantine_after and quarantine_seconds: the run's settings
+  // when this agent's join is the run's first.
+  int quarantine_after = 3;
+  std::chrono::milliseconds quarantine_duration{600'000};
 };
 
 // One round, as this node takes part in it.
@@ -129,6 +134,12 @@ class ElasticMembership {
   bool dropped();
   // Whether this agent ever took part in a round (a spare never did).
   bool wasMember();
+  // Whether the rendezvous quarantined this host and has not given this
+  // agent a round since (it stands by, or stood by until the job ended).
+  bool leftOutByQuarantine();
+  // `told` hears of each quarantine of this host (on the reader thread);
+  // an empty function unregisters, and once that returns no call runs.
+  void watchQuarantine(std::function<void(const QuarantineNotice&)> told);
 
   // Makes a join() or nextRound() blocked in another thread return. Any thread.
   void cancelWait();
@@ -213,6 +224,9 @@ class ElasticMembership {
   StreamEnd readSession(std::int64_t session);
   StreamEnd onDropped();
   bool recordEvent(const proto::rendezvous::Event& event);
+  // Quarantine (quarantine_notice.cpp). quarantineLeft(): mutex_ held.
+  void sayQuarantined(const proto::rendezvous::HostQuarantine& quarantine);
+  std::string quarantineLeft() const;
   void notifyChange(std::int64_t newer_round);
   std::string waitingFor();
   std::string timeoutMessage() const;
@@ -248,7 +262,11 @@ class ElasticMembership {
   // or no answer). A member's event of a newer round is held until node 0
   // has emptied its store: this says the round moved on before that event.
   std::int64_t checked_round_ = -1;
-  bool spare_ = false;      // the round is full: standing by
+  bool spare_ = false;  // the round is full: standing by
+  // This host is quarantined: why, and when this agent was told (by its
+  // own clock). `left_out_`: no round since a quarantine was told.
+  std::optional<std::pair<proto::rendezvous::HostQuarantine, Clock::time_point>> quarantine_;
+  bool left_out_ = false;
   bool suspended_ = false;  // the round fell below min_nodes
   bool finished_ = false;   // the daemon said every member of the round is done
   bool closed_ = false;
@@ -264,6 +282,8 @@ class ElasticMembership {
   ClockWatch clock_watch_;   // its callback runs without mutex_ held
   std::mutex notify_mutex_;  // held while notify_ runs; never together with mutex_
   std::function<void(std::int64_t)> notify_;
+  std::mutex quarantine_watch_mutex_;  // held while it runs; never together with mutex_
+  std::function<void(const QuarantineNotice&)> quarantine_watch_;
 
   std::thread lease_thread_;
   std::thread reader_;

@@ -56,6 +56,15 @@ struct NodeRecord {
   bool operator==(const NodeRecord&) const = default;
 };
 
+// A host quarantined when the state was written: its agents stand by.
+// left_ms is by the coordinator's clock, from the write (no clocks compared).
+struct QuarantineRecord {
+  std::string host;
+  int failures = 0;
+  std::int64_t left_ms = 0;
+  bool operator==(const QuarantineRecord&) const = default;
+};
+
 // A completed round (its nodes in group-rank order), or a suspended one
 // (below min_nodes: every member stops its workers and waits).
 struct StateRecord {
@@ -66,9 +75,12 @@ struct StateRecord {
   bool first = false;
   int world_size = 0;
   std::vector<NodeRecord> nodes;
+  // Hosts left out of this round (absent from an older coordinator's).
+  std::vector<QuarantineRecord> quarantined{};
   bool operator==(const StateRecord&) const = default;
 
   const NodeRecord* find(const std::string& id) const;
+  const QuarantineRecord* quarantineOf(const std::string& host) const;
 };
 
 struct ClosedRecord {

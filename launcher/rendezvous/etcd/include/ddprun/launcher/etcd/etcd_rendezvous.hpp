@@ -30,6 +30,7 @@
 
 #include "ddprun/launcher/core/rendezvous.hpp"
 #include "ddprun/launcher/etcd/etcd_client.hpp"
+#include "ddprun/launcher/etcd/etcd_records.hpp"
 
 namespace ddprun::rdzv {
 class Server;
@@ -41,7 +42,6 @@ namespace etcd_rdzv {
 class EtcdLease;
 class EtcdView;
 class EtcdCoordinator;
-struct Keys;
 }  // namespace etcd_rdzv
 
 // The etcd client's settings from the flags: the members of --rdzv-endpoint,
@@ -61,6 +61,7 @@ class EtcdRendezvous final : public Rendezvous {
   std::unique_ptr<PeerChannel> openPeerChannel(const WorkerGroup& group) override;
   void cancelWait() override;
   void watchGroup(std::function<void(int newer_attempt)> over) override;
+  void watchQuarantine(std::function<void(const QuarantineNotice&)> told) override;
   void requestRestart(const WorkerFailure& cause) override;
   bool failureStands(int attempt) override;
   // Revokes this agent's lease, so the others re-form now, not after the TTL.
@@ -84,9 +85,14 @@ class EtcdRendezvous final : public Rendezvous {
   bool closeJob(bool failed);
   int endedElsewhere(const RunResult& result);
   void leave();
+  // Quarantine (etcd_quarantine.cpp), on the waiter thread: whether `state`
+  // leaves this host out, saying so the first time a round does.
+  bool quarantinedBy(const etcd_rdzv::StateRecord& state);
+  std::string describeQuarantine() const;
 
   LaunchConfig config_;
   std::string agent_id_;
+  std::string host_;  // this agent's host, as quarantines name it
   int local_world_size_ = 1;
   std::unique_ptr<etcd_rdzv::Keys> keys_;
   etcd::Client client_;
@@ -105,6 +111,15 @@ class EtcdRendezvous final : public Rendezvous {
   std::atomic<std::int64_t> lease_id_{0};   // this agent's lease now, for abandon()
   std::int64_t store_round_ = -1;           // the round our workers' store was emptied for
   bool was_member_ = false;
+
+  // The round whose state last quarantined this host, and when this agent
+  // read it; `left_out_`: no round for this node since.
+  std::int64_t quarantine_round_ = -1;
+  std::optional<etcd_rdzv::QuarantineRecord> quarantine_;
+  std::chrono::steady_clock::time_point quarantine_seen_;
+  std::atomic<bool> left_out_{false};
+  std::mutex quarantine_watch_mutex_;  // held while quarantine_watch_ runs
+  std::function<void(const QuarantineNotice&)> quarantine_watch_;
 
   std::mutex notify_mutex_;  // held while over_ runs
   std::function<void(int)> over_;
