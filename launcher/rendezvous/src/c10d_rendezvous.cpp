@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "ddprun/launcher/core/log.hpp"
-#include "ddprun/launcher/rendezvous/store_peer_channel.hpp"
 #include "ddprun/launcher/rendezvous/quarantine_notice.hpp"
+#include "ddprun/launcher/rendezvous/store_peer_channel.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "ddprun/rendezvous/token_file.hpp"
