@@ -107,7 +107,9 @@ protocol::JoinRequest ElasticMembership::joinRequest(const rdzv::StoreClient& le
   request.last_round = returned_;
   request.max_restarts = options_.max_restarts;
   request.restarts_used = restarts_used_;
-  if (rejoin && running_) {
+  // A quarantined agent's round went on without it: it has no place to
+  // come back to, and joins as what it is now, a spare.
+  if (rejoin && running_ && !left_out_) {
     request.rejoin = protocol::Rejoin{running_->round, running_->group_rank,
                                       running_->group_world_size, done_sent_};
   }
