@@ -181,7 +181,8 @@ void Agent::Impl::onGroupOver(int newer_attempt) {
   log().info("the rendezvous moved on from round {}: stopping the workers", group.attempt);
   restart_after_stop = true;
   group_over = true;
-  stopGroup(SIGTERM, AgentEvents::StopReason::kRoundOver, /*python_stacks=*/peer_asked);
+  stopGroup(SIGTERM, AgentEvents::StopReason::kRoundOver,
+            /*python_stacks=*/watchdogs.peerAskedForStacks());
 }
 
 void Agent::Impl::spawnWorker(int local_rank) {
@@ -253,7 +254,7 @@ void Agent::Impl::onExit(std::size_t index) {
     // A hung group's Python workers are stopped so that they print their
     // stacks: where each one was is what the hang's report needs most.
     stopGroup(SIGTERM, AgentEvents::StopReason::kFailure,
-              /*python_stacks=*/!failure.verdict.stack.empty() || peer_asked);
+              /*python_stacks=*/!failure.verdict.stack.empty() || watchdogs.peerAskedForStacks());
     return;
   }
   if (running > 0) {

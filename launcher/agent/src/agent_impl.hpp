@@ -137,7 +137,6 @@ struct Agent::Impl {
   std::thread waiter;             // blocks in rendezvous.nextGroup() off the loop
   RunResult result;
   std::unique_ptr<PeerChannel> peers;  // to the other nodes of the running group
-  bool peer_asked = false;             // another node's worker hung in this attempt
   std::vector<int> forwarded_only;     // forwardedOnlySignals(config.signals_to_handle)
   std::map<int, Clock::time_point> last_request_at;  // each handled signal's last request
 };

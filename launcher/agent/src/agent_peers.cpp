@@ -35,7 +35,6 @@ std::string describeAnswers(const std::vector<StackAnswer>& answers,
 
 void Agent::Impl::openPeerChannel() {
   peers.reset();  // the last attempt's: its threads are joined here
-  peer_asked = false;
   peers = rendezvous.openPeerChannel(group);
   if (!peers) {
     return;
@@ -74,7 +73,6 @@ void Agent::Impl::onStacksAsked(int attempt, const StackRequest& request) {
   }
   log().warn("node {} of round {} says {}: taking the stacks of every local worker",
              request.group_rank, attempt, request.why);
-  peer_asked = true;  // this group's Python workers are stopped so that they print theirs
   watchdogs.captureForPeer([this, attempt](const std::string& where) {
     if (peers && attempt == group.attempt) {
       peers->answerStacks(config.hostname + ": " + where);

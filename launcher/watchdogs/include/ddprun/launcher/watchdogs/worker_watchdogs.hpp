@@ -116,6 +116,9 @@ class WorkerWatchdogs {
   // saved as for a local hang, and `answer` runs on the loop with where they
   // are. Nothing is killed: the group stops as the other node fails.
   void captureForPeer(Answer answer);
+  // Another node asked for this attempt's stacks: its Python workers are
+  // then stopped so that they print theirs too.
+  bool peerAskedForStacks() const { return peer_hang_; }
   // The highest step a worker of this attempt reported; nullopt when none
   // did.
   std::optional<std::int64_t> bestStep();
