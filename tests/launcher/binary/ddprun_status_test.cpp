@@ -112,11 +112,13 @@ TEST_F(DdprunStatusTest, ShowsTheFailureThatRestartedTheJob) {
   Subprocess a = agent("a", "2", daemon.port(), {"--hang"}, restarts);
   Subprocess b = agent("b", "2", daemon.port(), {"--exit", "7", "--only-attempt", "0"}, restarts);
   json job;
+  // b's local rank 0 may be stopped before it wrote its environment, and the
+  // round runs before the restarted workers write theirs: wait for the file.
   ASSERT_TRUE(test_support::eventually(
       [&] {
         job = statusJson(daemon.port());
         return !job.is_null() && job.at("round") == 1 && job.at("state") == "running" &&
-               !job.at("last_failure").is_null();
+               !job.at("last_failure").is_null() && env("b", 0).count("GROUP_RANK") == 1;
       },
       30s))
       << job.dump(2) << log("a") << log("b");

@@ -56,9 +56,7 @@ std::string envOr(const char* name, const char* fallback) {
   return value != nullptr ? value : fallback;
 }
 
-void writeEnv(const std::string& dir) {
-  const std::string local_rank = envOr("LOCAL_RANK", "x");
-  std::ofstream out(dir + "/" + local_rank + ".env");
+void writeEnvTo(std::ostream& out) {
   for (const auto& [name, value] :
        ddprun::proto::toEnvironment(ddprun::proto::fromProcessEnvironment())) {
     out << name << "=" << value << "\n";
@@ -73,6 +71,17 @@ void writeEnv(const std::string& dir) {
       out << name << "=" << value << "\n";
     }
   }
+}
+
+// The file appears whole (written, then renamed): a test that reads it while
+// a restarted worker rewrites it must never see it half written or empty.
+void writeEnv(const std::string& dir) {
+  const std::string name = dir + "/" + envOr("LOCAL_RANK", "x") + ".env";
+  {
+    std::ofstream out(name + ".tmp");
+    writeEnvTo(out);
+  }
+  std::filesystem::rename(name + ".tmp", name);
 }
 
 // Each line leaves in two writes, so a relay that is not line-aware would
