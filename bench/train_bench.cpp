@@ -49,6 +49,9 @@ void addOptions(CLI::App& app, bench::TrainOptions& options) {
   app.add_option("--python", options.python,
                  "Interpreter for torchrun and the Python trainer (default: the first python3 "
                  "or python on PATH that can import torch)");
+  app.add_flag("--progress-cost", options.progress_cost,
+               "Compare ddprun+train with progress reporting on and off instead of with "
+               "torchrun+python (target: on within 1% of off)");
   app.add_option("--script", options.script, "The Python trainer")->capture_default_str();
 }
 

@@ -27,16 +27,17 @@ struct Throughput {
 std::optional<Throughput> readThroughput(const std::filesystem::path& log);
 
 // The speed-up ddprun+train must reach over torchrun+Python; empty for a task
-// without a target.
-std::optional<double> targetRatio(const std::string& task);
+// without a target. With progress_cost, what reporting progress may cost: the
+// rate with it on must be within 1% of the rate with it off, for every task.
+std::optional<double> targetRatio(const std::string& task, bool progress_cost = false);
 
 // One task's runs under both pairs.
 struct TrainComparison {
   std::string task;
   Samples ddprun_rate;       // samples/s, ddprun+train
-  Samples python_rate;       // samples/s, torchrun+Python
+  Samples python_rate;       // samples/s, torchrun+Python (progress off with --progress-cost)
   Samples ddprun_wall;       // s, the whole ddprun run: launch to exit
-  Samples python_wall;       // s, the whole torchrun run
+  Samples python_wall;       // s, the whole run of the second pair
   double other_cores = 0.0;  // CPUs kept busy by other processes meanwhile, on average
 };
 
@@ -44,6 +45,7 @@ struct TrainReport {
   std::string setup;  // what was run and how, and the machine's load
   std::vector<TrainComparison> tasks;
   std::vector<std::string> notes;
+  bool progress_cost = false;  // the second pair is ddprun+train with progress off
 };
 
 void printTrainReport(std::ostream& out, const TrainReport& report);

@@ -26,9 +26,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
-enum class Pair { Ddprun, Torchrun };
+// The second pair is torchrun+python, or with --progress-cost ddprun+train
+// whose workers report no progress.
+enum class Pair { Ddprun, Torchrun, DdprunQuiet };
 
-const char* nameOf(Pair pair) { return pair == Pair::Ddprun ? "ddprun+train" : "torchrun+python"; }
+const char* nameOf(Pair pair) {
+  switch (pair) {
+    case Pair::Ddprun:
+      return "ddprun+train";
+    case Pair::Torchrun:
+      return "torchrun+python";
+    case Pair::DdprunQuiet:
+      return "ddprun+train, progress off";
+  }
+  return "?";
+}
+
+const char* fileNameOf(Pair pair) {
+  return pair == Pair::Ddprun ? "ddprun" : pair == Pair::Torchrun ? "torchrun" : "quiet";
+}
 
 struct Setup {
   TrainOptions options;
@@ -61,6 +77,11 @@ std::vector<std::string> launcherArgv(const Setup& setup, Pair pair, const std::
   std::vector<std::string> argv;
   if (pair == Pair::Ddprun) {
     argv = {options.ddprun, "--standalone", "--nproc-per-node", nproc, options.train};
+  } else if (pair == Pair::DdprunQuiet) {
+    // env execs train in the worker's place: only the start pays for it,
+    // not the training epochs that samples/s covers.
+    argv = {options.ddprun, "--standalone", "--nproc-per-node",       nproc,        "--no-python",
+            "/usr/bin/env", "-u",           "DDPRUN_PROGRESS_EVENTS", options.train};
   } else {
     // Debian's 1.13 crashes at start without -r/-t (a map naming no rank
     // leaves every stream on the console); 0.1 s is torchrun 2.x's monitor
@@ -71,7 +92,7 @@ std::vector<std::string> launcherArgv(const Setup& setup, Pair pair, const std::
   }
   const auto args = trainerArgs(options, task);
   argv.insert(argv.end(), args.begin(), args.end());
-  if (pair == Pair::Ddprun) {
+  if (pair != Pair::Torchrun) {
     // A fresh directory per run, so no run resumes from another's snapshot.
     argv.insert(argv.end(), {"--snapshot-path", (dir / "snapshot.pt").string()});
   } else {
@@ -90,8 +111,8 @@ fs::path keepLog(const fs::path& log, const std::string& name) {
 }
 
 RunResult runOnce(Setup& setup, Pair pair, const std::string& task, int run) {
-  const std::string name = task + "." + (pair == Pair::Ddprun ? "ddprun" : "torchrun") + "." +
-                           std::to_string(++setup.run_counter);
+  const std::string name =
+      task + "." + fileNameOf(pair) + "." + std::to_string(++setup.run_counter);
   const fs::path dir = setup.scratch.path() / name;
   fs::create_directory(dir);
   LaunchSpec spec;
@@ -137,11 +158,11 @@ TrainComparison measureTask(Setup& setup, TrainReport& report, const std::string
   row.task = task;
   const OtherCpu other;
   std::int64_t samples[2] = {-1, -1};
+  const Pair second = setup.options.progress_cost ? Pair::DdprunQuiet : Pair::Torchrun;
   for (int run = 0; run < setup.options.runs; ++run) {
     // Alternate which pair goes first, so neither always meets a cold cache.
     const bool ddprun_first = run % 2 == 0;
-    for (Pair pair : {ddprun_first ? Pair::Ddprun : Pair::Torchrun,
-                      ddprun_first ? Pair::Torchrun : Pair::Ddprun}) {
+    for (Pair pair : {ddprun_first ? Pair::Ddprun : second, ddprun_first ? second : Pair::Ddprun}) {
       const RunResult result = runOnce(setup, pair, task, run);
       const bool ddprun = pair == Pair::Ddprun;
       (ddprun ? row.ddprun_rate : row.python_rate).add(result.throughput.perSecond());
@@ -154,7 +175,7 @@ TrainComparison measureTask(Setup& setup, TrainReport& report, const std::string
   // from the contract (data size, padding or epochs), so the rates differ in kind.
   if (samples[0] != samples[1]) {
     report.notes.push_back(task + ": the trainers disagree on the work: ddprun+train trained " +
-                           std::to_string(samples[0]) + " samples, torchrun+python " +
+                           std::to_string(samples[0]) + " samples, " + nameOf(second) + " " +
                            std::to_string(samples[1]));
   }
   return row;
@@ -174,6 +195,9 @@ void findPrograms(Setup& setup) {
   };
   need("train", options.train);
   need("ddprun", options.ddprun);
+  if (options.progress_cost) {
+    return;  // no Python side to find
+  }
   if (!fs::exists(options.script)) {
     throw std::runtime_error("no Python trainer at " + options.script + ": pass --script");
   }
@@ -195,12 +219,17 @@ std::string describeSetup(const Setup& setup, const std::string& load_before) {
       << o.epochs << " epochs, batch " << o.batch_size << " per rank, "
       << (o.samples ? std::to_string(*o.samples) + " samples" : std::string("default samples"))
       << "; median of " << o.runs << " runs per pair, alternating which goes first. "
-      << "ddprun+train: `" << o.ddprun << " --standalone` running `" << o.train
-      << "`. torchrun+python: `" << o.python << " -m torch.distributed.run --standalone` (torch "
-      << setup.torch_version << ") running `" << o.script << " --loader " << o.loader
-      << "`. Samples/s: rank 0's own figure (global samples, padding included, over its "
-         "training epochs only); wall s: launcher start to exit. Ratio: ddprun+train / "
-         "torchrun+python. "
+      << "ddprun+train: `" << o.ddprun << " --standalone` running `" << o.train << "`. ";
+  if (o.progress_cost) {
+    out << "ddprun+train, progress off: the same, the worker run by `env -u "
+           "DDPRUN_PROGRESS_EVENTS`, so it reports no progress. ";
+  } else {
+    out << "torchrun+python: `" << o.python << " -m torch.distributed.run --standalone` (torch "
+        << setup.torch_version << ") running `" << o.script << " --loader " << o.loader << "`. ";
+  }
+  out << "Samples/s: rank 0's own figure (global samples, padding included, over its "
+         "training epochs only); wall s: launcher start to exit. Ratio: the first pair / the "
+         "second. "
       << std::thread::hardware_concurrency() << " CPUs. Before: " << load_before
       << "; after: " << loadAverageText() << ".";
   return out.str();
@@ -223,6 +252,7 @@ void runTrainBench(const TrainOptions& options, std::ostream& out) {
     report.tasks.push_back(measureTask(setup, report, task));
   }
   report.setup = describeSetup(setup, load_before);
+  report.progress_cost = setup.options.progress_cost;
   printTrainReport(out, report);
 }
 

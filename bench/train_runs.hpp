@@ -1,7 +1,8 @@
 // train_bench's measurements: the C++ trainer (worker/train) under ddprun
 // against the same training in Python (bench/python/ddp_train.py) under
 // torchrun, side by side in one run, printed as a Markdown table of training
-// throughput per task.
+// throughput per task. With --progress-cost, the second pair is ddprun+train
+// again with progress reporting off, which prices the worker's progress events.
 //
 // Both pairs get the same task, data, model, batch size, epochs, backend
 // and one intra-op thread per rank on the same number of ranks (two, or one
@@ -29,6 +30,9 @@ struct TrainOptions {
   std::string nproc_per_node = "2";  // a count, or "gpu": one rank per visible GPU
   std::string backend = "auto";      // both trainers' --backend: auto, gloo or nccl
   double timeout_s = 900.0;
+  // Compare ddprun+train with progress reporting on and off (DDPRUN_PROGRESS_EVENTS
+  // unset for the worker) instead of with torchrun+python.
+  bool progress_cost = false;
   // train_bench's main fills in where this build tree puts these (train only
   // where LibTorch was found: without it, only --train says where one is).
   std::string train;
