@@ -157,6 +157,23 @@ void describe(std::ostream& out, const WorkerFailure& failure, const std::string
   }
 }
 
+// The Flight Recorder's dumps of the root cause's attempt on this node, and
+// the first lines of torch's verdict on them (or why there is none).
+void describeFlightRecorder(std::ostream& out, const FlightRecorderVerdict& verdict) {
+  constexpr int kMaxLines = 40;
+  out << "Flight Recorder (NCCL): " << verdict.dumps.size() << " dump(s) on this node\n";
+  if (!verdict.analysed) {
+    out << "  no verdict: " << verdict.text << "\n";
+    return;
+  }
+  out << "  verdict of torch's analyser (all of it in " << verdict.output.string() << "):\n";
+  std::istringstream lines(verdict.text);
+  int shown = 0;
+  for (std::string line; std::getline(lines, line) && shown < kMaxLines; ++shown) {
+    out << "    " << line << "\n";
+  }
+}
+
 // When the worker recorded its failure, if its error file says so finely.
 std::optional<std::chrono::steady_clock::time_point> recordedFailureTime(
     const std::string& error_file) {
@@ -186,7 +203,8 @@ void orderRootCauseFirst(std::vector<WorkerFailure>& failures) {
 }
 
 std::string formatFailureReport(const RunResult& result, const std::string& hostname,
-                                const std::string& program) {
+                                const std::string& program,
+                                const FlightRecorderVerdict& flight_recorder) {
   std::ostringstream out;
   const std::string rule(60, '=');
   const std::string thin(60, '-');
@@ -201,6 +219,10 @@ std::string formatFailureReport(const RunResult& result, const std::string& host
   out << thin << "\nRoot Cause (first observed failure):\n[0]:\n";
   if (!result.failures.empty()) {
     describe(out, result.failures.front(), hostname);
+  }
+  if (!flight_recorder.dumps.empty()) {
+    out << thin << "\n";
+    describeFlightRecorder(out, flight_recorder);
   }
   out << rule << "\n";
   return out.str();

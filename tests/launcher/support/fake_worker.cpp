@@ -22,7 +22,6 @@
 //                       ($TORCHELASTIC_TIMER_FILE) as torch's FileTimerClient
 //                       does; "$PID" in J becomes this process's pid and
 //                       "$DEADLINE" the wall-clock time 0.5 s from now
-#include <fcntl.h>
 //   --leak DIR          start three processes that only wait (one in this worker's
 //                       process group, one that called setsid, and a daemon: fork,
 //                       setsid, fork, its parent gone) and list them, with this
@@ -36,6 +35,9 @@
 //                       milliseconds, as a training loop does
 //   --progress-rank R N MS  the same, only on global RANK R
 //   --spin-rank R MS    --spin MS, only on global RANK R
+//   --nccl-dump         write a stand-in Flight Recorder dump where NCCL's would go:
+//                       $TORCH_NCCL_DEBUG_INFO_TEMP_FILE followed by RANK
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -268,6 +270,10 @@ int main(int argc, char** argv) {
     if (arg == "--env-to") {
       writeEnv(next);
       ++i;
+    } else if (arg == "--nccl-dump") {
+      // What NCCL's Flight Recorder does on a timeout: a dump named by rank.
+      std::ofstream(envOr("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/dev/null/") + envOr("RANK", "x"))
+          << "flight recorder dump of rank " << envOr("RANK", "x") << "\n";
     } else if (arg == "--ready-to") {
       std::ofstream(std::string(next) + "/" + envOr("LOCAL_RANK", "x") + ".ready") << getpid();
       ++i;

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "ddprun/launcher/agent/flight_recorder.hpp"
 #include "ddprun/launcher/config/worker_environment.hpp"
 #include "ddprun/launcher/core/progress_timeout.hpp"
 #include "ddprun/launcher/core/rendezvous.hpp"
@@ -122,8 +123,10 @@ void ignoreForwardedOnlySignals(const std::vector<int>& signals_to_handle);
 
 // torchrun's failure table: time, host, rank, local rank, exit code or
 // signal name, pid, error file and the message/traceback torch's @record
-// wrote there, for the root cause and then the other failures.
+// wrote there, for the root cause and then the other failures; then, where
+// NCCL's Flight Recorder left dumps, what torch's analyser made of them.
 std::string formatFailureReport(const RunResult& result, const std::string& hostname,
-                                const std::string& program);
+                                const std::string& program,
+                                const FlightRecorderVerdict& flight_recorder = {});
 
 }  // namespace ddprun::launcher
