@@ -267,17 +267,40 @@ void Agent::Impl::onExit(std::size_t index) {
   }
 }
 
-// Progress is the workers' reports of their steps. With none ever reported
-// nothing can be told apart, and no attempt counts.
+namespace {
+
+// "crash loop: 3 attempt(s) in a row failed without getting past step 412
+// (this one reached step 410); ..."
+std::string crashLoopLine(int in_a_row, bool by_steps, std::int64_t best,
+                          std::optional<std::int64_t> reached, int limit) {
+  const std::string what = by_steps ? "step " : "the snapshot of step ";
+  const std::string this_one = reached    ? "this one reached " + what + std::to_string(*reached)
+                               : by_steps ? "this one reported no step"
+                                          : "this one reported no snapshot";
+  return "crash loop: " + std::to_string(in_a_row) +
+         " attempt(s) in a row failed without getting past " + what + std::to_string(best) + " (" +
+         this_one + "); not restarted again (--max-unproductive-restarts " + std::to_string(limit) +
+         ")";
+}
+
+}  // namespace
+
+// Progress is the workers' reports of their steps, else, while none has
+// reported a step, of the snapshots they saved (a worker that only says when
+// it saved). With neither ever reported nothing can be told apart, and no
+// attempt counts.
 bool Agent::Impl::endsCrashLoop() {
-  const std::optional<std::int64_t> reached = watchdogs.bestStep();
-  const bool productive = reached && (!best_step || *reached > *best_step);
+  const std::optional<std::int64_t> step = watchdogs.bestStep();
+  const bool by_steps = best_step || step;
+  const std::optional<std::int64_t> reached = by_steps ? step : watchdogs.bestSnapshot();
+  std::optional<std::int64_t>& best = by_steps ? best_step : best_snapshot;
+  const bool productive = reached && (!best || *reached > *best);
   if (productive) {
-    best_step = reached;
+    best = reached;
     unproductive_in_a_row = 0;
     return false;
   }
-  if (!best_step) {
+  if (!best) {
     return false;
   }
   ++unproductive_in_a_row;
@@ -285,13 +308,8 @@ bool Agent::Impl::endsCrashLoop() {
       unproductive_in_a_row < config.max_unproductive_restarts) {
     return false;
   }
-  result.crash_loop = "crash loop: " + std::to_string(unproductive_in_a_row) +
-                      " attempt(s) in a row failed without getting past step " +
-                      std::to_string(*best_step) +
-                      (reached ? " (this one reached step " + std::to_string(*reached) + ")"
-                               : " (this one reported no step)") +
-                      "; not restarted again (--max-unproductive-restarts " +
-                      std::to_string(config.max_unproductive_restarts) + ")";
+  result.crash_loop = crashLoopLine(unproductive_in_a_row, by_steps, *best, reached,
+                                    config.max_unproductive_restarts);
   log().error("{}", result.crash_loop);
   return true;
 }

@@ -124,8 +124,10 @@ struct Agent::Impl {
   Clock::time_point rendezvous_started;   // of the wait in progress, or the last one
   int restarts_used = 0;                  // failures restarted, against max_restarts
   std::optional<std::int64_t> best_step;  // the highest step any earlier attempt reported
-  int unproductive_in_a_row = 0;          // failed attempts that got no further than it
-  int joins = 0;                          // asked of the rendezvous so far
+  // The same for snapshots, which judge the attempts while no step is reported.
+  std::optional<std::int64_t> best_snapshot;
+  int unproductive_in_a_row = 0;  // failed attempts that got no further than it
+  int joins = 0;                  // asked of the rendezvous so far
   int running = 0;
   Phase phase = Phase::Waiting;
   bool restart_after_stop = false;

@@ -59,8 +59,12 @@ std::optional<ExitStatus> runAnalyser(const std::string& python, const fs::path&
     return std::nullopt;
   }
   SpawnOptions options;
-  options.argv = {python, "-m", kFlightRecorderAnalyser, "--prefix",
-                  std::string(proto::env::kNcclTraceDumpPrefix), gathered.string()};
+  options.argv = {python,
+                  "-m",
+                  kFlightRecorderAnalyser,
+                  "--prefix",
+                  std::string(proto::env::kNcclTraceDumpPrefix),
+                  gathered.string()};
   options.env = inheritedEnvironment();
   options.stdout_fd = out;
   options.stderr_fd = out;

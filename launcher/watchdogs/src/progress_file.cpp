@@ -33,7 +33,8 @@ struct Descriptor {
 std::optional<ProgressLine> parseProgressLine(std::string_view line) {
   // Most lines of a busy worker are progress; anything else is rare, and
   // cheap to refuse before parsing.
-  if (line.find("progress") == std::string_view::npos) {
+  if (line.find("progress") == std::string_view::npos &&
+      line.find("snapshot") == std::string_view::npos) {
     return std::nullopt;
   }
   const nlohmann::json parsed = proto::parseJson<nlohmann::json>(line, nullptr, kMaxProgressDepth);
@@ -42,12 +43,13 @@ std::optional<ProgressLine> parseProgressLine(std::string_view line) {
   }
   const auto name = parsed.find("name");
   const auto step = parsed.find("step");
-  if (name == parsed.end() || *name != "progress" || step == parsed.end() ||
-      !step->is_number_integer() || step->get<std::int64_t>() < 0) {
+  if (name == parsed.end() || (*name != "progress" && *name != "snapshot") ||
+      step == parsed.end() || !step->is_number_integer() || step->get<std::int64_t>() < 0) {
     return std::nullopt;
   }
   ProgressLine progress;
   progress.step = step->get<std::int64_t>();
+  progress.snapshot = *name == "snapshot";
   const auto ts = parsed.find("ts_monotonic_ns");
   if (ts != parsed.end() && ts->is_number_integer() && ts->get<std::int64_t>() >= 0) {
     progress.ts_ns = ts->get<std::int64_t>();
@@ -89,7 +91,9 @@ ProgressLines::Seen ProgressLines::consume(std::string_view bytes) {
       break;  // the line goes on in the next chunk
     }
     if (!dropping_) {
-      if (const auto line = parseProgressLine(partial_)) {
+      if (const auto line = parseProgressLine(partial_); line && line->snapshot) {
+        seen.snapshot_step = std::max(seen.snapshot_step.value_or(line->step), line->step);
+      } else if (line) {
         add(seen, *line);
       }
     }

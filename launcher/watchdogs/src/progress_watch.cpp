@@ -43,6 +43,7 @@ void ProgressWatch::forget(std::size_t index) {
 void ProgressWatch::clear() {
   watched_.clear();
   best_step_.reset();
+  best_snapshot_.reset();
   judged_ = false;
   timer_.cancel();
   armed_ = false;
@@ -56,6 +57,11 @@ void ProgressWatch::stop() {
 std::optional<std::int64_t> ProgressWatch::bestStep() {
   readAll(Clock::now());
   return best_step_;
+}
+
+std::optional<std::int64_t> ProgressWatch::bestSnapshot() {
+  readAll(Clock::now());
+  return best_snapshot_;
 }
 
 milliseconds ProgressWatch::period() const {
@@ -97,6 +103,9 @@ void ProgressWatch::read(Watched& worker, Clock::time_point now) {
   const std::int64_t now_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
   const ProgressLines::Seen seen = worker.file.readNew();
+  if (seen.snapshot_step) {
+    best_snapshot_ = std::max(best_snapshot_.value_or(*seen.snapshot_step), *seen.snapshot_step);
+  }
   if (seen.lines == 0) {
     return;
   }

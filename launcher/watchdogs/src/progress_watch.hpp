@@ -58,6 +58,9 @@ class ProgressWatch {
   // The highest step any worker reported in this attempt, reading what the
   // files gained first.
   std::optional<std::int64_t> bestStep();
+  // The highest step after which a worker of this attempt reported a
+  // snapshot saved, reading what the files gained first.
+  std::optional<std::int64_t> bestSnapshot();
   const ProgressTimeout& timeout() const { return timeout_; }
 
  private:
@@ -88,6 +91,7 @@ class ProgressWatch {
   net::asio::steady_timer timer_;
   std::map<std::size_t, Watched> watched_;
   std::optional<std::int64_t> best_step_;
+  std::optional<std::int64_t> best_snapshot_;
   bool judged_ = false;  // this attempt's stall was taken
   bool armed_ = false;
   bool stopped_ = false;

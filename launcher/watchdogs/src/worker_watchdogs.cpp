@@ -154,6 +154,10 @@ void WorkerWatchdogs::workerExited(std::size_t index) {
 
 std::optional<std::int64_t> WorkerWatchdogs::bestStep() { return progress_watch_->bestStep(); }
 
+std::optional<std::int64_t> WorkerWatchdogs::bestSnapshot() {
+  return progress_watch_->bestSnapshot();
+}
+
 void WorkerWatchdogs::stop() {
   if (file_timer_) {
     file_timer_->stop();

@@ -226,6 +226,28 @@ TEST(AgentProgressTest, WithoutProgressReportsOnlyMaxRestartsCounts) {
   EXPECT_TRUE(result.crash_loop.empty());
 }
 
+// A worker that reports no steps, only its snapshots, as a script that
+// reports where it saves: every attempt saves the snapshot of step 40 again
+// and fails, so the snapshots judge it a crash loop. A later attempt that
+// saves a newer one would have been productive.
+TEST(AgentProgressTest, WithoutStepsTheSnapshotsJudgeACrashLoop) {
+  test_support::TempDir dir("ddprun-agent-progress");
+  FakeRendezvous rendezvous(singleNode(1));
+  AgentConfig config = progressConfig(rendezvous, dir.path(), 1, {}, 100);
+  config.command = [](int) {
+    return std::vector<std::string>{
+        "/bin/sh", "-c",
+        "echo '{\"name\": \"snapshot\", \"step\": 40}' >> \"$DDPRUN_PROGRESS_EVENTS\"; exit 3"};
+  };
+  const RunResult result = Agent(config).run();
+  EXPECT_EQ(result.exit_code, kCrashLoopExitCode);
+  EXPECT_EQ(result.attempts, 4) << "attempt 0, then 3 unproductive restarts";
+  EXPECT_EQ(result.crash_loop,
+            "crash loop: 3 attempt(s) in a row failed without getting past the snapshot of step "
+            "40 (this one reached the snapshot of step 40); not restarted again "
+            "(--max-unproductive-restarts 3)");
+}
+
 TEST(AgentProgressTest, ZeroUnproductiveRestartsNeverEndsACrashLoop) {
   test_support::TempDir dir("ddprun-agent-progress");
   FakeRendezvous rendezvous(singleNode(1));

@@ -18,7 +18,7 @@ TEST(ProgressLineTest, OnlyAProgressEventWithAStepIsProgress) {
   EXPECT_EQ(line->step, 42);
   EXPECT_EQ(line->ts_ns, 7);
   EXPECT_EQ(parseProgressLine(R"({"name": "progress", "step": 3})")->ts_ns, -1);
-  EXPECT_FALSE(parseProgressLine(R"({"name": "snapshot", "step": 3})"));
+  EXPECT_FALSE(parseProgressLine(R"({"name": "progress_bar", "step": 3})"));
   EXPECT_FALSE(parseProgressLine(R"({"name": "progress", "step": -1})"));
   EXPECT_FALSE(parseProgressLine(R"({"name": "progress", "step": "3"})"));
   EXPECT_FALSE(parseProgressLine(R"({"name": "progress"})"));
@@ -28,6 +28,26 @@ TEST(ProgressLineTest, OnlyAProgressEventWithAStepIsProgress) {
       "{\"name\": \"progress\", \"step\": 1, \"x\": " + std::string(100000, '[') +
       std::string(100000, ']') + "}";
   EXPECT_FALSE(parseProgressLine(deep));
+}
+
+// A snapshot line says after which step a snapshot was saved: kept apart
+// from the steps, which it neither counts as nor times.
+TEST(ProgressLinesTest, ASnapshotLineIsNoStepButItsStepIsKept) {
+  const auto line = parseProgressLine(R"({"name": "snapshot", "step": 40})");
+  ASSERT_TRUE(line);
+  EXPECT_TRUE(line->snapshot);
+  EXPECT_FALSE(parseProgressLine(R"({"name": "progress", "step": 3})")->snapshot);
+  ProgressLines lines;
+  const auto seen = lines.consume(
+      "{\"name\": \"snapshot\", \"step\": 40}\n{\"name\": \"snapshot\", \"step\": 20}\n");
+  EXPECT_EQ(seen.lines, 0);
+  EXPECT_FALSE(seen.step);
+  EXPECT_EQ(seen.snapshot_step, 40);
+  const auto both = lines.consume(
+      "{\"name\": \"progress\", \"step\": 41}\n{\"name\": \"snapshot\", \"step\": 41}\n");
+  EXPECT_EQ(both.lines, 1);
+  EXPECT_EQ(both.step, 41);
+  EXPECT_EQ(both.snapshot_step, 41);
 }
 
 TEST(ProgressLinesTest, ALineSplitAcrossReadsIsReadWhole) {

@@ -1,7 +1,10 @@
 // The progress a worker reports (docs/observability.md, "Progress"): one JSON
 // line per step appended to the file DDPRUN_PROGRESS_EVENTS names,
 //   {"name": "progress", "ts_monotonic_ns": 123, "step": 42}
-// read by the agent while the worker runs. Other lines (other names, not
+// read by the agent while the worker runs, and, from a worker that reports no
+// steps, one line per snapshot saved after step N,
+//   {"name": "snapshot", "ts_monotonic_ns": 123, "step": 40}
+// which only the crash-loop rule reads. Other lines (other names, not
 // JSON, too long or too deep) are skipped: a worker's file is not trusted.
 //
 // ProgressFile reads only what was appended since the last read, and at most
@@ -22,9 +25,10 @@ namespace ddprun::launcher {
 
 struct ProgressLine {
   std::int64_t step = 0;    // a non-negative integer
+  bool snapshot = false;    // a snapshot saved after `step`, not a step done
   std::int64_t ts_ns = -1;  // its ts_monotonic_ns; -1 when it has none
 };
-// What a progress line reports; nullopt for any other line.
+// What a progress or snapshot line reports; nullopt for any other line.
 std::optional<ProgressLine> parseProgressLine(std::string_view line);
 
 // Splits appended bytes into lines and keeps the newest progress among them.
@@ -40,6 +44,9 @@ class ProgressLines {
     std::int64_t first_ts_ns = -1;
     std::int64_t last_ts_ns = -1;
     std::int64_t longest_gap_ns = 0;
+    // The highest step of the snapshot lines in this chunk, which count
+    // for none of the above.
+    std::optional<std::int64_t> snapshot_step;
   };
   Seen consume(std::string_view bytes);
   // Bytes were skipped: what is kept of a line is not its start any more.

@@ -122,6 +122,9 @@ class WorkerWatchdogs {
   // The highest step a worker of this attempt reported; nullopt when none
   // did.
   std::optional<std::int64_t> bestStep();
+  // The highest step after which a worker of this attempt reported a
+  // snapshot; nullopt when none did.
+  std::optional<std::int64_t> bestSnapshot();
   // Final: every timer, read and capture stops, so the loop can end.
   void stop();
 
