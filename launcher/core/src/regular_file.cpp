@@ -9,14 +9,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "ddprun/launcher/core/owned_fd.hpp"
+
 namespace ddprun::launcher {
 namespace {
-
-// Closes the descriptor it is given.
-struct FdCloser {
-  int fd;
-  ~FdCloser() { ::close(fd); }
-};
 
 // open() and read() rather than an ifstream, which would block on a FIFO in
 // its open and read /dev/zero for ever: O_NONBLOCK makes opening a FIFO
@@ -70,7 +66,7 @@ RegularFileRead readRegularFile(const std::filesystem::path& file, std::size_t c
     }
     return read;
   }
-  const FdCloser closer{fd};
+  const OwnedFd closer(fd);
   read.found = true;
   if (!readUpTo(fd, cap, read)) {
     read.text.clear();

@@ -162,12 +162,6 @@ void LineRelay::stop() {
   finish();
 }
 
-OwnedFd::~OwnedFd() {
-  if (fd >= 0) {
-    ::close(fd);
-  }
-}
-
 WorkerRelays::WorkerRelays(net::asio::io_context& io)
     : io_(io), consoles_(consolesOfThisProcess()), drain_(io), resizes_(io) {}
 

@@ -28,7 +28,12 @@ HangWatch::HangWatch(net::asio::io_context& io, milliseconds timeout, OnHung on_
       period_(periodFor(timeout)),
       allowance_ticks_(allowanceFor(timeout)),
       on_hung_(std::move(on_hung)),
-      timer_(io) {}
+      timer_(
+          io, [this] { return period_; },
+          [this] {
+            tick();
+            return !stopped_ && !watched_.empty();
+          }) {}
 
 void HangWatch::watch(std::size_t index, pid_t pid) {
   if (stopped_) {
@@ -58,7 +63,6 @@ void HangWatch::forget(std::size_t index) { watched_.erase(index); }
 void HangWatch::clear() {
   watched_.clear();
   timer_.cancel();
-  armed_ = false;
 }
 
 void HangWatch::stop() {
@@ -67,19 +71,9 @@ void HangWatch::stop() {
 }
 
 void HangWatch::arm() {
-  if (armed_ || stopped_ || watched_.empty()) {
-    return;
+  if (!stopped_ && !watched_.empty()) {
+    timer_.start();
   }
-  armed_ = true;
-  timer_.expires_after(period_);
-  timer_.async_wait([this](const net::error_code& error) {
-    if (error || !armed_) {
-      return;
-    }
-    armed_ = false;
-    tick();
-    arm();
-  });
 }
 
 bool HangWatch::quiet(Watched& worker, Clock::time_point now) {

@@ -29,6 +29,7 @@
 #include <map>
 
 #include "ddprun/net/asio.hpp"
+#include "repeating_timer.hpp"
 
 namespace ddprun::launcher {
 
@@ -80,9 +81,8 @@ class HangWatch {
   std::chrono::milliseconds period_;
   std::uint64_t allowance_ticks_;  // 1% of one CPU over the timeout
   OnHung on_hung_;
-  net::asio::steady_timer timer_;
+  RepeatingTimer timer_;
   std::map<std::size_t, Watched> watched_;
-  bool armed_ = false;
   bool stopped_ = false;
 };
 

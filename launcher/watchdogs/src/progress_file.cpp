@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "ddprun/launcher/core/owned_fd.hpp"
 #include "ddprun/proto/json_parse.hpp"
 
 namespace ddprun::launcher {
@@ -14,19 +15,6 @@ namespace {
 
 // A progress line is flat; deeper nesting is refused before it is built.
 constexpr int kMaxProgressDepth = 4;
-
-// Closes the descriptor on every path out of readNew().
-struct Descriptor {
-  explicit Descriptor(int value) : fd(value) {}
-  ~Descriptor() {
-    if (fd >= 0) {
-      ::close(fd);
-    }
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int fd;
-};
 
 }  // namespace
 
@@ -110,7 +98,7 @@ void ProgressLines::skipped() {
 }
 
 ProgressLines::Seen ProgressFile::readNew() {
-  const Descriptor file(
+  const OwnedFd file(
       ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
   struct stat info {};
   if (file.fd < 0 || ::fstat(file.fd, &info) != 0 || !S_ISREG(info.st_mode)) {

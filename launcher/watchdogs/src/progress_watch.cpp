@@ -19,7 +19,14 @@ constexpr milliseconds kIdleGrace(1000);
 
 ProgressWatch::ProgressWatch(net::asio::io_context& io, ProgressTimeout timeout,
                              OnStalled on_stalled)
-    : timeout_(timeout), on_stalled_(std::move(on_stalled)), timer_(io) {}
+    : timeout_(timeout),
+      on_stalled_(std::move(on_stalled)),
+      timer_(
+          io, [this] { return period(); },
+          [this] {
+            tick();
+            return !stopped_ && !watched_.empty();
+          }) {}
 
 void ProgressWatch::watch(std::size_t index, pid_t pid, std::filesystem::path file) {
   if (stopped_) {
@@ -46,7 +53,6 @@ void ProgressWatch::clear() {
   best_snapshot_.reset();
   judged_ = false;
   timer_.cancel();
-  armed_ = false;
 }
 
 void ProgressWatch::stop() {
@@ -73,19 +79,9 @@ milliseconds ProgressWatch::period() const {
 }
 
 void ProgressWatch::arm() {
-  if (armed_ || stopped_ || watched_.empty()) {
-    return;
+  if (!stopped_ && !watched_.empty()) {
+    timer_.start();
   }
-  armed_ = true;
-  timer_.expires_after(period());
-  timer_.async_wait([this](const net::error_code& error) {
-    if (error || !armed_) {
-      return;
-    }
-    armed_ = false;
-    tick();
-    arm();
-  });
 }
 
 // The intervals `auto` learns from are the workers' own timestamps (their

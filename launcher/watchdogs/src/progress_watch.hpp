@@ -29,6 +29,7 @@
 #include "ddprun/launcher/core/progress_timeout.hpp"
 #include "ddprun/launcher/watchdogs/progress_file.hpp"
 #include "ddprun/net/asio.hpp"
+#include "repeating_timer.hpp"
 
 namespace ddprun::launcher {
 
@@ -88,12 +89,11 @@ class ProgressWatch {
 
   ProgressTimeout timeout_;
   OnStalled on_stalled_;
-  net::asio::steady_timer timer_;
+  RepeatingTimer timer_;
   std::map<std::size_t, Watched> watched_;
   std::optional<std::int64_t> best_step_;
   std::optional<std::int64_t> best_snapshot_;
   bool judged_ = false;  // this attempt's stall was taken
-  bool armed_ = false;
   bool stopped_ = false;
 };
 

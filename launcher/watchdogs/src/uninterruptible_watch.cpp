@@ -20,7 +20,15 @@ milliseconds periodFor(milliseconds timeout) {
 
 UninterruptibleWatch::UninterruptibleWatch(net::asio::io_context& io, milliseconds timeout,
                                            OnStuck on_stuck)
-    : timeout_(timeout), period_(periodFor(timeout)), on_stuck_(std::move(on_stuck)), timer_(io) {}
+    : timeout_(timeout),
+      period_(periodFor(timeout)),
+      on_stuck_(std::move(on_stuck)),
+      timer_(
+          io, [this] { return nextLook(); },
+          [this] {
+            look();
+            return !stopped_ && !watched_.empty();
+          }) {}
 
 void UninterruptibleWatch::watch(std::size_t index, pid_t pid) {
   if (stopped_) {
@@ -35,7 +43,6 @@ void UninterruptibleWatch::forget(std::size_t index) { watched_.erase(index); }
 void UninterruptibleWatch::clear() {
   watched_.clear();
   timer_.cancel();
-  armed_ = false;
 }
 
 void UninterruptibleWatch::stop() {
@@ -51,19 +58,9 @@ milliseconds UninterruptibleWatch::nextLook() const {
 }
 
 void UninterruptibleWatch::arm() {
-  if (armed_ || stopped_ || watched_.empty()) {
-    return;
+  if (!stopped_ && !watched_.empty()) {
+    timer_.start();
   }
-  armed_ = true;
-  timer_.expires_after(nextLook());
-  timer_.async_wait([this](const net::error_code& error) {
-    if (error || !armed_) {
-      return;
-    }
-    armed_ = false;
-    look();
-    arm();
-  });
 }
 
 void UninterruptibleWatch::look() {

@@ -24,6 +24,7 @@
 #include <optional>
 
 #include "ddprun/net/asio.hpp"
+#include "repeating_timer.hpp"
 
 namespace ddprun::launcher {
 
@@ -59,9 +60,8 @@ class UninterruptibleWatch {
   std::chrono::milliseconds timeout_;
   std::chrono::milliseconds period_;  // while no worker is in D
   OnStuck on_stuck_;
-  net::asio::steady_timer timer_;
+  RepeatingTimer timer_;
   std::map<std::size_t, Watched> watched_;
-  bool armed_ = false;
   bool stopped_ = false;
 };
 

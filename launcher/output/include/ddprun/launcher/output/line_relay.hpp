@@ -20,21 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "ddprun/launcher/core/owned_fd.hpp"
 #include "ddprun/launcher/core/worker_output.hpp"
 #include "ddprun/launcher/output/console.hpp"
 #include "ddprun/net/asio.hpp"
 
 namespace ddprun::launcher {
-
-// A file descriptor, closed when it goes out of scope.
-struct OwnedFd {
-  int fd = -1;
-  explicit OwnedFd(int descriptor) : fd(descriptor) {}
-  ~OwnedFd();
-  OwnedFd(OwnedFd&& other) noexcept : fd(std::exchange(other.fd, -1)) {}
-  OwnedFd(const OwnedFd&) = delete;
-  OwnedFd& operator=(const OwnedFd&) = delete;
-};
 
 class LineRelay : public std::enable_shared_from_this<LineRelay> {
  public:
