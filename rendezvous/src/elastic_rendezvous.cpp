@@ -23,120 +23,25 @@ JoinStatus ElasticRendezvous::join(const AgentInfo& agent, Clock::time_point now
     restore_->arrivals.push_back(addHeard(restore_->heard, {agent, now}));
     return JoinStatus::kMember;
   }
-  const AgentRef added = admit({agent, now});
-  if (complete_ && inQuarantine(*added, now)) {
-    spares_.push_back(added);  // the job holds min_nodes without it: it waits
+  return place(admit({agent, now}), now, events);
+}
+
+// A known agent that is neither member nor spare yet: a member below
+// max_nodes, else a spare.
+JoinStatus ElasticRendezvous::place(AgentRef agent, Clock::time_point now, Events& events) {
+  if (complete_ && inQuarantine(*agent, now)) {
+    spares_.push_back(agent);  // the job holds min_nodes without it: it waits
     return JoinStatus::kQuarantined;
   }
-  if (!complete_ && inQuarantine(*added, now)) {
-    endQuarantine(added->host);  // a suspended job needs every node it can get
+  if (!complete_ && inQuarantine(*agent, now)) {
+    endQuarantine(agent->host);  // a suspended job needs every node it can get
   }
   if (static_cast<int>(members_.size()) >= settings_.max_nodes) {
-    spares_.push_back(added);  // waits; triggers nothing
+    spares_.push_back(agent);  // waits; triggers nothing
     return JoinStatus::kSpare;
   }
-  addMember(added, now, events);
+  addMember(agent, now, events);
   return JoinStatus::kMember;
-}
-
-JoinStatus ElasticRendezvous::rejoin(const AgentInfo& agent, const RoundMembership& membership,
-                                     Clock::time_point now, Events& events) {
-  const bool restorable = !closed_ && !ever_completed_ && !knows(agent.id) &&
-                          (restore_ ? restore_->round == membership.round &&
-                                          restore_->group_world_size == membership.group_world_size
-                                    : members_.empty() && spares_.empty());
-  if (!restorable) {
-    return join(agent, now, events);  // the rendezvous kept its state: a plain join
-  }
-  if (!restore_) {
-    // The others get one keep-alive timeout to come back. Assigned, not
-    // emplace()d: clang 14 finds Restore not default-constructible there
-    // (std::optional's check was made while the class was incomplete).
-    restore_ = Restore{};
-    restore_->round = membership.round;
-    restore_->group_world_size = membership.group_world_size;
-    restore_->deadline = now + settings_.keep_alive_timeout;
-  }
-  restore_->back.emplace_back(membership.group_rank, addHeard(restore_->heard, {agent, now}));
-  if (static_cast<int>(restore_->back.size()) == restore_->group_world_size) {
-    finishRestore(now, events);
-  }
-  return JoinStatus::kMember;
-}
-
-Events ElasticRendezvous::endRestore(Clock::time_point now) {
-  Events events;
-  if (restore_) {
-    finishRestore(now, events);
-  }
-  return events;
-}
-
-// The restored round continues as it was, in group-rank order. A member that
-// never came back, or a newcomer meanwhile, moves everyone on to a new round.
-void ElasticRendezvous::finishRestore(Clock::time_point now, Events& events) {
-  Restore restore = std::move(*restore_);
-  restore_.reset();
-  next_round_floor_ = std::max(next_round_floor_, restore.round + 1);
-  // Its agents become known, in last-heard order among the rest.
-  heard_.merge(restore.heard,
-               [](const Agent& a, const Agent& b) { return a.last_seen < b.last_seen; });
-  // An id that came twice (a caller that does not check) counts once, as it
-  // first came: the index holds one agent per id.
-  const auto duplicate = [&](AgentRef agent) {
-    if (index_.emplace(agent->info.id, agent).second) {
-      return false;
-    }
-    heard_.erase(agent);
-    return true;
-  };
-  std::erase_if(restore.back, [&](const auto& entry) { return duplicate(entry.second); });
-  std::erase_if(restore.arrivals, duplicate);
-  if (restore.back.empty()) {
-    // Nobody of that round is left: whoever arrived meanwhile starts afresh.
-    for (AgentRef arrival : restore.arrivals) {
-      addMember(arrival, now, events);
-    }
-    return;
-  }
-  std::stable_sort(restore.back.begin(), restore.back.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& [group_rank, agent] : restore.back) {
-    agent->member = true;
-    members_.push_back(agent);
-  }
-  round_ = restore.round;
-  complete_ = true;
-  ever_completed_ = true;
-  const bool changed = static_cast<int>(members_.size()) != restore.group_world_size;
-  for (AgentRef arrival : restore.arrivals) {
-    if (static_cast<int>(members_.size()) < settings_.max_nodes && !inQuarantine(*arrival, now)) {
-      arrival->member = true;
-      members_.push_back(arrival);
-    } else {
-      spares_.push_back(arrival);
-    }
-  }
-  if (changed || static_cast<int>(members_.size()) != restore.group_world_size) {
-    reform(now, events);
-  }
-}
-
-void ElasticRendezvous::forgetRestoring(std::string_view id) {
-  const auto matches = [&](AgentRef agent) { return agent->info.id == id; };
-  const auto back = std::find_if(restore_->back.begin(), restore_->back.end(),
-                                 [&](const auto& entry) { return matches(entry.second); });
-  if (back != restore_->back.end()) {
-    const AgentRef agent = back->second;
-    restore_->back.erase(back);
-    restore_->heard.erase(agent);
-  }
-  const auto arrival = std::find_if(restore_->arrivals.begin(), restore_->arrivals.end(), matches);
-  if (arrival != restore_->arrivals.end()) {
-    const AgentRef agent = *arrival;
-    restore_->arrivals.erase(arrival);
-    restore_->heard.erase(agent);
-  }
 }
 
 void ElasticRendezvous::addMember(AgentRef agent, Clock::time_point now, Events& events) {
@@ -168,17 +73,28 @@ void ElasticRendezvous::heartbeat(std::string_view id, Clock::time_point now) {
 
 Events ElasticRendezvous::lose(std::string_view id, Clock::time_point now) {
   Events events;
-  if (restore_) {
-    forgetRestoring(id);
+  loseTogether({&id, 1}, now, events);
+  return events;
+}
+
+// Every one of `ids` goes before the round is re-formed, so that it is
+// re-formed once, and never with a spare that is going too.
+void ElasticRendezvous::loseTogether(std::span<const std::string_view> ids, Clock::time_point now,
+                                     Events& events) {
+  bool lost_member = false;
+  for (const std::string_view id : ids) {
+    if (restore_) {
+      forgetRestoring(id);
+    }
+    const auto known = index_.find(id);
+    if (closed_ || known == index_.end()) {
+      continue;
+    }
+    lost_member = lost_member || known->second->member;
+    remove(known->second);
   }
-  const auto known = index_.find(id);
-  if (closed_ || known == index_.end()) {
-    return events;
-  }
-  const bool was_member = known->second->member;
-  remove(known->second);
-  if (!was_member) {
-    return events;
+  if (!lost_member) {
+    return;
   }
   if (complete_) {
     reform(now, events);
@@ -188,7 +104,6 @@ Events ElasticRendezvous::lose(std::string_view id, Clock::time_point now) {
       forming_since_.reset();  // nobody is left waiting: the next arrival starts afresh
     }
   }
-  return events;
 }
 
 // The first restart of the running round re-forms it; every later one names
@@ -239,10 +154,12 @@ Events ElasticRendezvous::tick(Clock::time_point now, std::vector<Expired>& expi
     }
     expired.push_back({agent.info.id, agent.member});
   }
+  std::vector<std::string_view> silent;
+  silent.reserve(expired.size() - first);
   for (std::size_t i = first; i < expired.size(); ++i) {
-    Events lost = lose(expired[i].id, now);
-    events.insert(events.end(), lost.begin(), lost.end());
+    silent.push_back(expired[i].id);
   }
+  loseTogether(silent, now, events);
   if (!complete_ && last_call_deadline_ && now >= *last_call_deadline_ &&
       static_cast<int>(members_.size()) >= settings_.min_nodes) {
     completeRound(now, events);
@@ -255,9 +172,22 @@ Events ElasticRendezvous::tick(Clock::time_point now, std::vector<Expired>& expi
 }
 
 // Moving every time by the same amount, capped at `now`, keeps their order.
+// The waits the rendezvous keeps for the agents (a last call, a restore's)
+// move by it too, never past a whole wait from now.
 void ElasticRendezvous::excuseStall(Clock::duration stalled, Clock::time_point now) {
-  for (Agent& agent : heard_) {
-    agent.last_seen = std::min(agent.last_seen + stalled, now);
+  const auto excuse = [&](Heard& heard) {
+    for (Agent& agent : heard) {
+      agent.last_seen = std::min(agent.last_seen + stalled, now);
+    }
+  };
+  excuse(heard_);
+  if (last_call_deadline_) {
+    last_call_deadline_ =
+        std::min(*last_call_deadline_ + stalled, now + settings_.last_call_timeout);
+  }
+  if (restore_) {
+    excuse(restore_->heard);
+    restore_->deadline = std::min(restore_->deadline + stalled, now + settings_.keep_alive_timeout);
   }
 }
 
@@ -392,22 +322,6 @@ std::optional<ElasticRendezvous::Clock::time_point> ElasticRendezvous::lastSeen(
   const auto known = index_.find(id);
   return known != index_.end() ? std::optional<Clock::time_point>(known->second->last_seen)
                                : std::nullopt;
-}
-
-std::vector<std::string> ElasticRendezvous::rejoined() const {
-  std::vector<std::pair<int, std::string>> back;
-  if (restore_) {
-    for (const auto& [group_rank, agent] : restore_->back) {
-      back.emplace_back(group_rank, agent->info.id);
-    }
-  }
-  std::sort(back.begin(), back.end());
-  std::vector<std::string> ids;
-  ids.reserve(back.size());
-  for (auto& entry : back) {
-    ids.push_back(std::move(entry.second));
-  }
-  return ids;
 }
 
 }  // namespace ddprun::rdzv

@@ -439,5 +439,65 @@ TEST(ElasticRendezvousTest, ARestoredRoundExpiresInTheOrderItsAgentsCameBack) {
   EXPECT_EQ(*rdzv.nextDeadline(), kStart + 16s) << "c";
 }
 
+// A restore nobody of its round came back to: the agents that arrived
+// meanwhile start afresh, placed as joins are, so beyond max_nodes they
+// stand by as spares instead of making the round bigger than allowed.
+TEST(ElasticRendezvousTest, ARestoreNobodyCameBackToStillHoldsMaxNodes) {
+  ElasticRendezvous rdzv(settings(1, 2));
+  Events events;
+  rdzv.rejoin(agent("a"), {5, 0, 2}, kStart, events);
+  for (const char* id : {"c", "d", "e"}) {
+    rdzv.join(agent(id), kStart + 1s, events);
+  }
+  EXPECT_TRUE(rdzv.lose("a", kStart + 2s).empty());
+  events = rdzv.tick(kStart + 15s);
+  EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ(rdzv.spares(), (std::vector<std::string>{"e"}));
+  const RoundCompleted round = onlyCompleted(events);
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ(round.round, 6);
+}
+
+// Agents that fall silent in the same tick are lost together: a silent spare
+// is never promoted into the round its silent peer's loss re-forms, and two
+// lost members cost one new round, not two.
+TEST(ElasticRendezvousTest, AgentsExpiringInOneTickCostOneRound) {
+  ElasticRendezvous rdzv(settings(1, 3));
+  joinAll(rdzv, {agent("a"), agent("b"), agent("c")});
+  Events events;
+  EXPECT_EQ(rdzv.join(agent("s"), kStart, events), JoinStatus::kSpare);
+  rdzv.heartbeat("a", kStart + 10s);
+  std::vector<Expired> expired;
+  events = rdzv.tick(kStart + 15s, expired);
+  EXPECT_EQ(expired.size(), 3u);
+  const RoundCompleted round = onlyCompleted(events);
+  EXPECT_EQ(round.round, 1);
+  EXPECT_EQ(idsOf(round), (std::vector<std::string>{"a"}));
+  EXPECT_TRUE(rdzv.spares().empty());
+}
+
+// The rendezvous' own stall is not the agents' time either: a last call and
+// a restore's wait are moved by it as the agents' silence is, never beyond
+// a whole timeout from now.
+TEST(ElasticRendezvousTest, TheRendezvousOwnStallMovesTheLastCallAndARestore) {
+  ElasticRendezvous rdzv(settings(2, 3));
+  joinAll(rdzv, {agent("a"), agent("b")});  // the last call ends at kStart + 30s
+  rdzv.excuseStall(20s, kStart + 25s);
+  EXPECT_TRUE(rdzv.tick(kStart + 31s).empty());
+  rdzv.heartbeat("a", kStart + 40s);
+  rdzv.heartbeat("b", kStart + 40s);
+  EXPECT_FALSE(rdzv.complete());
+  EXPECT_EQ(onlyCompleted(rdzv.tick(kStart + 50s)).round, 0);
+
+  ElasticRendezvous restarted(settings(1, 3));
+  Events events;
+  restarted.rejoin(agent("a"), {3, 0, 2}, kStart, events);  // waits until kStart + 15s
+  restarted.excuseStall(10s, kStart + 12s);
+  EXPECT_TRUE(restarted.tick(kStart + 16s).empty());
+  EXPECT_EQ(restarted.restoring(), 3);
+  EXPECT_EQ(restarted.nextDeadline(), kStart + 25s);
+  EXPECT_EQ(onlyCompleted(restarted.tick(kStart + 25s)).round, 4);
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv

@@ -27,9 +27,14 @@
 //    of the following rounds for quarantine_duration, its agents standing by
 //    as spares, as long as min_nodes still holds without it.
 //  - A restarted rendezvous restores the running round from its members'
-//    rejoins: once all are back it continues that round with no event (no
-//    worker restarts); a member still missing after the keep-alive timeout
-//    is lost as usual, and the others move on to a new round.
+//    rejoins (elastic_restore.cpp): once all are back it continues that
+//    round with no event (no worker restarts); a member still missing after
+//    the keep-alive timeout is lost as usual, and the others move on to a
+//    new round.
+//  - Agents that fall silent in the same tick are lost together: one new
+//    round, never with a spare that is silent too.
+//  - The rendezvous' own stall (excuseStall) counts against nobody: not
+//    against the agents' keep-alive, a last call, or a restore's wait.
 //
 // Cost: a lookup, a heartbeat, and a join that completes no round are O(1)
 // (an index by id); nextDeadline() is O(1), and tick() finds the silent in
@@ -46,6 +51,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -250,6 +256,8 @@ class ElasticRendezvous {
   static AgentRef addHeard(Heard& heard, Agent agent);
   static void keepHeardOrder(Heard& heard, AgentRef agent);
   AgentRef admit(Agent agent);  // into heard_ and the index
+  JoinStatus place(AgentRef agent, Clock::time_point now, Events& events);
+  void loseTogether(std::span<const std::string_view> ids, Clock::time_point now, Events& events);
   void hear(AgentRef agent, Clock::time_point now);
   void addMember(AgentRef agent, Clock::time_point now, Events& events);
   void finishRestore(Clock::time_point now, Events& events);
