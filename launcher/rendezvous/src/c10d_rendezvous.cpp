@@ -118,6 +118,7 @@ void C10dRendezvous::hostRendezvousIfHere() {
   rdzv::ServerOptions options;
   options.port = port_;
   options.rendezvous_host_agent = agent_id_;
+  options.rendezvous_run_id = run_id_;
   options.token = token_;
   try {
     options.host = resolveHost(host_);
