@@ -151,6 +151,16 @@ std::optional<std::string> RendezvousService::authorize(ClientId client, const s
   return std::nullopt;
 }
 
+// Two jobs chose one endpoint (under Slurm: derived ports that collide), and
+// this agent's bind found the other job's hosting agent there: said at once,
+// rather than merging the jobs or waiting for join_timeout.
+std::string RendezvousService::foreignRun(const std::string& run_id) const {
+  return "this endpoint is the rendezvous of another job (run '" + served_run_ +
+         "', hosted by agent '" + host_agent_ + "'), not of run '" + run_id +
+         "': two jobs chose one endpoint (under Slurm, a derived port that collides); give this "
+         "job an --rdzv-endpoint of its own";
+}
+
 // The checks come before anything is written: a join refused here leaves
 // every agent's keys and events as they were. An agent id held by another
 // connection is refused first, whatever the join carries.
@@ -174,6 +184,12 @@ std::optional<RendezvousService::Refusal> RendezvousService::join(ClientId clien
       return Refusal{"a join of rendezvous '" + run_id + "' as '" + request->agent +
                      "', which holds a connection already"};
     }
+  }
+  if (!served_run_.empty() && run_id != served_run_) {
+    refused_joins_[client] = {run_id, protocol::encodeEvent(errorEvent(foreignRun(run_id)))};
+    return Refusal{
+        "a join of rendezvous '" + run_id + "' at the rendezvous of run '" + served_run_ + "' only",
+        /*close=*/false};
   }
   if (!proven(client, run_id, *request)) {
     refused_joins_[client] = {run_id, protocol::encodeEvent(errorEvent(kTokenRequired))};

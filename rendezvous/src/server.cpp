@@ -83,7 +83,7 @@ struct Server::Impl {
   SessionRegistry registry;
   StoreState state;
   RendezvousService rendezvous{options.rendezvous_host_agent, options.token,
-                               options.idle_run_timeout};  // store_mutex
+                               options.idle_run_timeout, options.rendezvous_run_id};  // store_mutex
   SessionContext context;
   std::vector<std::unique_ptr<net::asio::io_context>> contexts;
   std::optional<RendezvousTimer> rendezvous_timer;  // on contexts.front()

@@ -206,5 +206,40 @@ TEST_F(NetnsElasticTest, TheExternalDaemonOutlivesTheLossOfNodeZero) {
   EXPECT_FALSE(daemon_->exitedStatus().has_value()) << "ddprund died";
 }
 
+// Debian maps a machine's own name to 127.0.1.1, so the first host resolves
+// the endpoint's name to loopback while the others resolve it to its
+// address (as under Slurm, where the endpoint is the first host's name). Its
+// agent must host the rendezvous where the others reach it, and advertise
+// its workers' store by that name, not by the loopback address it reached
+// the endpoint from.
+TEST_F(NetnsElasticTest, AFirstHostWhoseNameIsLoopbackThereHostsForTheOthers) {
+  buildLab(2, /*with_daemon=*/false);
+  lab_->nameItselfLoopback("h1");
+  const auto line = [this](const std::string& name, int node_rank) {
+    return std::vector<std::string>{"--nnodes=2",
+                                    "--node-rank=" + std::to_string(node_rank),
+                                    "--nproc-per-node=2",
+                                    "--rdzv-backend=c10d",
+                                    "--rdzv-endpoint=h1:29603",
+                                    "--rdzv-id=loopback-name",
+                                    "--rdzv-conf=join_timeout=20",
+                                    "--no-python",
+                                    DDPRUN_FAKE_WORKER,
+                                    "--env-to",
+                                    dirOf(name).string()};
+  };
+  Subprocess b = ddprunOn("b", "h2", line("b", 1));
+  Subprocess a = ddprunOn("a", "h1", line("a", 0));
+  for (Subprocess* agent : {&a, &b}) {
+    const auto status = agent->waitFor(60s);
+    ASSERT_TRUE(status && status->success()) << describe(status) << logs({"a", "b"});
+  }
+  for (const std::string name : {"a", "b"}) {
+    const auto env = test_support::readEnvFile(dirOf(name) / "0.env");
+    EXPECT_EQ(env.at("WORLD_SIZE"), "4") << name;
+    EXPECT_EQ(env.at("MASTER_ADDR"), "h1") << name << logs({"a", "b"});
+  }
+}
+
 }  // namespace
 }  // namespace ddprun::netns_test

@@ -160,19 +160,29 @@ void NetLab::teardown() noexcept {
 }
 
 // The machine's own hosts file, then one line per host of the lab, so a host
-// is reachable by its name (h0, h1, ...) from every host of the lab.
+// is reachable by its name (h0, h1, ...) from every host of the lab; a host
+// named loopback by itself has Debian's line for its own name instead.
 void NetLab::writeHostsFiles() const {
   std::ifstream machine("/etc/hosts");
-  std::stringstream hosts;
-  hosts << machine.rdbuf() << "\n# the hosts of this test lab\n";
-  for (const auto& [host, position] : hosts_) {
-    hosts << address(host) << " " << host << "\n";
-  }
-  for (const auto& [host, position] : hosts_) {
-    const fs::path dir = fs::path(kNetnsEtc) / namespaceOf(host);
+  std::stringstream common;
+  common << machine.rdbuf() << "\n# the hosts of this test lab\n";
+  for (const auto& [self, self_position] : hosts_) {
+    std::stringstream hosts;
+    hosts << common.str();
+    for (const auto& [host, position] : hosts_) {
+      const bool loopback = host == self && loopback_named_.contains(host);
+      hosts << (loopback ? "127.0.1.1" : address(host)) << " " << host << "\n";
+    }
+    const fs::path dir = fs::path(kNetnsEtc) / namespaceOf(self);
     fs::create_directories(dir);
     std::ofstream(dir / "hosts") << hosts.str();
   }
+}
+
+void NetLab::nameItselfLoopback(const std::string& host) {
+  position(host);  // throws for a host of another lab
+  loopback_named_.insert(host);
+  writeHostsFiles();
 }
 
 void NetLab::ip(const std::vector<std::string>& args) const {

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,6 +81,10 @@ class NetLab {
   // its own; otherwise every host shares this machine's host name.
   std::vector<std::string> onHost(const std::string& host, std::vector<std::string> argv,
                                   bool own_name = false) const;
+  // From now on `host` resolves its own name as Debian's installer writes
+  // /etc/hosts: to 127.0.1.1 only; the other hosts still resolve it to its
+  // address. Call before starting anything on the lab.
+  void nameItselfLoopback(const std::string& host);
   // Sets the bridge's end of the host's veth down or up: down, the host is
   // cut off without a word (no FIN, no RST reaches anyone).
   void setLink(const std::string& host, bool up);
@@ -94,7 +99,8 @@ class NetLab {
   std::string prefix_;
   std::string bridge_namespace_;
   std::map<std::string, int> hosts_;
-  std::vector<std::string> created_;  // namespaces to delete
+  std::set<std::string> loopback_named_;  // nameItselfLoopback's hosts
+  std::vector<std::string> created_;      // namespaces to delete
 };
 
 }  // namespace ddprun::netns_test

@@ -12,6 +12,7 @@
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "ddprun/rendezvous/token_file.hpp"
+#include "endpoint_address.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -110,7 +111,10 @@ C10dRendezvous::~C10dRendezvous() {
 // The agent whose address is the endpoint embeds the daemon, unless
 // is_host=0; with is_host=1 it must. Binding decides "whose address": the
 // bind fails on another host's address, or while a ddprund or another agent
-// serves it. Tried at start and again while a lost rendezvous is awaited.
+// serves it. A name that resolves to loopback here is this machine's own
+// (Debian's 127.0.1.1), bound on every address so that the others reach it
+// (endpoint_address.hpp). Tried at start and again while a lost rendezvous
+// is awaited.
 void C10dRendezvous::hostRendezvousIfHere() {
   if (is_host_ == false || daemon_) {
     return;
@@ -118,9 +122,10 @@ void C10dRendezvous::hostRendezvousIfHere() {
   rdzv::ServerOptions options;
   options.port = port_;
   options.rendezvous_host_agent = agent_id_;
+  options.rendezvous_run_id = run_id_;
   options.token = token_;
   try {
-    options.host = resolveHost(host_);
+    options.host = rendezvousBindAddress(host_, resolveHost(host_));
     auto daemon = std::make_unique<rdzv::Server>(options);
     daemon->start();
     daemon_ = std::move(daemon);

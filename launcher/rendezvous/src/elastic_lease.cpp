@@ -16,6 +16,7 @@
 #include "ddprun/launcher/rendezvous/wait_notice.hpp"
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/rendezvous_status.hpp"
+#include "endpoint_address.hpp"
 #include "store_connection.hpp"
 
 namespace ddprun::launcher {
@@ -100,7 +101,9 @@ protocol::JoinRequest ElasticMembership::joinRequest(const rdzv::StoreClient& le
   request.keep_alive_timeout = keepAliveBound();
   request.quarantine_after = options_.quarantine_after;
   request.quarantine_duration = options_.quarantine_duration;
-  request.store_host = options_.local_addr.empty() ? lease.localAddress() : options_.local_addr;
+  request.store_host = options_.local_addr.empty()
+                           ? advertisedStoreHost(options_.host, lease.localAddress())
+                           : options_.local_addr;
   request.store_port = options_.store_port;
   std::lock_guard lock(mutex_);
   request.session = session_;

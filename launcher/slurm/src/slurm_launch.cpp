@@ -44,13 +44,20 @@ std::string digitsOf(std::string_view variable, const std::string& text) {
   return text;
 }
 
-// The job id modulo the span, digit by digit: ids have no length limit here.
-int portFor(const std::string& job_id) {
+// A number's remainder modulo the span, digit by digit: ids have no length
+// limit here.
+int remainderOf(const std::string& digits) {
   int remainder = 0;
-  for (const char digit : job_id) {
+  for (const char digit : digits) {
     remainder = (remainder * 10 + (digit - '0')) % kSlurmPortSpan;
   }
-  return kSlurmPortBase + remainder;
+  return remainder;
+}
+
+int portFor(const std::string& job_id, const std::string& step_id) {
+  const long long step = remainderOf(step_id);
+  return kSlurmPortBase +
+         static_cast<int>((remainderOf(job_id) + step * kSlurmStepStride) % kSlurmPortSpan);
 }
 
 void readNodeCount(const Environment& env, SlurmStep& step) {
@@ -204,7 +211,7 @@ std::optional<SlurmStep> readSlurmStep(const Environment& env) {
       step.gpus_on_node = count;
     }
   }
-  step.port = portFor(step.job_id);
+  step.port = portFor(step.job_id, step.step_id);
   return step;
 }
 
@@ -262,7 +269,7 @@ std::string describeSlurmLaunch(const LaunchConfig& config, int nproc, bool gpus
     line += ", c10d on this node alone (no rendezvous needed)";
   } else {
     line += ", c10d rendezvous at " + config.rdzv_endpoint + " (first host of " + kStepNodeList +
-            "; port from SLURM_JOB_ID)";
+            "; port from SLURM_JOB_ID and SLURM_STEP_ID)";
   }
   line += ", run id " + config.rdzv_id;
   if (const std::string origin = originOf(config, "rdzv_id"); origin != "(SLURM_JOB_ID)") {

@@ -18,6 +18,7 @@
 #include <random>
 #include <sstream>
 
+#include "ddprun/test_support/eventually.hpp"
 #include "ddprun_binary_fixture.hpp"
 #include "elastic_fixture.hpp"
 #include "srun_step_env.hpp"
@@ -165,7 +166,8 @@ TEST_F(DdprunBinaryTest, UnderSrunTheInfoLineSaysWhatWasDerivedAndFromWhere) {
   EXPECT_EQ(infoLine(outcome.stderr_text, "Slurm job"),
             "Slurm job 1234 step 0: 2 nodes (SLURM_STEP_NUM_NODES), node rank 1 (SLURM_NODEID), "
             "c10d rendezvous at gpu001:21234 (first host of SLURM_STEP_NODELIST; port from "
-            "SLURM_JOB_ID), run id slurm-1234.0, 4 workers per node (SLURM_GPUS_ON_NODE)");
+            "SLURM_JOB_ID and SLURM_STEP_ID), run id slurm-1234.0, 4 workers per node "
+            "(SLURM_GPUS_ON_NODE)");
   const json plan = planOf(outcome);
   EXPECT_EQ(plan["nnodes"], valued({{"min", 2}, {"max", 2}}, "slurm:SLURM_STEP_NUM_NODES"));
   EXPECT_EQ(plan["node_rank"], valued(1, "slurm:SLURM_NODEID"));
@@ -186,7 +188,8 @@ TEST_F(DdprunBinaryTest, UnderSrunEachFlagOrPetVariableWinsOnItsOwn) {
   EXPECT_EQ(infoLine(outcome.stderr_text, "Slurm job"),
             "Slurm job 1234 step 0: 1:4 nodes (--nnodes), node rank 1 (SLURM_NODEID), c10d "
             "rendezvous at gpu001:21234 (first host of SLURM_STEP_NODELIST; port from "
-            "SLURM_JOB_ID), run id mine (PET_RDZV_ID), 2 workers per node (--nproc-per-node)");
+            "SLURM_JOB_ID and SLURM_STEP_ID), run id mine (PET_RDZV_ID), 2 workers per node "
+            "(--nproc-per-node)");
   const json plan = planOf(outcome);
   EXPECT_EQ(plan["nnodes"], valued({{"min", 1}, {"max", 4}}, "flag"));
   EXPECT_EQ(plan["nproc_per_node"], (json{{"value", 2}, {"asked", "2"}, {"source", "flag"}}));
@@ -301,19 +304,24 @@ std::string jobIdWithAFreePort() {
 // `srun -N2 ddprun --no-python fake_worker` on two "nodes" that are this
 // host: no rendezvous flag, one job of four ranks, the node ranks
 // SLURM_NODEID gave, the run id from the job and step.
+// What srun gives the task of node `node_id` of a two-node step on this host.
+Env loopbackStep(const std::string& job_id, const std::string& node_id) {
+  return {{"SLURM_JOB_ID", job_id},
+          {"SLURM_STEP_ID", "0"},
+          {"SLURM_STEP_NODELIST", "127.0.0.1,127.0.0.1"},
+          {"SLURM_STEP_NUM_NODES", "2"},
+          {"SLURM_STEP_NUM_TASKS", "2"},
+          {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"},
+          {"SLURM_NODEID", node_id},
+          {"SLURM_GPUS_ON_NODE", "2"}};
+}
+
 TEST_F(ElasticTest, TwoSrunTasksFormOneJobWithNoRendezvousFlag) {
   const std::string job_id = jobIdWithAFreePort();
   const auto task = [&](const std::string& name, const std::string& node_id) {
     const std::string dir = (dir_.path() / name).string();
     return launch(name, {"--no-python", DDPRUN_FAKE_WORKER, "--env-to", dir},
-                  {{"SLURM_JOB_ID", job_id},
-                   {"SLURM_STEP_ID", "0"},
-                   {"SLURM_STEP_NODELIST", "127.0.0.1,127.0.0.1"},
-                   {"SLURM_STEP_NUM_NODES", "2"},
-                   {"SLURM_STEP_NUM_TASKS", "2"},
-                   {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"},
-                   {"SLURM_NODEID", node_id},
-                   {"SLURM_GPUS_ON_NODE", "2"}});
+                  loopbackStep(job_id, node_id));
   };
   Subprocess second = task("second", "1");  // the node that does not host starts first
   Subprocess first = task("first", "0");
@@ -341,6 +349,35 @@ TEST_F(ElasticTest, TwoSrunTasksFormOneJobWithNoRendezvousFlag) {
       EXPECT_EQ(variables["TORCHELASTIC_RUN_ID"], "slurm-" + job_id + ".0");
     }
   }
+}
+
+// Jobs 10000 apart derive one port: the second job's first node finds the
+// first job's agent hosting it. Its join is refused in one line naming both
+// runs, within seconds: the jobs never merge, and it does not wait out
+// join_timeout for a second node that can only join the wrong rendezvous.
+TEST_F(ElasticTest, AJobWhoseDerivedPortIsTakenByAnotherJobIsToldSoAtOnce) {
+  const std::string job_id = jobIdWithAFreePort();
+  const std::string clashing_id = std::to_string(std::stoi(job_id) + 10000);
+  Subprocess first =
+      launch("first", {"--no-python", DDPRUN_FAKE_WORKER}, loopbackStep(job_id, "0"));
+  ASSERT_TRUE(test_support::eventually(
+      [&] { return contains(log("first"), "hosting the rendezvous"); }, 20s))
+      << log("first");
+  Subprocess second =
+      launch("second", {"--no-python", DDPRUN_FAKE_WORKER}, loopbackStep(clashing_id, "0"));
+  const auto status = second.waitFor(20s);
+  ASSERT_TRUE(status) << "still waiting after 20 s:\n" << log("second");
+  EXPECT_EQ(status->shellCode(), 1) << log("second");
+  EXPECT_TRUE(
+      contains(log("second"),
+               "this endpoint is the rendezvous of another job (run 'slurm-" + job_id + ".0'"))
+      << log("second");
+  EXPECT_EQ(countOf(log("second"), "another job"), 1) << log("second");
+  // The hosting agent says so too, and its own job is untouched.
+  EXPECT_TRUE(contains(log("first"), "a join of rendezvous 'slurm-" + clashing_id +
+                                         ".0' at the rendezvous of run 'slurm-" + job_id +
+                                         ".0' only; refused"))
+      << log("first");
 }
 
 }  // namespace

@@ -280,5 +280,43 @@ TEST_F(EtcdRendezvousTest, ALeaseOfOneIntervalIsNeverLostWhileTheJobRuns) {
   EXPECT_EQ(roundAndWorld("a").first, 0) << logs({"a", "b"});
 }
 
+// A whole job SIGKILLed leaves nothing in etcd once its leases end: its
+// round's state lives on the run's lease, which only its agents renewed. A
+// new job with the same run id then starts afresh at round 0, as torchrun's
+// etcd rendezvous does once its state's TTL has passed, rather than
+// numbering its rounds on from the dead job's.
+TEST_F(EtcdRendezvousTest, ANewJobWithAKilledJobsRunIdStartsAtRoundZero) {
+  Subprocess old_a = fakeAgent("old-a", "1:2", {"--hang"});
+  Subprocess old_b = fakeAgent("old-b", "1:2", {"--hang"});
+  ASSERT_TRUE(test_support::eventually(
+      [&] {
+        return roundAndWorld("old-a") == std::pair{0, 4} &&
+               roundAndWorld("old-b") == std::pair{0, 4};
+      },
+      30s))
+      << logs({"old-a", "old-b"});
+  killAgent(old_b);  // the job goes on alone: round 1 is in etcd's state
+  ASSERT_TRUE(test_support::eventually([&] { return roundAndWorld("old-a").first == 1; }, 10s))
+      << logs({"old-a", "old-b"});
+  killAgent(old_a);
+  for (Subprocess* agent : {&old_a, &old_b}) {
+    ASSERT_TRUE(agent->waitFor(10s)) << logs({"old-a", "old-b"});
+  }
+  const std::string prefix = "/ddprun/rendezvous/" + run_id_ + "/";
+  std::string left;
+  EXPECT_TRUE(test_support::eventually(
+      [&] {
+        left = cluster().etcdctl({"get", "--prefix", "--keys-only", prefix}).out;
+        return left.find_first_not_of('\n') == std::string::npos;
+      },
+      kLeaseTtl + 3s))
+      << "the killed job's keys outlived its leases:\n"
+      << left;
+  Subprocess fresh = fakeAgent("new", "1", {});
+  const auto status = fresh.waitFor(30s);
+  ASSERT_TRUE(status && status->success()) << logs({"new"});
+  EXPECT_EQ(roundAndWorld("new"), (std::pair{0, 2})) << logs({"new"});
+}
+
 }  // namespace
 }  // namespace ddprun::launcher

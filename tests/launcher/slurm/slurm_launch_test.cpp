@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "launcher_test_util.hpp"
 #include "srun_step_env.hpp"
 
@@ -91,6 +93,31 @@ TEST(SlurmLaunch, ThePortComesFromTheJobIdWithinItsRange) {
   EXPECT_EQ(endpointFor("10000"), 20000);
   EXPECT_EQ(endpointFor("123456789"), 26789);
   EXPECT_EQ(endpointFor("99999999999999999999999"), 29999);  // any length
+}
+
+// Two steps of one job on the same first host (srun twice, in the
+// background) must not meet at one port; nor steps of neighbouring jobs.
+// Step 0 keeps the job's port; later steps are kSlurmStepStride apart.
+TEST(SlurmLaunch, EachStepOfAJobHasAPortOfItsOwn) {
+  const auto portOf = [](int job_id, int step_id) {
+    return parse({"t.py"}, with(srunStep(), {{"SLURM_JOB_ID", std::to_string(job_id)},
+                                             {"SLURM_STEP_ID", std::to_string(step_id)}}))
+        .rdzv_address->port;
+  };
+  EXPECT_EQ(portOf(1234, 0), 21234);
+  EXPECT_EQ(portOf(1234, 1), 27414);  // 20000 + (1234 + 6180) % 10000
+  EXPECT_EQ(portOf(1234, 2), 23594);
+  std::set<int> ports;
+  for (int job = 1234 - 899; job <= 1234 + 899; ++job) {
+    for (int step = 0; step <= 7; ++step) {
+      if (job == 1234 || step == 0) {
+        ports.insert(portOf(job, step));
+      }
+    }
+  }
+  // Steps 0-7 of job 1234 and step 0 of each job within 899 of it: all apart.
+  EXPECT_EQ(ports.size(), 2u * 899 + 1 + 7);
+  EXPECT_EQ(parse({"t.py"}, without(srunStep(), {"SLURM_STEP_ID"})).rdzv_address->port, 21234);
 }
 
 TEST(SlurmLaunch, CountsFallBackToTheJobsVariablesThenToTheNodeList) {
@@ -298,14 +325,16 @@ TEST(SlurmLaunch, TheInfoLineNamesWhereEachValueCameFrom) {
   EXPECT_EQ(describeSlurmLaunch(parse({"t.py"}, srunStep()), 4, false),
             "Slurm job 1234 step 0: 2 nodes (SLURM_STEP_NUM_NODES), node rank 1 (SLURM_NODEID), "
             "c10d rendezvous at gpu001:21234 (first host of SLURM_STEP_NODELIST; port from "
-            "SLURM_JOB_ID), run id slurm-1234.0, 4 workers per node (SLURM_GPUS_ON_NODE)");
+            "SLURM_JOB_ID and SLURM_STEP_ID), run id slurm-1234.0, 4 workers per node "
+            "(SLURM_GPUS_ON_NODE)");
   EXPECT_EQ(
       describeSlurmLaunch(parse({"--nnodes=1:4", "--nproc-per-node=1", "--rdzv-id=r7", "t.py"},
                                 with(srunStep(), {{"PET_NODE_RANK", "3"}})),
                           1, false),
       "Slurm job 1234 step 0: 1:4 nodes (--nnodes), node rank 3 (PET_NODE_RANK), c10d "
       "rendezvous at gpu001:21234 (first host of SLURM_STEP_NODELIST; port from "
-      "SLURM_JOB_ID), run id r7 (--rdzv-id), 1 worker per node (--nproc-per-node)");
+      "SLURM_JOB_ID and SLURM_STEP_ID), run id r7 (--rdzv-id), 1 worker per node "
+      "(--nproc-per-node)");
   const LaunchConfig no_gpus_said = parse({"t.py"}, without(srunStep(), {"SLURM_GPUS_ON_NODE"}));
   EXPECT_TRUE(describeSlurmLaunch(no_gpus_said, 8, true)
                   .ends_with(", 8 workers per node (visible GPUs; no SLURM_GPUS_ON_NODE)"));

@@ -65,13 +65,14 @@ std::vector<std::pair<std::string, const etcd::KeyValue*>> restartsInOrder(const
 EtcdCoordinator::EtcdCoordinator(etcd::Client& client, EtcdView& view, Keys keys,
                                  std::string agent_id, rdzv::ElasticSettings settings,
                                  std::function<std::int64_t()> lease,
-                                 std::chrono::milliseconds retry)
+                                 std::chrono::seconds state_ttl, std::chrono::milliseconds retry)
     : client_(client),
       view_(view),
       keys_(std::move(keys)),
       agent_id_(std::move(agent_id)),
       settings_(settings),
       lease_(std::move(lease)),
+      state_ttl_(state_ttl),
       retry_(retry) {
   settings_.keep_alive_timeout = kNeverSilent;
   thread_ = std::thread([this] { run(); });
@@ -322,7 +323,7 @@ bool EtcdCoordinator::write(const rdzv::Events& events, const Snapshot& snapshot
   const etcd::TxnResult result = client_.txn(
       {{keys_.coordinator(), etcd::Compare::Target::kCreateRevision, election_revision_},
        {keys_.state(), etcd::Compare::Target::kModRevision, state_revision_}},
-      {{etcd::Operation::Kind::kPut, keys_.state(), encode(*state), 0}});
+      {{etcd::Operation::Kind::kPut, keys_.state(), encode(*state), stateLease(snapshot)}});
   if (!result.succeeded) {
     return false;
   }
@@ -332,6 +333,15 @@ bool EtcdCoordinator::write(const rdzv::Events& events, const Snapshot& snapshot
              state->suspended ? "suspended (below min_nodes)"
                               : "formed with " + std::to_string(state->nodes.size()) + " node(s)");
   return true;
+}
+
+// The run's lease the state lives on: the one it has, or, for a run's first
+// state (or one whose every agent was gone past the TTL), a new one.
+std::int64_t EtcdCoordinator::stateLease(const Snapshot& snapshot) {
+  if (const etcd::KeyValue* state = find(snapshot, keys_.state()); state && state->lease != 0) {
+    return state->lease;
+  }
+  return client_.grantLease(state_ttl_);
 }
 
 // Until the view has caught up with `revision` (or we stop).

@@ -17,6 +17,13 @@
 // machine's quarantines go into each round's state; a coordinator elected
 // later starts with none (they live in the deposed one's memory).
 //
+// The state lives on the run's lease, not on an agent's: the first write
+// grants it, later ones keep it, and every agent renews it with its own
+// (EtcdLease's `shared`). So it outlives any one agent, coordinators
+// included, and ends one TTL after the job's last agent: a job killed whole
+// leaves nothing for a new job of the same run id to number its rounds on
+// from (as torchrun's etcd rendezvous, whose state keys carry a TTL).
+//
 // Owns its thread (campaign, then lead); it only reads the view and writes
 // to etcd. Destruction stops and joins it; the election key goes with the
 // agent's lease.
@@ -41,10 +48,11 @@ namespace ddprun::launcher::etcd_rdzv {
 class EtcdCoordinator {
  public:
   // `lease()` is the agent's lease now (it changes when the agent had to
-  // register again). `retry` paces attempts while etcd is unavailable.
+  // register again); `state_ttl` the run's lease's, granted with the first
+  // state. `retry` paces attempts while etcd is unavailable.
   EtcdCoordinator(etcd::Client& client, EtcdView& view, Keys keys, std::string agent_id,
                   rdzv::ElasticSettings settings, std::function<std::int64_t()> lease,
-                  std::chrono::milliseconds retry);
+                  std::chrono::seconds state_ttl, std::chrono::milliseconds retry);
   ~EtcdCoordinator();
   EtcdCoordinator(const EtcdCoordinator&) = delete;
   EtcdCoordinator& operator=(const EtcdCoordinator&) = delete;
@@ -63,6 +71,7 @@ class EtcdCoordinator {
   void follow(rdzv::ElasticRendezvous& machine, const EtcdView::Snapshot& snapshot,
               rdzv::Events& events);
   bool stillElected(const EtcdView::Snapshot& snapshot) const;
+  std::int64_t stateLease(const EtcdView::Snapshot& snapshot);
   bool write(const rdzv::Events& events, const EtcdView::Snapshot& snapshot,
              const rdzv::ElasticRendezvous& machine);
   void waitForView(std::int64_t revision);
@@ -75,6 +84,7 @@ class EtcdCoordinator {
   std::string agent_id_;
   rdzv::ElasticSettings settings_;
   std::function<std::int64_t()> lease_;
+  std::chrono::seconds state_ttl_;
   std::chrono::milliseconds retry_;
 
   // The lead's bookkeeping (the coordinator's thread only).

@@ -6,14 +6,16 @@ namespace ddprun::launcher::etcd_rdzv {
 
 EtcdLease::EtcdLease(etcd::Client& client, std::chrono::seconds ttl,
                      std::chrono::milliseconds interval,
-                     std::function<void(std::int64_t lease)> registered)
+                     std::function<void(std::int64_t lease)> registered,
+                     std::function<std::int64_t()> shared)
     : client_(client),
       ttl_(ttl),
       // At least three renewals per lease, as etcd's own client does: with
       // keep_alive_max_attempt 1 a renewal every interval would race the
       // expiry it is meant to prevent.
       interval_(std::min(interval, std::chrono::duration_cast<std::chrono::milliseconds>(ttl) / 3)),
-      registered_(std::move(registered)) {
+      registered_(std::move(registered)),
+      shared_(std::move(shared)) {
   id_ = client_.grantLease(ttl_);
   thread_ = std::thread([this] { renew(); });
 }
@@ -54,6 +56,9 @@ void EtcdLease::renew() {
 void EtcdLease::renewOnce(bool& unavailable) {
   try {
     const bool alive = client_.keepAlive(id_);
+    if (const std::int64_t shared = shared_ ? shared_() : 0; shared != 0) {
+      client_.keepAlive(shared);  // gone: the coordinator grants the next one
+    }
     if (unavailable) {
       log().info("etcd at {} serves again{}", client_.describe(),
                  alive ? "; this node's lease held" : "");

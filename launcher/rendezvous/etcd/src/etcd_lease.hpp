@@ -13,7 +13,9 @@
 // calls `registered` with it (on the lease thread) so the agent writes its
 // keys again. Destruction stops the thread without revoking; revoke() ends
 // the lease at once (the others learn of this agent's exit without waiting
-// for the TTL).
+// for the TTL). `shared()`, when it names one, is another lease renewed
+// with this one: the run's, which every agent keeps alive
+// (etcd_coordinator.hpp).
 #pragma once
 
 #include <atomic>
@@ -33,7 +35,8 @@ class EtcdLease {
   // Grants the lease (throws EtcdUnavailable when no member serves it) and
   // starts renewing it.
   EtcdLease(etcd::Client& client, std::chrono::seconds ttl, std::chrono::milliseconds interval,
-            std::function<void(std::int64_t lease)> registered);
+            std::function<void(std::int64_t lease)> registered,
+            std::function<std::int64_t()> shared = {});
   ~EtcdLease();
   EtcdLease(const EtcdLease&) = delete;
   EtcdLease& operator=(const EtcdLease&) = delete;
@@ -52,6 +55,7 @@ class EtcdLease {
   std::chrono::seconds ttl_;
   std::chrono::milliseconds interval_;
   std::function<void(std::int64_t)> registered_;
+  std::function<std::int64_t()> shared_;  // 0: none now
   std::atomic<std::int64_t> id_{0};
 
   std::mutex mutex_;

@@ -129,7 +129,7 @@ bool EtcdRendezvous::join() {
     try {
       auto lease = std::make_unique<etcd_rdzv::EtcdLease>(
           client_, leaseTtl(config_.rdzv_conf), interval,
-          [this](std::int64_t fresh) { registerMember(fresh); });
+          [this](std::int64_t fresh) { registerMember(fresh); }, [this] { return stateLease(); });
       registerMember(lease->id());
       lease_ = std::move(lease);
     } catch (const etcd::EtcdUnavailable& error) {
@@ -168,9 +168,23 @@ bool EtcdRendezvous::join() {
   settings.quarantine_after = config_.rdzv_conf.quarantineAfter();
   settings.quarantine_duration = config_.rdzv_conf.quarantineDuration();
   coordinator_ = std::make_unique<etcd_rdzv::EtcdCoordinator>(
-      client_, *view_, *keys_, agent_id_, settings, [this] { return lease_->id(); }, interval);
+      client_, *view_, *keys_, agent_id_, settings, [this] { return lease_->id(); },
+      leaseTtl(config_.rdzv_conf), interval);
   log().info("joined the {} as {}", describe(), agent_id_);
   return true;
+}
+
+// The run's lease the state key lives on (0: no state yet), for this agent's
+// lease thread to renew with its own.
+std::int64_t EtcdRendezvous::stateLease() {
+  std::lock_guard lock(wait_mutex_);
+  if (!view_) {
+    return 0;
+  }
+  return view_->read([this](const EtcdView::Snapshot& snapshot) -> std::int64_t {
+    const auto it = snapshot.find(keys_->state());
+    return it == snapshot.end() ? 0 : it->second.lease;
+  });
 }
 
 EtcdRendezvous::Decision EtcdRendezvous::decide() {

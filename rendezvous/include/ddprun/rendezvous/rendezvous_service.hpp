@@ -53,11 +53,15 @@ class RendezvousService {
   // `host_agent`: the agent whose process serves this rendezvous, told to
   // every member with each round ("" for a ddprund of its own). `token`: when
   // not empty, a join must prove it holds it (challenge, then HMAC).
+  // `served_run`: when not empty, the one run served (the host agent's); a
+  // join of any other is refused with an error event naming both runs.
   explicit RendezvousService(std::string host_agent = "", std::string token = "",
-                             Clock::duration idle_run_timeout = kDefaultIdleRunTimeout)
+                             Clock::duration idle_run_timeout = kDefaultIdleRunTimeout,
+                             std::string served_run = "")
       : host_agent_(std::move(host_agent)),
         token_(std::move(token)),
-        idle_run_timeout_(idle_run_timeout) {}
+        idle_run_timeout_(idle_run_timeout),
+        served_run_(std::move(served_run)) {}
 
   // Why a rendezvous SET was refused. `close`: the request was malformed or
   // not the connection's to make, and its connection closes. Otherwise (a
@@ -164,6 +168,7 @@ class RendezvousService {
     std::string answer;
   };
 
+  std::string foreignRun(const std::string& run_id) const;
   std::optional<Refusal> join(ClientId client, const std::string& run_id, std::string_view payload,
                               Clock::time_point now, KeySpace& keys);
   std::optional<std::string> verb(ClientId client, const proto::rendezvous::ElasticRequestKey& key,
@@ -232,6 +237,7 @@ class RendezvousService {
   std::string host_agent_;
   std::string token_;
   Clock::duration idle_run_timeout_;
+  std::string served_run_;  // "": every run (a ddprund)
   Counters counters_;
   std::unordered_map<ClientId, Challenge> challenges_;
   std::unordered_map<ClientId, RefusedJoin> refused_joins_;

@@ -35,6 +35,10 @@ struct ServerOptions {
   // The agent whose process embeds this server as its job's rendezvous ("":
   // a ddprund of its own); members learn it with every round.
   std::string rendezvous_host_agent;
+  // With rendezvous_host_agent: that agent's run, the only one it serves. A
+  // join of another run is refused, saying which run holds the endpoint:
+  // two jobs that chose one endpoint must not meet (docs/slurm.md).
+  std::string rendezvous_run_id;
   // When set, agents must prove they hold this token to join (see
   // token_file.hpp); the workers' store commands stay unauthenticated.
   std::string token;

@@ -1,7 +1,7 @@
 // Slurm awareness (docs/torchrun-contract.md §3.12): started by srun, with no
 // rendezvous chosen by the user, ddprun derives the launch from the step's
 // environment: the node count, a c10d rendezvous at the step's first host on
-// a port derived from the job id, a run id from the job and step ids, this
+// a port derived from the job and step ids, a run id from the same ids, this
 // node's rank, and the workers per node. Every value the user gave (a flag or
 // its PET_ variable) wins over the derived one.
 //
@@ -29,13 +29,19 @@ class SlurmError : public ConfigError {
   using ConfigError::ConfigError;
 };
 
-// The derived rendezvous port: kSlurmPortBase + job id % kSlurmPortSpan,
-// 20000 to 29999. Below Linux's ephemeral ports (32768 and up by default),
-// so no outgoing connection holds it; jobs whose ids differ by a multiple of
-// 10000 and share a first host collide: the later one joins, under its own
-// run id, the rendezvous the earlier one serves (give it --rdzv-endpoint).
+// The derived rendezvous port: kSlurmPortBase + (job id + kSlurmStepStride x
+// step id) % kSlurmPortSpan, 20000 to 29999 (docs/slurm.md). Below Linux's
+// ephemeral ports (32768 and up by default), so no outgoing connection holds
+// it. Step 0 has the job's own port (20000 + job id % 10000); the stride, the
+// span over the golden ratio, puts a job's next steps far from its own and
+// its neighbours' ports: steps 0 to 7 of jobs whose ids differ by less than
+// 900 never share one. No derivation into 10000 ports avoids every clash (ids
+// that differ by a multiple of 10000 do): a clash is caught instead, since
+// an agent-hosted rendezvous serves its own run only and refuses another
+// run's join in one line (c10d_rendezvous.hpp).
 inline constexpr int kSlurmPortBase = 20000;
 inline constexpr int kSlurmPortSpan = 10000;
+inline constexpr int kSlurmStepStride = 6180;
 
 // What srun told this task about its step, each count with the variable it
 // was read from.
@@ -76,7 +82,8 @@ void applySlurmRules(LaunchConfig& config, const Environment& env);
 
 // The info line for a launch derived from Slurm, e.g. "Slurm job 1234 step 0:
 // 2 nodes (SLURM_STEP_NUM_NODES), node rank 0 (SLURM_NODEID), c10d rendezvous
-// at gpu001:21234 (first host of SLURM_STEP_NODELIST; port from SLURM_JOB_ID),
+// at gpu001:21234 (first host of SLURM_STEP_NODELIST; port from SLURM_JOB_ID and
+// SLURM_STEP_ID),
 // run id slurm-1234.0, 4 workers per node (SLURM_GPUS_ON_NODE)". Each value
 // names where it came from, a flag included. `nproc` is the resolved worker
 // count; `gpus_visible` whether a GPU was counted (for kGpusElseDefault).

@@ -73,6 +73,7 @@ class EtcdRendezvous final : public Rendezvous {
   bool join();
   void registerMember(std::int64_t lease);
   Decision decide();
+  std::int64_t stateLease();
   void serveStoreAsNodeZero(std::int64_t round);
   std::string waitingFor();
   void onViewChange();
