@@ -56,11 +56,12 @@ void Agent::Impl::askPeersForStacks(std::size_t index, const std::string& reason
                           reason;
   log().warn("asking the other {} node(s) of round {} for their workers' stacks",
              group.group_world_size - 1, group.attempt);
-  peers->askForStacks(
-      why, kPeerStacksBound,
-      [this, done = std::move(done)](std::vector<StackAnswer> answers, std::vector<int> silent) {
-        asio::post(io, [done, text = describeAnswers(answers, silent)] { done(text); });
-      });
+  peers->askForStacks(why, kPeerStacksBound,
+                      [this, done = std::move(done)](const std::vector<StackAnswer>& answers,
+                                                     const std::vector<int>& silent) {
+                        asio::post(io,
+                                   [done, text = describeAnswers(answers, silent)] { done(text); });
+                      });
 }
 
 void Agent::Impl::onStacksAsked(int attempt, const StackRequest& request) {

@@ -36,7 +36,7 @@ std::optional<fs::path> attemptDirectory(const RunResult& result) {
 // The analyser wants every rank's dump in one directory; a hard link costs
 // nothing, a copy is the fallback where the file system refuses links.
 fs::path gatherDumps(const fs::path& attempt, const std::vector<std::string>& dumps) {
-  const fs::path gathered = attempt / "flight_recorder";
+  fs::path gathered = attempt / "flight_recorder";
   std::error_code error;
   fs::create_directories(gathered, error);
   for (const std::string& dump : dumps) {

@@ -18,7 +18,7 @@ constexpr auto kConnectTimeout = 2s;
 
 }  // namespace
 
-StorePeerChannel::StorePeerChannel(const WorkerGroup& group) : group_(group) {}
+StorePeerChannel::StorePeerChannel(WorkerGroup group) : group_(std::move(group)) {}
 
 StorePeerChannel::~StorePeerChannel() {
   {

@@ -176,7 +176,7 @@ void WorkerWatchdogs::stop() {
   ++generation_;
 }
 
-void WorkerWatchdogs::captureForPeer(Answer answer) {
+void WorkerWatchdogs::captureForPeer(const Answer& answer) {
   peer_hang_ = true;
   std::vector<HungForensics::Target> targets;
   for (const auto& [worker_index, worker] : running_) {

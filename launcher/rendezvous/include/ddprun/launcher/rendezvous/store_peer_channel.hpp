@@ -28,7 +28,7 @@ namespace ddprun::launcher {
 
 class StorePeerChannel final : public PeerChannel {
  public:
-  explicit StorePeerChannel(const WorkerGroup& group);
+  explicit StorePeerChannel(WorkerGroup group);
   ~StorePeerChannel() override;
   StorePeerChannel(const StorePeerChannel&) = delete;
   StorePeerChannel& operator=(const StorePeerChannel&) = delete;

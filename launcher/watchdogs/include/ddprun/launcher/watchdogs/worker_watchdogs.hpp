@@ -115,7 +115,7 @@ class WorkerWatchdogs {
   // Another node's worker hung: every local worker's stacks are taken and
   // saved as for a local hang, and `answer` runs on the loop with where they
   // are. Nothing is killed: the group stops as the other node fails.
-  void captureForPeer(Answer answer);
+  void captureForPeer(const Answer& answer);
   // Another node asked for this attempt's stacks: its Python workers are
   // then stopped so that they print theirs too.
   bool peerAskedForStacks() const { return peer_hang_; }
