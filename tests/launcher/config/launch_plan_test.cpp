@@ -98,7 +98,8 @@ TEST(LaunchPlan, ALaunchDerivedFromSlurmNamesItsVariables) {
   EXPECT_EQ(plan["nnodes"], valued({{"min", 2}, {"max", 2}}, "slurm:SLURM_STEP_NUM_NODES"));
   EXPECT_EQ(plan["node_rank"], valued(1, "slurm:SLURM_NODEID"));
   EXPECT_EQ(plan["rdzv_backend"], valued("c10d", "slurm:SLURM_STEP_NODELIST"));
-  EXPECT_EQ(plan["rdzv_endpoint"], valued("n7:20042", "slurm:SLURM_STEP_NODELIST"));
+  // 20000 + (42 + 6180 * 3) mod 10000: step 3 of job 42 (docs/slurm.md).
+  EXPECT_EQ(plan["rdzv_endpoint"], valued("n7:28582", "slurm:SLURM_STEP_NODELIST"));
   EXPECT_EQ(plan["rdzv_id"], valued("slurm-42.3", "slurm:SLURM_JOB_ID"));
   EXPECT_EQ(plan["nproc_per_node"], (json{{"value", 2}, {"asked", "2"}, {"source", "flag"}}));
   EXPECT_EQ(plan["slurm"], (json{{"job_id", "42"}, {"step_id", "3"}, {"node_list", "n[7-8]"}}));
