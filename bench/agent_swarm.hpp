@@ -52,6 +52,10 @@ struct SwarmOptions {
   int connect_window = 1024;
   // 127.0.0.x source addresses the connections are spread over.
   int source_addresses = 1;
+  // Acknowledge each event read where the round offers acks, as ddprun's
+  // agent does (one SET ack on the lease per event). Off by default: the
+  // figures of rdzv_scale in docs/benchmarks.md were taken without acks.
+  bool ack_events = false;
   // Says how the daemon ended once it has ("" while it runs), so that a
   // connection it closed is reported as its death.
   std::function<std::string()> daemon_ended;
@@ -111,6 +115,7 @@ class AgentSwarm {
   void prepareJoin(std::size_t agent);
   void onEvent(std::size_t agent, std::string_view text);
   void onRound(std::size_t agent, const proto::rendezvous::Event& event);
+  void acknowledge(std::size_t agent);
   void awaitEvent(std::size_t agent);
   void flush(std::size_t conn);
   void beatDueAgents(Clock::time_point now);

@@ -43,6 +43,7 @@ struct AgentSwarm::Agent {
   bool joined = false;
   bool dead = false;    // killed by the benchmark
   bool closed = false;  // told "closed": it has exited
+  bool acks = false;    // its round offered acks, and SwarmOptions::ack_events asks for them
 };
 
 // The epoll set and what every agent sends alike.
@@ -51,7 +52,7 @@ struct AgentSwarm::Loop {
   sockaddr_in server{};
   std::uint32_t nonce = static_cast<std::uint32_t>(::getpid());  // as StoreClient's PING
   std::string clock_key = protocol::queryKey(protocol::kQueryClock);
-  std::array<std::string, static_cast<std::size_t>(protocol::Verb::kStoreReady) + 1> verb_keys;
+  std::array<std::string, static_cast<std::size_t>(protocol::Verb::kAck) + 1> verb_keys;
   std::array<epoll_event, 1024> ready{};
 
   const std::string& key(protocol::Verb verb) { return verb_keys[static_cast<std::size_t>(verb)]; }

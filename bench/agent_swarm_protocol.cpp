@@ -116,6 +116,12 @@ void AgentSwarm::onEvent(std::size_t agent, std::string_view text) {
     throw SwarmFailure("agent " + id + " read a bad event: " + error.what());
   }
   ++a.next_event;
+  if (event.type == EventType::kRound && event.acks && options_.ack_events) {
+    a.acks = true;
+  }
+  if (a.acks && event.type != EventType::kClosed) {
+    acknowledge(agent);  // a closed agent exits instead
+  }
   switch (event.type) {
     case EventType::kRound:
       onRound(agent, event);
@@ -138,6 +144,14 @@ void AgentSwarm::onEvent(std::size_t agent, std::string_view text) {
                          ", which no agent of this run should be told");
   }
   awaitEvent(agent);
+}
+
+// Every event read so far, in one ack (ElasticMembership::ackIfDue).
+void AgentSwarm::acknowledge(std::size_t agent) {
+  Agent& a = agents_[agent];
+  a.lease.set(loop_->key(Verb::kAck),
+              protocol::encodeEventAck({records_[agent].id, 0, a.next_event}));
+  flush(2 * agent);
 }
 
 // Node 0 empties its workers' store and says so (store_ready) before its

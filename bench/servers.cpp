@@ -23,17 +23,19 @@ constexpr std::chrono::milliseconds kStopGrace(3000);
 std::vector<std::string> commandLine(ServerKind kind, const ServerConfig& config,
                                      const std::filesystem::path& port_file) {
   if (kind == ServerKind::Ddprund) {
-    return {config.ddprund.string(),
-            "--host",
-            config.host,
-            "--port",
-            "0",
-            "--threads",
-            std::to_string(config.ddprund_threads),
-            "--port-file",
-            port_file.string(),
-            "--log-level",
-            "warn"};
+    std::vector<std::string> argv = {config.ddprund.string(),
+                                     "--host",
+                                     config.host,
+                                     "--port",
+                                     "0",
+                                     "--threads",
+                                     std::to_string(config.ddprund_threads),
+                                     "--port-file",
+                                     port_file.string(),
+                                     "--log-level",
+                                     "warn"};
+    argv.insert(argv.end(), config.ddprund_args.begin(), config.ddprund_args.end());
+    return argv;
   }
   return {config.libtorch_server.string(),
           "--host",

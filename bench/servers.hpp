@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
@@ -23,6 +24,7 @@ struct ServerConfig {
   std::filesystem::path libtorch_server;  // the libtorch_store_server helper
   int ddprund_threads = 1;
   std::string host = "127.0.0.1";
+  std::vector<std::string> ddprund_args;  // more flags for ddprund (a soak's retention)
 };
 
 // Why `kind` cannot be run with `config` (its program is missing), or empty.
@@ -39,6 +41,8 @@ class RunningServer {
   ServerKind kind() const { return kind_; }
   std::uint16_t port() const { return port_; }
   pid_t pid() const { return child_.pid(); }
+  // The process, for a wait on another port file it writes.
+  launcher::Subprocess& child() { return child_; }
   // User + system CPU seconds the server has used so far (from /proc).
   double cpuSeconds() const;
   // How the server ended ("exit 1", "signal 9"), once it has, waiting up to

@@ -108,7 +108,9 @@ Row measureKeys(int keys, const BigRequestOptions& options, const test_support::
   std::cerr << "store_bench: requests of " << keys << " keys against ddprund..." << std::endl;
   Watchdog watchdog("the requests of " + std::to_string(keys) + " keys",
                     kCommands.size() * options.repeat * kReplyTimeout + std::chrono::minutes(1));
-  const ServerConfig config{options.ddprund, "", options.ddprund_threads};
+  ServerConfig config;
+  config.ddprund = options.ddprund;
+  config.ddprund_threads = options.ddprund_threads;
   RunningServer server(ServerKind::Ddprund, config, scratch);
   test_support::RawConnection conn(server.port());
   conn.sendAll(proto::encodeRequest(

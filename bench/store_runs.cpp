@@ -144,7 +144,10 @@ void runStoreBench(const StoreOptions& options, std::ostream& out) {
   if (!options.skip_load && !options.skip_client_load) {
     ReportContext context;
     context.setup = describeSetup(options, test_support::raiseFdLimit().soft);
-    const ServerConfig config{options.ddprund, options.libtorch_server, options.ddprund_threads};
+    ServerConfig config;
+    config.ddprund = options.ddprund;
+    config.libtorch_server = options.libtorch_server;
+    config.ddprund_threads = options.ddprund_threads;
     const test_support::TempDir scratch("store_bench");
     const auto rows = runLoadPoints(config, scratch, options, context);
     printLoadReport(out, options, rows, context);

@@ -29,7 +29,7 @@ milliseconds toMs(double seconds) { return milliseconds(static_cast<long long>(s
 struct ScaleContext {
   ScaleContext(const StoreScaleOptions& opts, test_support::FdLimit limit)
       : options(opts),
-        config{opts.ddprund, opts.libtorch_server, opts.ddprund_threads},
+        config{opts.ddprund, opts.libtorch_server, opts.ddprund_threads, "127.0.0.1", {}},
         fd_limit(limit),
         fit(connectionsThatFit(limit)) {}
 

@@ -23,7 +23,7 @@ using nlohmann::json;
 
 constexpr std::size_t kMaxRunIdBytes = 256;
 
-constexpr std::array<std::pair<Verb, std::string_view>, 9> kVerbs = {{
+constexpr std::array<std::pair<Verb, std::string_view>, 10> kVerbs = {{
     {Verb::kJoin, "join"},
     {Verb::kHeartbeat, "heartbeat"},
     {Verb::kRestart, "restart"},
@@ -33,6 +33,7 @@ constexpr std::array<std::pair<Verb, std::string_view>, 9> kVerbs = {{
     {Verb::kDone, "done"},
     {Verb::kChallenge, "challenge"},
     {Verb::kStoreReady, "store_ready"},
+    {Verb::kAck, "ack"},
 }};
 
 constexpr std::array<std::pair<EventType, std::string_view>, 8> kEventTypes = {{
@@ -74,6 +75,8 @@ constexpr const char* kRendezvousHost = "rendezvous_host";
 constexpr const char* kMaxRestarts = "max_restarts";
 constexpr const char* kRestartsUsed = "restarts_used";
 constexpr const char* kReports = "reports";
+constexpr const char* kAcks = "acks";
+constexpr const char* kRead = "read";
 constexpr const char* kFailure = "failure";
 constexpr const char* kRank = "rank";
 constexpr const char* kLocalRank = "local_rank";
@@ -410,6 +413,34 @@ std::optional<AgentReport> decodeVerbValue(std::string_view value, std::string& 
   return report;
 }
 
+std::string encodeEventAck(const EventAck& ack) {
+  return jsonText(
+      json{{field::kAgent, ack.agent}, {field::kSession, ack.session}, {field::kRead, ack.read}});
+}
+
+std::optional<EventAck> decodeEventAck(std::string_view text, std::string& why) {
+  std::string not_json;
+  const json in = parseJson(text, &not_json);
+  if (in.is_discarded()) {
+    why = "a bad rendezvous ack: " + not_json;
+    return std::nullopt;
+  }
+  EventAck ack;
+  try {
+    ack.agent = in.at(field::kAgent).get<std::string>();
+    ack.session = in.at(field::kSession).get<std::int64_t>();
+    ack.read = in.at(field::kRead).get<std::int64_t>();
+  } catch (const std::exception& error) {  // json's
+    why = std::string("a bad rendezvous ack: ") + error.what();
+    return std::nullopt;
+  }
+  if (ack.session < 0 || ack.read < 0) {
+    why = "a bad rendezvous ack: a negative session or index";
+    return std::nullopt;
+  }
+  return ack;
+}
+
 std::string_view eventTypeName(EventType type) {
   for (const auto& [value, name] : kEventTypes) {
     if (value == type) {
@@ -435,6 +466,9 @@ std::string encodeEvent(const Event& event) {
     out[field::kRendezvousHost] = event.rendezvous_host;
     if (event.reports) {
       out[field::kReports] = true;
+    }
+    if (event.acks) {
+      out[field::kAcks] = true;
     }
   }
   if (event.failed_on) {
@@ -480,6 +514,7 @@ Event decodeEvent(std::string_view text) {
       event.store_port = in.at(field::kStorePort).get<std::uint16_t>();
       event.rendezvous_host = in.at(field::kRendezvousHost).get<std::string>();
       event.reports = in.value(field::kReports, false);
+      event.acks = in.value(field::kAcks, false);
     }
     if (in.contains(field::kFailedOn)) {
       event.failed_on = in.at(field::kFailedOn).get<std::string>();

@@ -78,6 +78,7 @@ constexpr const char* kPid = "pid";
 constexpr const char* kExitCode = "exit_code";
 constexpr const char* kSignal = "signal";
 constexpr const char* kJobs = "jobs";
+constexpr const char* kTotal = "total";
 constexpr const char* kError = "error";
 constexpr const char* kQuarantined = "quarantined";
 constexpr const char* kFailures = "failures";
@@ -341,9 +342,9 @@ JobStatus decodeJobStatus(std::string_view text) {
   return status;
 }
 
-std::string encodeJobList(const std::vector<JobSummary>& jobs) {
+std::string encodeJobList(const JobList& jobs) {
   json list = json::array();
-  for (const JobSummary& job : jobs) {
+  for (const JobSummary& job : jobs.jobs) {
     list.push_back({{field::kRunId, job.run_id},
                     {field::kState, jobStateName(job.state)},
                     {field::kRound, job.round},
@@ -352,13 +353,19 @@ std::string encodeJobList(const std::vector<JobSummary>& jobs) {
                     {field::kWorldSize, job.world_size},
                     {field::kSinceRoundMs, orNull(job.since_round_ms)}});
   }
-  return jsonText(json{{field::kJobs, std::move(list)}});
+  json out = {{field::kJobs, std::move(list)}};
+  if (jobs.total) {
+    out[field::kTotal] = *jobs.total;
+  }
+  return jsonText(out);
 }
 
-std::vector<JobSummary> decodeJobList(std::string_view text) {
+JobList decodeJobList(std::string_view text) {
   const json in = parseObject(text, "the jobs question");
-  std::vector<JobSummary> jobs;
+  JobList list;
+  std::vector<JobSummary>& jobs = list.jobs;
   try {
+    list.total = optionalI64(in, field::kTotal);
     for (const json& job : in.at(field::kJobs)) {
       JobSummary summary;
       summary.run_id = job.at(field::kRunId).get<std::string>();
@@ -373,7 +380,7 @@ std::vector<JobSummary> decodeJobList(std::string_view text) {
   } catch (const std::exception& error) {
     malformed("jobs", error);
   }
-  return jobs;
+  return list;
 }
 
 std::string encodeQueryError(const QueryError& error) {

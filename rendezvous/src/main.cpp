@@ -44,10 +44,12 @@ struct DaemonFlags {
   double idle_run_timeout_s =
       std::chrono::duration<double>(ddprun::rdzv::RendezvousService::kDefaultIdleRunTimeout)
           .count();
+  double run_retention_s =
+      std::chrono::duration<double>(ddprun::rdzv::RendezvousService::kDefaultRunRetention).count();
   std::string log_level = "info";
 };
 
-// --request-timeout, --idle-run-timeout: seconds, kept in milliseconds by the
+// --request-timeout, --idle-run-timeout, --run-retention: seconds, kept in milliseconds by the
 // server, so at least one millisecond and small enough to convert (1e9 s, as
 // ddprun's timeouts).
 std::string checkSeconds(const std::string& text) {
@@ -110,6 +112,11 @@ const CLI::Option* defineFlags(CLI::App& app, DaemonFlags& flags) {
   app.add_option("--idle-run-timeout", flags.idle_run_timeout_s,
                  "Seconds an open elastic run may go with no agent connected before it is closed "
                  "and forgotten (an agent that comes back later rejoins it afresh)")
+      ->check(CLI::Validator(checkSeconds, "SECONDS", "seconds"))
+      ->capture_default_str();
+  app.add_option("--run-retention", flags.run_retention_s,
+                 "Seconds a closed elastic run is kept, for ddprun status, before it is "
+                 "forgotten with its events (at most 4096 closed runs are kept)")
       ->check(CLI::Validator(checkSeconds, "SECONDS", "seconds"))
       ->capture_default_str();
   app.add_option("--log-level", flags.log_level, "Least severe log message written to stderr")
@@ -206,6 +213,8 @@ int runDaemon(int argc, char** argv) {
       std::chrono::milliseconds(static_cast<long>(flags.request_timeout_s * 1000));
   flags.server.idle_run_timeout =
       std::chrono::milliseconds(static_cast<long>(flags.idle_run_timeout_s * 1000));
+  flags.server.run_retention =
+      std::chrono::milliseconds(static_cast<long>(flags.run_retention_s * 1000));
 
   sigset_t signals;
   sigemptyset(&signals);

@@ -40,7 +40,8 @@ void RendezvousService::collectMetrics(metrics::Exposition& out) const {
     quarantined.sample(static_cast<double>(run.rdzv.quarantinedHosts()), labels);
   }
   auto& jobs = out.family("ddprund_jobs", MetricType::kGauge,
-                          "Jobs (run ids) this rendezvous has seen, open or closed.");
+                          "Jobs (run ids) this rendezvous holds: open, or closed and kept for "
+                          "--run-retention.");
   jobs.sample(static_cast<double>(open), {{"state", "open"}});
   jobs.sample(static_cast<double>(runs_.size() - open), {{"state", "closed"}});
   out.family("ddprund_rounds_decided_total", MetricType::kCounter,

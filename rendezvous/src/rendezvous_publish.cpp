@@ -45,6 +45,7 @@ void RendezvousService::publish(const std::string& run_id, Run& run, const Event
       }
     }
   }
+  noteClosed(run_id, run, now);
 }
 
 // Every member learns its place and node 0's workers' store in one event.
@@ -56,10 +57,11 @@ void RendezvousService::publishRound(const std::string& run_id, Run& run,
                                      KeySpace& keys) {
   run.record.roundDecided(now);
   Event event = simpleEvent(EventType::kRound, round.round);
-  event.reports = true;  // restart and abort may carry their failure
+  event.reports = true;              // restart and abort may carry their failure
+  event.acks = options_.event_acks;  // events read may be acknowledged, and dropped
   event.group_world_size = static_cast<int>(round.nodes.size());
   event.world_size = round.world_size;
-  event.rendezvous_host = host_agent_;
+  event.rendezvous_host = options_.host_agent;
   run.held.clear();
   run.held_round = round.round;
   run.held_for.clear();

@@ -42,15 +42,26 @@ std::string RendezvousService::answer(std::string_view key, Clock::time_point no
   return errorAnswer(std::string(protocol::kNoSuchQuestion) + "'" + std::string(question) + "'");
 }
 
+// At most kMaxJobsListed runs, open ones first (what an operator asks
+// about), each group in run id order; `total` says how many are held.
 std::string RendezvousService::jobsAnswer(Clock::time_point now) const {
-  std::vector<protocol::JobSummary> jobs;
-  for (const auto& [run_id, run] : runs_) {
-    const protocol::JobStatus status = statusOf(run_id, run, now);
-    jobs.push_back({run_id, status.state, status.round, static_cast<int>(status.members.size()),
-                    static_cast<int>(status.spares.size()), status.world_size,
-                    status.since_round_ms});
+  protocol::JobList list;
+  list.total = static_cast<std::int64_t>(runs_.size());
+  for (const bool closed : {false, true}) {
+    for (const auto& [run_id, run] : runs_) {
+      if (list.jobs.size() == kMaxJobsListed) {
+        return protocol::encodeJobList(list);
+      }
+      if (run.rdzv.closed() != closed) {
+        continue;
+      }
+      const protocol::JobStatus status = statusOf(run_id, run, now);
+      list.jobs.push_back(
+          {run_id, status.state, status.round, static_cast<int>(status.members.size()),
+           static_cast<int>(status.spares.size()), status.world_size, status.since_round_ms});
+    }
   }
-  return protocol::encodeJobList(jobs);
+  return protocol::encodeJobList(list);
 }
 
 std::string RendezvousService::statusAnswer(std::string_view run_id, Clock::time_point now) const {
@@ -70,7 +81,7 @@ protocol::JobStatus RendezvousService::statusOf(const std::string& run_id, const
   status.round = rdzv.restoring().value_or(rdzv.round());
   status.min_nodes = run.settings.min_nodes;
   status.max_nodes = run.settings.max_nodes;
-  status.rendezvous_host = host_agent_;
+  status.rendezvous_host = options_.host_agent;
   if (rdzv.closed()) {
     status.state = run.aborted_by.empty() ? JobState::kClosed : JobState::kFailed;
   } else if (rdzv.restoring()) {

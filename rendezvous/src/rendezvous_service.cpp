@@ -60,16 +60,21 @@ std::optional<RendezvousService::Refusal> RendezvousService::onSet(ClientId clie
   if (!parts) {
     return Refusal{"a malformed rendezvous key '" + std::string(key) + "'"};
   }
-  if (!parts->verb) {
+  if (!parts->verb || (*parts->verb == protocol::Verb::kAck && !options_.event_acks)) {
     return Refusal{"an unknown rendezvous request '" + parts->verb_text + "'"};
   }
   if (*parts->verb == protocol::Verb::kJoin) {
     return join(client, parts->run_id, value, now, keys);
   }
-  std::optional<std::string> refused = *parts->verb == protocol::Verb::kChallenge
-                                           ? challenge(client, parts->run_id, value)
-                                           : verb(client, *parts, value, now, keys);
-  forgetIdleRuns(now, keys);  // a leave may have left one beyond kMaxIdleRuns
+  std::optional<std::string> refused;
+  if (*parts->verb == protocol::Verb::kChallenge) {
+    refused = challenge(client, parts->run_id, value);
+  } else if (*parts->verb == protocol::Verb::kAck) {
+    refused = ack(client, parts->run_id, value, keys);
+  } else {
+    refused = verb(client, *parts, value, now, keys);
+  }
+  forgetExpiredRuns(now, keys);  // a leave or a close may have passed a bound
   if (refused) {
     return Refusal{std::move(*refused)};
   }
@@ -98,6 +103,7 @@ std::optional<std::string> RendezvousService::verb(ClientId client,
   switch (*key.verb) {
     case protocol::Verb::kJoin:
     case protocol::Verb::kChallenge:
+    case protocol::Verb::kAck:
       break;  // onSet's
     case protocol::Verb::kStoreReady:
       releaseRound(run_id, run, agent, keys);
@@ -155,8 +161,8 @@ std::optional<std::string> RendezvousService::authorize(ClientId client, const s
 // this agent's bind found the other job's hosting agent there: said at once,
 // rather than merging the jobs or waiting for join_timeout.
 std::string RendezvousService::foreignRun(const std::string& run_id) const {
-  return "this endpoint is the rendezvous of another job (run '" + served_run_ +
-         "', hosted by agent '" + host_agent_ + "'), not of run '" + run_id +
+  return "this endpoint is the rendezvous of another job (run '" + options_.served_run +
+         "', hosted by agent '" + options_.host_agent + "'), not of run '" + run_id +
          "': two jobs chose one endpoint (under Slurm, a derived port that collides); give this "
          "job an --rdzv-endpoint of its own";
 }
@@ -185,11 +191,11 @@ std::optional<RendezvousService::Refusal> RendezvousService::join(ClientId clien
                      "', which holds a connection already"};
     }
   }
-  if (!served_run_.empty() && run_id != served_run_) {
+  if (!options_.served_run.empty() && run_id != options_.served_run) {
     refused_joins_[client] = {run_id, protocol::encodeEvent(errorEvent(foreignRun(run_id)))};
-    return Refusal{
-        "a join of rendezvous '" + run_id + "' at the rendezvous of run '" + served_run_ + "' only",
-        /*close=*/false};
+    return Refusal{"a join of rendezvous '" + run_id + "' at the rendezvous of run '" +
+                       options_.served_run + "' only",
+                   /*close=*/false};
   }
   if (!proven(client, run_id, *request)) {
     refused_joins_[client] = {run_id, protocol::encodeEvent(errorEvent(kTokenRequired))};
@@ -252,10 +258,8 @@ std::optional<RendezvousService::Refusal> RendezvousService::join(ClientId clien
 void RendezvousService::openStream(const std::string& run_id, Run& run, const std::string& agent,
                                    int64_t session, KeySpace& keys) {
   Stream& stream = run.agents[agent].stream;
-  for (int64_t n = 0; n < stream.next; ++n) {
-    keys.unpublish(protocol::eventKey(run_id, agent, stream.session, n));
-  }
-  stream = {session, 0};
+  dropEvents(run_id, agent, stream, stream.next, keys);
+  stream = {session, 0, 0};
 }
 
 void RendezvousService::recordDone(Run& run, const std::string& agent, int64_t round) {
@@ -307,7 +311,7 @@ bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
     publish(lost.run_id, run->second, run->second.rdzv.lose(lost.agent, now), now, keys);
     pushExitBarrier(lost.run_id, run->second, keys);
   }
-  forgetIdleRuns(now, keys);  // beyond kMaxIdleRuns
+  forgetExpiredRuns(now, keys);  // beyond kMaxIdleRuns
   return true;
 }
 
@@ -331,7 +335,7 @@ void RendezvousService::tick(Clock::time_point now, KeySpace& keys) {
     noteLeases(run_id, run, now);
     pushExitBarrier(run_id, run, keys);
   }
-  forgetIdleRuns(now, keys);
+  forgetExpiredRuns(now, keys);
 }
 
 void RendezvousService::excuseStall(Clock::duration stalled, Clock::time_point now) {
@@ -343,7 +347,11 @@ void RendezvousService::excuseStall(Clock::duration stalled, Clock::time_point n
 std::optional<RendezvousService::Clock::time_point> RendezvousService::nextDeadline() const {
   std::optional<Clock::time_point> earliest;
   if (!idle_runs_.empty()) {
-    earliest = idle_runs_.front().first + idle_run_timeout_;
+    earliest = idle_runs_.front().first + options_.idle_run_timeout;
+  }
+  if (!closed_runs_.empty()) {
+    const auto forget_closed = closed_runs_.front().first + options_.run_retention;
+    earliest = earliest ? std::min(*earliest, forget_closed) : forget_closed;
   }
   for (const auto& [run_id, run] : runs_) {
     const auto deadline = run.rdzv.nextDeadline();

@@ -28,7 +28,7 @@ std::optional<std::string> RendezvousService::challenge(ClientId client, const s
 bool RendezvousService::proven(ClientId client, const std::string& run_id,
                                const protocol::JoinRequest& request) {
   const auto it = challenges_.find(client);
-  if (token_.empty()) {
+  if (options_.token.empty()) {
     if (it != challenges_.end()) {
       challenges_.erase(it);
     }
@@ -37,7 +37,7 @@ bool RendezvousService::proven(ClientId client, const std::string& run_id,
   const bool valid =
       it != challenges_.end() && it->second.run_id == run_id && it->second.agent == request.agent &&
       it->second.session == request.session &&
-      protocol::sameProof(request.auth, protocol::joinProof(token_, run_id, request.agent,
+      protocol::sameProof(request.auth, protocol::joinProof(options_.token, run_id, request.agent,
                                                             request.session, it->second.nonce));
   if (it != challenges_.end()) {
     challenges_.erase(it);

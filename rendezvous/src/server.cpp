@@ -82,8 +82,9 @@ struct Server::Impl {
   std::mutex store_mutex;
   SessionRegistry registry;
   StoreState state;
-  RendezvousService rendezvous{options.rendezvous_host_agent, options.token,
-                               options.idle_run_timeout, options.rendezvous_run_id};  // store_mutex
+  RendezvousService rendezvous{{options.rendezvous_host_agent, options.token,
+                                options.idle_run_timeout, options.run_retention, options.event_acks,
+                                options.rendezvous_run_id}};  // store_mutex
   SessionContext context;
   std::vector<std::unique_ptr<net::asio::io_context>> contexts;
   std::optional<RendezvousTimer> rendezvous_timer;  // on contexts.front()

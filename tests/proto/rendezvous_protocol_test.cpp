@@ -118,6 +118,27 @@ TEST(RendezvousReports, RoundTripAndPlainValuesAreTheAgentAlone) {
   EXPECT_FALSE(decodeVerbValue(R"({"agent":"a:1","failure":{"round":0}})", why));
 }
 
+// An ack says which session's events were read, and up to where; an older
+// rendezvous' round, without `acks`, offers none.
+TEST(RendezvousAcks, RoundTripAndMalformedAcksAreNamed) {
+  std::string why;
+  const EventAck ack{"node1:77", 2, 5};
+  EXPECT_EQ(decodeEventAck(encodeEventAck(ack), why), ack) << why;
+  EXPECT_EQ(verbName(Verb::kAck), "ack");
+  for (const char* bad :
+       {"node1:77", "{not json", R"({"agent":"a","session":0})",
+        R"({"agent":"a","session":-1,"read":0})", R"({"agent":"a","session":0,"read":"1"})"}) {
+    why.clear();
+    EXPECT_FALSE(decodeEventAck(bad, why)) << bad;
+    EXPECT_NE(why.find("a bad rendezvous ack"), std::string::npos) << why;
+  }
+  const Event older =
+      decodeEvent(R"({"type":"round","round":0,"group_rank":0,"group_world_size":1,"base_rank":0,)"
+                  R"("local_world_size":1,"world_size":1,"store_host":"h","store_port":1,)"
+                  R"("rendezvous_host":"","reports":true})");
+  EXPECT_FALSE(older.acks);
+}
+
 TEST(RendezvousJoin, MalformedJoinsAreNamed) {
   std::string why;
   EXPECT_FALSE(decodeJoin("{not json", why));
@@ -188,6 +209,9 @@ TEST(RendezvousEvents, EveryTypeRoundTrips) {
   EXPECT_EQ(decodeEvent(encodeEvent(round)), round);
   round.reports = true;
   EXPECT_EQ(decodeEvent(encodeEvent(round)), round);
+  round.acks = true;
+  EXPECT_EQ(decodeEvent(encodeEvent(round)), round);
+  EXPECT_NE(encodeEvent(round).find(R"("acks":true)"), std::string::npos);
   Event closed;
   closed.type = EventType::kClosed;
   closed.failed_on = "node2:77";

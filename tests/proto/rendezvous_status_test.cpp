@@ -35,6 +35,17 @@ JobStatus wholeJob() {
   return job;
 }
 
+// A capped list says how many runs are held; an older rendezvous' list,
+// without the count, is every run it holds.
+TEST(RendezvousStatus, ACappedJobListSaysHowManyRunsAreHeld) {
+  const JobList capped = {{{"a", JobState::kRunning, 0, 2, 0, 4, 5}}, 7};
+  EXPECT_EQ(decodeJobList(encodeJobList(capped)), capped);
+  EXPECT_TRUE(decodeJobList(encodeJobList(capped)).capped());
+  const JobList older = decodeJobList(R"({"jobs":[]})");
+  EXPECT_FALSE(older.total);
+  EXPECT_FALSE(older.capped());
+}
+
 TEST(RendezvousStatus, AWholeJobRoundTrips) {
   EXPECT_EQ(decodeJobStatus(encodeJobStatus(wholeJob())), wholeJob());
   JobStatus empty;
@@ -43,10 +54,12 @@ TEST(RendezvousStatus, AWholeJobRoundTrips) {
 }
 
 TEST(RendezvousStatus, TheJobListAndErrorsRoundTrip) {
-  const std::vector<JobSummary> jobs = {{"a", JobState::kSuspended, 4, 1, 0, 0, 20},
-                                        {"b", JobState::kForming, 0, 1, 0, 0, std::nullopt}};
+  const JobList jobs = {{{"a", JobState::kSuspended, 4, 1, 0, 0, 20},
+                         {"b", JobState::kForming, 0, 1, 0, 0, std::nullopt}},
+                        2};
   EXPECT_EQ(decodeJobList(encodeJobList(jobs)), jobs);
-  EXPECT_TRUE(decodeJobList(encodeJobList({})).empty());
+  EXPECT_FALSE(jobs.capped());
+  EXPECT_TRUE(decodeJobList(encodeJobList({})).jobs.empty());
   const QueryError error{"no rendezvous 'x' here"};
   EXPECT_EQ(decodeQueryError(encodeQueryError(error)), error);
   EXPECT_FALSE(decodeQueryError(encodeJobList(jobs))) << "an answer is no error";

@@ -82,14 +82,14 @@ protocol::WorkerFailureReport exited(std::int64_t round, int rank, int code) {
 }
 
 TEST_F(RendezvousStatusTest, JobsListsEveryRunTheRendezvousHolds) {
-  EXPECT_TRUE(protocol::decodeJobList(ask(std::string(protocol::kQueryJobs))).empty());
+  EXPECT_TRUE(protocol::decodeJobList(ask(std::string(protocol::kQueryJobs))).jobs.empty());
   TestAgent a = agent("node-a:11", "alpha");
   TestAgent b = agent("node-b:12", "beta");
   a.join({1, 1, 2});
   b.join({2, 2, 3});
   ASSERT_EQ(a.nextEvent().type, EventType::kRound);
   const std::int64_t keys = asker_->numKeys();  // the agents' events
-  const auto jobs = protocol::decodeJobList(ask(std::string(protocol::kQueryJobs)));
+  const auto jobs = protocol::decodeJobList(ask(std::string(protocol::kQueryJobs))).jobs;
   status("alpha");
   EXPECT_EQ(asker_->numKeys(), keys) << "asking stores nothing";
   ASSERT_EQ(jobs.size(), 2u);
@@ -111,7 +111,7 @@ TEST_F(RendezvousStatusTest, ARunIdThatIsNotUtf8IsListedAndTheDaemonServesOthers
   TestAgent a = agent("node-a:11", run);
   a.join({1, 1, 2});
   ASSERT_EQ(a.nextEvent().type, EventType::kRound);
-  const auto jobs = protocol::decodeJobList(ask(std::string(protocol::kQueryJobs)));
+  const auto jobs = protocol::decodeJobList(ask(std::string(protocol::kQueryJobs))).jobs;
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].run_id, "r\xEF\xBF\xBD") << "the invalid byte is written as U+FFFD";
   EXPECT_EQ(status(run).run_id, "r\xEF\xBF\xBD");

@@ -43,8 +43,10 @@ TEST_F(DaemonCliTest, ABadFlagIsOneLineNamingItAndExitTwo) {
       {{"--legacy-dialect", "3"}, "--legacy-dialect"},  // not a choice
       {{"--request-timeout", "-1"}, "--request-timeout"},
       {{"--request-timeout", "1e300", "--port", "0"}, "--request-timeout"},  // overflows ms
-      {{"--port"}, "--port"},                                                // a missing value
-      {{"stray"}, "stray"},  // a positional argument
+      {{"--run-retention", "0"}, "--run-retention"},                         // below 1 ms
+      {{"--run-retention", "soon"}, "--run-retention"},
+      {{"--port"}, "--port"},  // a missing value
+      {{"stray"}, "stray"},    // a positional argument
   };
   for (const auto& [args, flag] : cases) {
     const Outcome outcome = run(args);

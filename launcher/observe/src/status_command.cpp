@@ -156,14 +156,16 @@ bool holdsStaticRun(rdzv::StoreClient& client, const std::string& run_id) {
                    " answered with an error: " + error.error);
 }
 
-[[noreturn]] void failUnknownRun(const StatusRequest& request,
-                                 const std::vector<protocol::JobSummary>& jobs) {
+[[noreturn]] void failUnknownRun(const StatusRequest& request, const protocol::JobList& list) {
+  const std::vector<protocol::JobSummary>& jobs = list.jobs;
   std::string held;
   for (std::size_t i = 0; i < jobs.size() && i < kRunIdsNamed; ++i) {
     held += (held.empty() ? "" : ", ") + jobs[i].run_id;
   }
-  if (jobs.size() > kRunIdsNamed) {
-    held += " and " + std::to_string(jobs.size() - kRunIdsNamed) + " more";
+  const auto total =
+      static_cast<std::size_t>(list.total.value_or(static_cast<std::int64_t>(jobs.size())));
+  if (total > kRunIdsNamed && !held.empty()) {
+    held += " and " + std::to_string(total - std::min(jobs.size(), kRunIdsNamed)) + " more";
   }
   throw Error("no rendezvous '" + request.run_id + "' at " + endpointOf(request) + " (" +
               (held.empty() ? std::string("it holds none") : "it holds " + held) + ")");
@@ -187,10 +189,11 @@ int showJobs(rdzv::StoreClient& client, const StatusRequest& request, Clock::tim
     failJobsQuestion(request, *error);
   }
   const auto jobs = protocol::decodeJobList(answer);
-  if (jobs.empty() && holdsStaticRun(client, "none")) {
+  if (jobs.jobs.empty() && holdsStaticRun(client, "none")) {
     failStatic(request, "none");
   }
-  request.json ? printJson(answer) : print(formatJobList(jobs, endpointOf(request)));
+  request.json ? printJson(answer)
+               : print(formatJobList(jobs.jobs, endpointOf(request), jobs.total));
   return 0;
 }
 

@@ -228,9 +228,9 @@ std::string formatJobStatus(const protocol::JobStatus& status, std::string_view 
   return text;
 }
 
-std::string formatJobList(const std::vector<protocol::JobSummary>& jobs,
-                          std::string_view endpoint) {
-  if (jobs.empty()) {
+std::string formatJobList(const std::vector<protocol::JobSummary>& jobs, std::string_view endpoint,
+                          std::optional<std::int64_t> total) {
+  if (jobs.empty() && total.value_or(0) == 0) {
     return "no c10d rendezvous runs at " + visible(endpoint) + "\n";
   }
   std::vector<std::vector<std::string>> rows = {
@@ -241,7 +241,12 @@ std::string formatJobList(const std::vector<protocol::JobSummary>& jobs,
                     std::to_string(job.spares), std::to_string(job.world_size),
                     job.since_round_ms ? ago(*job.since_round_ms) : "-"});
   }
-  return alignColumns(rows);
+  std::string text = alignColumns(rows);
+  if (total && *total > static_cast<std::int64_t>(jobs.size())) {
+    text += "(" + std::to_string(jobs.size()) + " of the " + std::to_string(*total) +
+            " runs it holds, open ones first: --rdzv-id ID shows any one)\n";
+  }
+  return text;
 }
 
 }  // namespace ddprun::launcher

@@ -179,6 +179,7 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
     }
     try {
       sendQueuedRequests(lease, lock);
+      ackIfDue(lease, lock);
       if (stopping_) {
         leaveUnlessClosed(lease, lock);
         return true;
@@ -200,7 +201,27 @@ bool ElasticMembership::serveLease(rdzv::StoreClient& lease) {
 
 bool ElasticMembership::leaseHasWork() const {
   return stopping_ || lost_ || !requests_.empty() || checks_asked_ > checks_answered_ ||
-         (clock_samples_left_ > 0 && !closed_);
+         (clock_samples_left_ > 0 && !closed_) || ackDue();
+}
+
+// Only in the session whose round said the rendezvous takes acks: after a
+// rejoin, the rendezvous may be an older one.
+bool ElasticMembership::ackDue() const {
+  return acks_.session == session_ && acks_.read > acks_.acked;
+}
+
+// The events read so far are the rendezvous' to drop: one ack covers them.
+void ElasticMembership::ackIfDue(rdzv::StoreClient& lease, std::unique_lock<std::mutex>& lock) {
+  if (!ackDue()) {
+    return;
+  }
+  const protocol::EventAck ack{options_.agent_id, acks_.session, acks_.read};
+  lock.unlock();
+  lease.set(protocol::verbKey(options_.run_id, Verb::kAck), protocol::encodeEventAck(ack));
+  lock.lock();
+  if (acks_.session == ack.session) {
+    acks_.acked = std::max(acks_.acked, ack.read);
+  }
 }
 
 // In the order queued, each one dequeued only once sent.

@@ -97,7 +97,7 @@ ElasticMembership::StreamEnd ElasticMembership::readSession(std::int64_t session
       if (event.type == EventType::kDropped) {
         return onDropped();
       }
-      const bool round_over = recordEvent(event);
+      const bool round_over = recordEvent(event, session, n + 1);
       if (round_over) {
         notifyChange(event.type == EventType::kClosed ? kAborted : event.round);
       }
@@ -163,11 +163,27 @@ void ElasticMembership::notifyChange(std::int64_t newer_round) {
   }
 }
 
-// Records one event; returns whether the agent's running round is over.
-bool ElasticMembership::recordEvent(const protocol::Event& event) {
+// The lease thread acknowledges what was read, where the rendezvous takes it.
+// mutex_ held.
+void ElasticMembership::noteRead(std::int64_t session, std::int64_t read,
+                                 const protocol::Event& event) {
+  if (event.type == EventType::kRound && event.acks && acks_.session != session) {
+    acks_ = {session, 0, 0};
+  }
+  if (acks_.session == session) {
+    acks_.read = read;
+    changed_.notify_all();
+  }
+}
+
+// Records one event, the `read`-th of `session`; returns whether the agent's
+// running round is over.
+bool ElasticMembership::recordEvent(const protocol::Event& event, std::int64_t session,
+                                    std::int64_t read) {
   bool quarantine_over = false;
   std::unique_lock lock(mutex_);
   awaited_event_.clear();  // read: roundStands() may decide now
+  noteRead(session, read, event);
   switch (event.type) {
     case EventType::kRound:
       latest_ = roundFrom(event);

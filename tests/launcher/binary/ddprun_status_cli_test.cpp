@@ -127,7 +127,8 @@ TEST(DdprunStatusCliTest, ADaemonWithoutJobsSaysSoAndAnUnknownRunIsExitStatus1) 
   EXPECT_EQ(result.output, "no c10d rendezvous runs at " + endpoint + "\n");
   result = status({"--rdzv-endpoint", endpoint, "--json"});
   EXPECT_EQ(result.code, 0) << result.errors;
-  EXPECT_EQ(nlohmann::json::parse(result.output), nlohmann::json::parse(R"({"jobs": []})"));
+  EXPECT_EQ(nlohmann::json::parse(result.output),
+            nlohmann::json::parse(R"({"jobs": [], "total": 0})"));
   result = status({"--rdzv-endpoint", endpoint, "--rdzv-id", "job7"});
   EXPECT_EQ(result.code, 1);
   EXPECT_EQ(result.output, "");
@@ -173,7 +174,7 @@ TEST(DdprunStatusCliTest, RunIdsTheRendezvousHoldsAreShownEscaped) {
   job.run_id = run_id;
   job.state = protocol::JobState::kRunning;
   const ScriptedStore store(
-      ScriptedStore::Answers{{jobsKey(), protocol::encodeJobList({job})},
+      ScriptedStore::Answers{{jobsKey(), protocol::encodeJobList({{job}, std::nullopt})},
                              {protocol::queryKey(protocol::statusQuestion("job7")),
                               protocol::encodeQueryError({"no rendezvous 'job7' here"})}});
   const std::string endpoint = loopback(store.port());
@@ -190,6 +191,29 @@ TEST(DdprunStatusCliTest, RunIdsTheRendezvousHoldsAreShownEscaped) {
   EXPECT_EQ(result.code, 1);
   EXPECT_EQ(result.errors,
             "ddprun status: no rendezvous 'job7' at " + endpoint + " (it holds " + shown + ")\n");
+}
+
+// A rendezvous that holds more runs than its answer lists (a ddprund caps
+// it): the table says so, and an unknown run's line counts every run held.
+TEST(DdprunStatusCliTest, ACappedListSaysHowManyRunsTheRendezvousHolds) {
+  protocol::JobSummary job;
+  job.run_id = "job1";
+  job.state = protocol::JobState::kClosed;
+  const ScriptedStore store(
+      ScriptedStore::Answers{{jobsKey(), protocol::encodeJobList({{job}, 5000})},
+                             {protocol::queryKey(protocol::statusQuestion("job7")),
+                              protocol::encodeQueryError({"no rendezvous 'job7' here"})}});
+  const std::string endpoint = loopback(store.port());
+  auto result = status({"--rdzv-endpoint", endpoint});
+  EXPECT_EQ(result.code, 0) << result.errors;
+  EXPECT_NE(result.output.find("\n(1 of the 5000 runs it holds, open ones first: --rdzv-id ID "
+                               "shows any one)\n"),
+            std::string::npos)
+      << result.output;
+  result = status({"--rdzv-endpoint", endpoint, "--rdzv-id", "job7"});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.errors, "ddprun status: no rendezvous 'job7' at " + endpoint +
+                               " (it holds job1 and 4999 more)\n");
 }
 
 }  // namespace

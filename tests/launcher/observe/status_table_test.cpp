@@ -144,6 +144,17 @@ TEST(StatusTable, TheJobListHasOneLinePerJob) {
             "other   forming  0      1      0       0      -\n");
 }
 
+// A rendezvous that holds more runs than it lists says how many: the
+// table's last line.
+TEST(StatusTable, ACappedJobListSaysHowManyRunsAreHeld) {
+  const std::vector<protocol::JobSummary> listed = {{"job7", JobState::kRunning, 1, 2, 1, 4, 900}};
+  EXPECT_EQ(formatJobList(listed, "h:1", 52000),
+            "RUN ID  STATE    ROUND  NODES  SPARES  WORLD  LAST ROUND\n"
+            "job7    running  1      2      1       4      900 ms ago\n"
+            "(1 of the 52000 runs it holds, open ones first: --rdzv-id ID shows any one)\n");
+  EXPECT_EQ(formatJobList(listed, "h:1", 1).find("runs it holds"), std::string::npos);
+}
+
 TEST(StatusTable, AQuarantinedHostIsListedAndItsSpareMarked) {
   protocol::JobStatus job = runningJob();
   EXPECT_NE(formatJobStatus(job, "node0:29400").find("quarantined:   none\n"), std::string::npos);

@@ -3,7 +3,8 @@
 // round hosted by another agent ends with that agent (its server stopped
 // here); a running rendezvous keeps it; a lost ddprund keeps it too (the
 // workers go on while the agent reconnects). And a quarantined host's
-// agent, taken out of its round.
+// agent, taken out of its round. The events it has read acknowledged where
+// the rendezvous takes acks, and never where it predates them.
 #include "ddprun/launcher/rendezvous/elastic_membership.hpp"
 
 #include <gtest/gtest.h>
@@ -14,8 +15,10 @@
 #include <optional>
 #include <thread>
 
+#include "ddprun/metrics/exposition.hpp"
 #include "ddprun/rendezvous/server.hpp"
 #include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/prometheus.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -26,11 +29,13 @@ using Clock = std::chrono::steady_clock;
 class ElasticMembershipTest : public ::testing::Test {
  protected:
   // Serves the rendezvous, hosted by agent `host_agent` ("": a ddprund).
-  void serve(const std::string& host_agent) {
+  // `event_acks` false: a rendezvous that predates acks.
+  void serve(const std::string& host_agent, bool event_acks = true) {
     rdzv::ServerOptions options;
     options.host = "127.0.0.1";
     options.port = 0;
     options.rendezvous_host_agent = host_agent;
+    options.event_acks = event_acks;
     server_ = std::make_unique<rdzv::Server>(options);
     server_->start();
   }
@@ -71,8 +76,39 @@ class ElasticMembershipTest : public ::testing::Test {
     return membership;
   }
 
+  // Connections the server closed for a request it refused.
+  double refusedConnections() const {
+    metrics::Exposition out;
+    server_->collectMetrics(out);
+    return test_support::seriesValue(out.text(),
+                                     "ddprund_connections_closed_total{reason=\"bad_request\"}")
+        .value_or(-1);
+  }
+
   std::unique_ptr<rdzv::Server> server_;
 };
+
+// The round event read is acknowledged, and the rendezvous drops it: a long
+// job's events do not pile up in the daemon.
+TEST_F(ElasticMembershipTest, EventsReadAreAcknowledgedAndDropped) {
+  serve("");
+  auto membership = joinFirstRound();
+  ASSERT_TRUE(test_support::eventually([&] { return server_->stats().keys == 0; }, 10s));
+  EXPECT_TRUE(membership->roundStands());
+  EXPECT_EQ(refusedConnections(), 0);
+  EXPECT_EQ(server_->agentsConnected("job"), 1u);
+}
+
+// A rendezvous that predates acks does not offer them: the agent sends
+// none (it would close the lease as an unknown verb), and its events stay.
+TEST_F(ElasticMembershipTest, NoAckGoesToARendezvousThatDoesNotOfferThem) {
+  serve("", /*event_acks=*/false);
+  auto membership = joinFirstRound();
+  EXPECT_TRUE(membership->roundStands());  // a lease turn after the round was read
+  EXPECT_EQ(refusedConnections(), 0);
+  EXPECT_EQ(server_->agentsConnected("job"), 1u);
+  EXPECT_EQ(server_->stats().keys, 1u) << "the round event, kept";
+}
 
 TEST_F(ElasticMembershipTest, ARoundStandsWhileItsRendezvousServes) {
   serve("node-b");

@@ -51,14 +51,19 @@ bool isQueryKey(std::string_view key);
 std::string_view queryOf(std::string_view key);
 
 // What an agent asks of the elastic rendezvous. Each is a SET of
-// verbKey(run, verb): kJoin's value is a JoinRequest, every other verb's
-// value is the agent's id.
+// verbKey(run, verb): kJoin's value is a JoinRequest, kAck's an EventAck,
+// every other verb's value is the agent's id (or, for a restart or an
+// abort, an AgentReport).
 // kChallenge (value: challengeRequest()) asks for a nonce to prove, in the
 // join, that this agent holds the job's token (joinProof()); a rendezvous
 // started with a token refuses joins without that proof.
 // kStoreReady: node 0 of the running round has emptied its workers' store
 // (its previous workers are stopped); only then are the other members told
 // the round, so no worker of the new round sees the last one's keys.
+// kAck (value: encodeEventAck()) says the agent has read its events below
+// `read`: the rendezvous drops them. Sent only in a session whose round said
+// Event::acks, since an older rendezvous closes the lease on a verb it does
+// not know.
 enum class Verb {
   kJoin,
   kHeartbeat,
@@ -68,7 +73,8 @@ enum class Verb {
   kAbort,
   kDone,
   kChallenge,
-  kStoreReady
+  kStoreReady,
+  kAck
 };
 
 std::string_view verbName(Verb verb);
@@ -171,6 +177,21 @@ struct AgentReport {
 };
 
 std::string encodeAgentReport(const AgentReport& report);
+
+// The value of an ack: this agent has read every event of `session` below
+// index `read`, so the rendezvous may drop them.
+struct EventAck {
+  std::string agent;
+  std::int64_t session = 0;
+  std::int64_t read = 0;
+
+  bool operator==(const EventAck&) const = default;
+};
+
+std::string encodeEventAck(const EventAck& ack);
+// nullopt with `why` set when the text is not a well-formed ack (bad JSON,
+// a missing or mistyped field, a negative session or index).
+std::optional<EventAck> decodeEventAck(std::string_view text, std::string& why);
 // A verb's value: a JSON object is a report, anything else the agent's id
 // alone (agent ids never start with '{'). nullopt with `why` set: an object
 // that is not a well-formed report.
@@ -234,6 +255,10 @@ struct Event {
   // An agent sends its id alone to one that does not say so (an older
   // rendezvous would refuse anything else).
   bool reports = false;
+  // kRound: this rendezvous takes acks (Verb::kAck) and drops the events
+  // acknowledged. An agent acks nothing in a session whose round did not say
+  // so (an older rendezvous would close its lease on the unknown verb).
+  bool acks = false;
   // kSpare: this agent stands by because its host is quarantined, and is
   // out of `round` (a member until then: its round is over). An older agent
   // reads a plain spare.

@@ -17,7 +17,7 @@
 
 namespace ddprun::proto::rendezvous {
 
-// "jobs": every run the rendezvous holds (JobSummary each).
+// "jobs": the runs the rendezvous holds (JobList), at most a bounded number.
 inline constexpr std::string_view kQueryJobs = "jobs";
 // "status/<run id>": one run, whole (JobStatus).
 std::string statusQuestion(std::string_view run_id);
@@ -131,6 +131,17 @@ struct JobSummary {
   bool operator==(const JobSummary&) const = default;
 };
 
+// The answer to jobs. A rendezvous lists a bounded number of runs (open ones
+// first); `total` is how many it holds, more than jobs.size() when the list
+// was capped. Absent from an older rendezvous, which listed every run.
+struct JobList {
+  std::vector<JobSummary> jobs;
+  std::optional<std::int64_t> total;
+
+  bool capped() const { return total && *total > static_cast<std::int64_t>(jobs.size()); }
+  bool operator==(const JobList&) const = default;
+};
+
 // An answer that is not one: an unknown question, or an unknown run id.
 // An unknown question's error starts with kNoSuchQuestion: a client tells
 // by it a rendezvous older than its question.
@@ -142,13 +153,13 @@ struct QueryError {
 };
 
 std::string encodeJobStatus(const JobStatus& status);
-std::string encodeJobList(const std::vector<JobSummary>& jobs);
+std::string encodeJobList(const JobList& list);
 std::string encodeQueryError(const QueryError& error);
 
 // Each throws StoreError naming what is wrong when the text is not that
 // answer. Fields a rendezvous may leave out (optional ones) are optional here.
 JobStatus decodeJobStatus(std::string_view text);
-std::vector<JobSummary> decodeJobList(std::string_view text);
+JobList decodeJobList(std::string_view text);
 // nullopt: the text is an answer, not an error.
 std::optional<QueryError> decodeQueryError(std::string_view text);
 

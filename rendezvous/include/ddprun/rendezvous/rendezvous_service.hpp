@@ -49,19 +49,36 @@ class RendezvousService {
   // At most this many such runs are kept; beyond it the one idle longest is
   // forgotten at once, so joins that go away cannot grow the daemon.
   static constexpr std::size_t kMaxIdleRuns = 1024;
+  // A closed run is kept this long (ddprund --run-retention), so `ddprun
+  // status` still answers for it, then forgotten with its events; at most
+  // kMaxClosedRuns are kept, the one closed longest ago forgotten first, so
+  // a daemon that runs for months holds what its recent jobs left only.
+  static constexpr std::chrono::seconds kDefaultRunRetention{3600};
+  static constexpr std::size_t kMaxClosedRuns = 4096;
+  // The `jobs` answer lists at most this many runs (open ones first), and
+  // says how many it holds: it stays far below a client's reply limit.
+  static constexpr std::size_t kMaxJobsListed = 1000;
 
-  // `host_agent`: the agent whose process serves this rendezvous, told to
-  // every member with each round ("" for a ddprund of its own). `token`: when
-  // not empty, a join must prove it holds it (challenge, then HMAC).
-  // `served_run`: when not empty, the one run served (the host agent's); a
-  // join of any other is refused with an error event naming both runs.
-  explicit RendezvousService(std::string host_agent = "", std::string token = "",
-                             Clock::duration idle_run_timeout = kDefaultIdleRunTimeout,
-                             std::string served_run = "")
-      : host_agent_(std::move(host_agent)),
-        token_(std::move(token)),
-        idle_run_timeout_(idle_run_timeout),
-        served_run_(std::move(served_run)) {}
+  struct Options {
+    // The agent whose process serves this rendezvous, told to every member
+    // with each round ("" for a ddprund of its own).
+    std::string host_agent;
+    // When not empty, a join must prove it holds it (challenge, then HMAC).
+    std::string token;
+    Clock::duration idle_run_timeout = kDefaultIdleRunTimeout;
+    Clock::duration run_retention = kDefaultRunRetention;
+    // Round events offer acks, and acks drop what was read. false: as a
+    // rendezvous before acks (no offer; an ack is an unknown verb, and
+    // closes its connection), for the tests of newer agents against it.
+    bool event_acks = true;
+    // When not empty, the one run served (the host agent's); a join of any
+    // other is refused with an error event naming both runs. "": every run
+    // (a ddprund).
+    std::string served_run;
+  };
+
+  RendezvousService() : RendezvousService(Options{}) {}
+  explicit RendezvousService(Options options) : options_(std::move(options)) {}
 
   // Why a rendezvous SET was refused. `close`: the request was malformed or
   // not the connection's to make, and its connection closes. Otherwise (a
@@ -113,10 +130,13 @@ class RendezvousService {
   }
 
  private:
-  // An agent's event stream: its join's session, and the next event's index.
+  // An agent's event stream: its join's session, the next event's index,
+  // and the first one still held (those below it were acknowledged, and
+  // dropped).
   struct Stream {
     int64_t session = 0;
     int64_t next = 0;
+    int64_t acked = 0;
   };
   // What the service holds of one agent of a run, from its first join on
   // (kept once it is lost: its events stay readable until it joins again).
@@ -128,9 +148,10 @@ class RendezvousService {
     std::string store_host;
     std::uint16_t store_port = 0;
   };
-  // Runs none of whose agents holds a connection, idle longest first: since
-  // when, and the run's id.
-  using IdleRuns = std::list<std::pair<Clock::time_point, std::string>>;
+  // Runs waiting to be forgotten, oldest first: since when (idle, or
+  // closed), and the run's id. Kept for open runs none of whose agents holds
+  // a connection (idle_runs_) and for closed runs (closed_runs_).
+  using RunQueue = std::list<std::pair<Clock::time_point, std::string>>;
   struct Run {
     explicit Run(const ElasticSettings& s) : settings(s), rdzv(s) {}
     ElasticSettings settings;
@@ -146,8 +167,9 @@ class RendezvousService {
     std::string held_for;  // node 0 of held_round
     std::vector<NodeAssignment> held;
     proto::rendezvous::Event held_event;
-    JobRecord record;                        // what `ddprun status` is told beyond the rounds
-    std::optional<IdleRuns::iterator> idle;  // its entry while no agent holds a connection
+    JobRecord record;                          // what `ddprun status` is told beyond the rounds
+    std::optional<RunQueue::iterator> idle;    // its entry while no agent holds a connection
+    std::optional<RunQueue::iterator> closed;  // its entry once it is closed
   };
   using Runs = std::map<std::string, Run, std::less<>>;
   struct Binding {
@@ -179,11 +201,20 @@ class RendezvousService {
                                        std::string_view value);
   bool proven(ClientId client, const std::string& run_id,
               const proto::rendezvous::JoinRequest& request);
-  // Forgets the runs idle past the bound, or beyond kMaxIdleRuns.
-  void forgetIdleRuns(Clock::time_point now, KeySpace& keys);
+  // Forgets the runs idle or closed past their bound, or beyond
+  // kMaxIdleRuns / kMaxClosedRuns (run_retention.cpp).
+  void forgetExpiredRuns(Clock::time_point now, KeySpace& keys);
   void forgetRun(Runs::iterator run, KeySpace& keys);
   // The run's agents' open leases changed: it starts or stops being idle.
   void noteLeases(const std::string& run_id, Run& run, Clock::time_point now);
+  // The run may have closed: its retention starts.
+  void noteClosed(const std::string& run_id, Run& run, Clock::time_point now);
+  // An agent has read its events below ack.read: they are dropped.
+  std::optional<std::string> ack(ClientId client, const std::string& run_id, std::string_view value,
+                                 KeySpace& keys);
+  // Drops `agent`'s events from stream.acked up to (not including) `end`.
+  static void dropEvents(const std::string& run_id, const std::string& agent, Stream& stream,
+                         int64_t end, KeySpace& keys);
   void openStream(const std::string& run_id, Run& run, const std::string& agent, int64_t session,
                   KeySpace& keys);
   void recordDone(Run& run, const std::string& agent, int64_t round);
@@ -234,15 +265,13 @@ class RendezvousService {
     std::uint64_t quarantines = 0;         // hosts quarantined
   };
 
-  std::string host_agent_;
-  std::string token_;
-  Clock::duration idle_run_timeout_;
-  std::string served_run_;  // "": every run (a ddprund)
+  Options options_;
   Counters counters_;
   std::unordered_map<ClientId, Challenge> challenges_;
   std::unordered_map<ClientId, RefusedJoin> refused_joins_;
   Runs runs_;
-  IdleRuns idle_runs_;
+  RunQueue idle_runs_;
+  RunQueue closed_runs_;
   std::unordered_map<ClientId, Binding> bindings_;
   // Leases whose agent was dropped (no heartbeat in time): their requests
   // are ignored, not refused, so the agent learns of the drop from its

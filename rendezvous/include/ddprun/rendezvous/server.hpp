@@ -48,6 +48,11 @@ struct ServerOptions {
   std::size_t max_memory_bytes = MemoryBudget::kDefaultBytes;
   // An open run with no agent connected is forgotten after this long.
   std::chrono::milliseconds idle_run_timeout = RendezvousService::kDefaultIdleRunTimeout;
+  // A closed run is forgotten this long after it closed.
+  std::chrono::milliseconds run_retention = RendezvousService::kDefaultRunRetention;
+  // RendezvousService::Options::event_acks: false only to test newer agents
+  // against a rendezvous that predates acks.
+  bool event_acks = true;
 };
 
 struct ServerStats {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,8 +15,11 @@ namespace ddprun::launcher {
 // One run, whole: a summary, the members, the spares, the losses.
 std::string formatJobStatus(const proto::rendezvous::JobStatus& status, std::string_view endpoint);
 // The runs a rendezvous holds, one line each; a sentence when there is none.
+// `total`: the runs it holds (JobList::total); when more than it listed, a
+// last line says so.
 std::string formatJobList(const std::vector<proto::rendezvous::JobSummary>& jobs,
-                          std::string_view endpoint);
+                          std::string_view endpoint,
+                          std::optional<std::int64_t> total = std::nullopt);
 
 // "850 ms", "4.2 s", "3 min 5 s", "2 h 7 min".
 std::string describeDuration(std::int64_t milliseconds);

@@ -197,6 +197,8 @@ class ElasticMembership {
   void sendQueuedRequests(rdzv::StoreClient& lease, std::unique_lock<std::mutex>& lock);
   void leaveUnlessClosed(rdzv::StoreClient& lease, std::unique_lock<std::mutex>& lock);
   void sampleClockIfDue(rdzv::StoreClient& lease, std::unique_lock<std::mutex>& lock);
+  void ackIfDue(rdzv::StoreClient& lease, std::unique_lock<std::mutex>& lock);
+  bool ackDue() const;
   void beatIfDue(rdzv::StoreClient& lease, std::unique_lock<std::mutex>& lock,
                  Clock::time_point& next_beat);
   void beat(rdzv::StoreClient& lease);
@@ -223,7 +225,10 @@ class ElasticMembership {
   void readEvents();
   StreamEnd readSession(std::int64_t session);
   StreamEnd onDropped();
-  bool recordEvent(const proto::rendezvous::Event& event);
+  bool recordEvent(const proto::rendezvous::Event& event, std::int64_t session, std::int64_t read);
+  // The reader has read `read` events of `session`, `event` the last.
+  // mutex_ held.
+  void noteRead(std::int64_t session, std::int64_t read, const proto::rendezvous::Event& event);
   // Quarantine (quarantine_notice.cpp). quarantineLeft(): mutex_ held.
   void sayQuarantined(const proto::rendezvous::HostQuarantine& quarantine);
   std::string quarantineLeft() const;
@@ -274,6 +279,15 @@ class ElasticMembership {
   std::string error_;
   std::optional<std::string> failed_on_;
   bool dropped_ = false;
+  // The events read, and acknowledged to the rendezvous (the ack verb), in
+  // the one session whose round said the rendezvous takes acks: an older
+  // rendezvous would close the lease on the verb.
+  struct EventAcks {
+    std::int64_t session = -1;  // -1: no round of any session said so yet
+    std::int64_t read = 0;
+    std::int64_t acked = 0;
+  };
+  EventAcks acks_;
   // The clock measurement, once per session, when its join was taken:
   // samples still to take on the lease.
   std::int64_t clock_session_ = -1;
