@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "ddprun/launcher/config/python_interpreter.hpp"
 #include "ddprun/launcher/core/regular_file.hpp"
 #include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/proto/env_contract.hpp"
@@ -80,6 +81,20 @@ std::optional<ExitStatus> runAnalyser(const std::string& python, const fs::path&
   return analyser->waitFor(deadline);  // past it: killed and reaped by ~Subprocess
 }
 
+// For --no-python workers (a C++ trainer on NCCL), the Python that finds
+// torch as a Python worker's would be chosen; "" when none does.
+std::string analyserPython() {
+  try {
+    return choosePython(processEnvironment(),
+                        [](const std::string& python) {
+                          return findsTorch(python, std::chrono::seconds(10));
+                        })
+        .path;
+  } catch (const ConfigError&) {
+    return "";  // the report says there is no verdict, and why
+  }
+}
+
 std::string whyNoVerdict(const std::optional<ExitStatus>& status, const std::string& output,
                          std::chrono::milliseconds deadline) {
   if (!status) {
@@ -128,13 +143,14 @@ FlightRecorderVerdict analyseFlightRecorderDumps(const RunResult& result, const 
   if (verdict.dumps.empty()) {
     return verdict;
   }
-  if (python.empty()) {
+  const std::string interpreter = python.empty() ? analyserPython() : python;
+  if (interpreter.empty()) {
     verdict.text = "no Python that finds torch, so torch's analyser was not run";
     return verdict;
   }
   const fs::path gathered = gatherDumps(*attempt, verdict.dumps);
   verdict.output = *attempt / "flight_recorder.txt";
-  const auto status = runAnalyser(python, gathered, verdict.output, deadline);
+  const auto status = runAnalyser(interpreter, gathered, verdict.output, deadline);
   const RegularFileRead read = readRegularFile(verdict.output, kMaxVerdictBytes, Links::kRefuse);
   verdict.analysed = status && status->success();
   verdict.text = verdict.analysed ? read.text : whyNoVerdict(status, read.text, deadline);

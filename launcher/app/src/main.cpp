@@ -150,27 +150,6 @@ std::string workersPython(const LaunchConfig& config, const launcher::Environmen
   return choice.path;
 }
 
-// torch's verdict on the Flight Recorder's dumps, if the failed attempt left
-// any: run by the workers' Python, or (for --no-python workers, such as a C++
-// trainer on NCCL) the Python that finds torch as a Python worker's would be
-// chosen.
-launcher::FlightRecorderVerdict flightRecorderVerdict(const launcher::RunResult& result,
-                                                      std::string python) {
-  if (launcher::flightRecorderDumps(result.failures.front().error_file).empty()) {
-    return {};
-  }
-  if (python.empty()) {
-    try {
-      python = launcher::choosePython(launcher::processEnvironment(), [](const std::string& path) {
-                 return launcher::findsTorch(path, std::chrono::seconds(10));
-               }).path;
-    } catch (const ConfigError&) {
-      // none finds torch: the report says there is no verdict, and why
-    }
-  }
-  return launcher::analyseFlightRecorderDumps(result, python, std::chrono::seconds(60));
-}
-
 // What is checked before each join. The GPUs are those counted at the start,
 // when --nproc-per-node counted them (not counted otherwise: a CPU job
 // never loads a GPU library).
@@ -357,7 +336,8 @@ int runAgent(const LaunchConfig& config) {
     std::fprintf(stderr, "ddprun: %s\n", result.error.c_str());
   }
   if (!result.failures.empty()) {
-    const auto flight_recorder = flightRecorderVerdict(result, python);
+    const auto flight_recorder =
+        launcher::analyseFlightRecorderDumps(result, python, std::chrono::seconds(60));
     std::fputs(launcher::formatFailureReport(result, host, config.training_script, flight_recorder)
                    .c_str(),
                stderr);

@@ -36,8 +36,9 @@ std::vector<std::string> flightRecorderDumps(const std::string& error_file);
 // Gathers the dumps of the root cause's attempt into <attempt>/flight_recorder/
 // (hard links, else copies) and runs the analyser there with `python`, its
 // output in <attempt>/flight_recorder.txt, killed after `deadline`. Empty
-// `dumps` when there are none: then nothing is run. Without an interpreter or
-// the analyser, `text` says so in one line.
+// `dumps` when there are none: then nothing is run. An empty `python` (the
+// workers run no Python) means the Python a Python worker would be given.
+// Without an interpreter or the analyser, `text` says so in one line.
 FlightRecorderVerdict analyseFlightRecorderDumps(const RunResult& result, const std::string& python,
                                                  std::chrono::milliseconds deadline);
 
