@@ -153,7 +153,7 @@ struct QueryError {
 };
 
 std::string encodeJobStatus(const JobStatus& status);
-std::string encodeJobList(const JobList& list);
+std::string encodeJobList(const JobList& jobs);
 std::string encodeQueryError(const QueryError& error);
 
 // Each throws StoreError naming what is wrong when the text is not that
