@@ -33,13 +33,6 @@ namespace {
 #define DDPRUN_BENCH_DDPRUND_PATH nullptr
 #endif
 
-// Where this build tree put ddprund (CMake passes the path); without one,
-// the ddprund next to ddprund_soak.
-std::string defaultDdprund() {
-  const char* built = DDPRUN_BENCH_DDPRUND_PATH;
-  return built != nullptr ? built : (bench::selfDirectory() / "ddprund").string();
-}
-
 void addOptions(CLI::App& app, bench::SoakOptions& options) {
   app.add_option("--jobs", options.jobs, "Jobs run against the one ddprund")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}))
@@ -65,7 +58,7 @@ void addOptions(CLI::App& app, bench::SoakOptions& options) {
 
 int main(int argc, char** argv) {
   bench::SoakOptions options;
-  options.ddprund = defaultDdprund();
+  options.ddprund = bench::builtPath(DDPRUN_BENCH_DDPRUND_PATH, "ddprund");
   CLI::App app{
       "ddprund soak: many short jobs against one daemon, then idle past --run-retention: what "
       "it still holds, and how its resident memory grew"};

@@ -73,6 +73,10 @@ std::filesystem::path selfDirectory() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path();
 }
 
+std::string builtPath(const char* built, const char* sibling) {
+  return built != nullptr ? built : (selfDirectory() / sibling).string();
+}
+
 OtherCpu::OtherCpu()
     : wall_(std::chrono::steady_clock::now()),
       busy_(machineBusySeconds()),

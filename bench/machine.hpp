@@ -30,6 +30,10 @@ std::string machineText();
 // The directory holding the running executable (for sibling programs).
 std::filesystem::path selfDirectory();
 
+// A program the bench runs: where this build tree put it (`built`, a path
+// CMake passed, or null), else `sibling` next to the running executable.
+std::string builtPath(const char* built, const char* sibling);
+
 // How many CPUs other processes kept busy from construction to cores(), on
 // average: the machine's busy time less ours and our launchers' (with their
 // workers). Says how far a section's figures were disturbed. Owns only the

@@ -46,10 +46,6 @@ namespace {
 #define DDPRUN_BENCH_WORKER_PATH nullptr
 #endif
 
-std::string builtPath(const char* built, const char* sibling) {
-  return built != nullptr ? built : (bench::selfDirectory() / sibling).string();
-}
-
 void addOptions(CLI::App& app, bench::RdzvOptions& options) {
   app.add_option("--agents", options.agents, "Agent counts for the rendezvous latency")
       ->delimiter(',')
@@ -91,9 +87,9 @@ void addOptions(CLI::App& app, bench::RdzvOptions& options) {
 
 int main(int argc, char** argv) try {
   bench::RdzvOptions options;
-  options.ddprun = builtPath(DDPRUN_BENCH_DDPRUN_PATH, "ddprun");
-  options.ddprund = builtPath(DDPRUN_BENCH_DDPRUND_PATH, "ddprund");
-  options.worker = builtPath(DDPRUN_BENCH_WORKER_PATH, "restart_worker");
+  options.ddprun = bench::builtPath(DDPRUN_BENCH_DDPRUN_PATH, "ddprun");
+  options.ddprund = bench::builtPath(DDPRUN_BENCH_DDPRUND_PATH, "ddprund");
+  options.worker = bench::builtPath(DDPRUN_BENCH_WORKER_PATH, "restart_worker");
   CLI::App app{"ddprun's elastic rendezvous against torchrun's c10d: latency and recovery"};
   addOptions(app, options);
   CLI11_PARSE(app, argc, argv);

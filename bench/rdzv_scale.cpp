@@ -47,13 +47,6 @@ namespace {
 #define DDPRUN_BENCH_DDPRUND_PATH nullptr
 #endif
 
-// Where this build tree put ddprund (CMake passes the path); without one,
-// the ddprund next to rdzv_scale.
-std::string defaultDdprund() {
-  const char* built = DDPRUN_BENCH_DDPRUND_PATH;
-  return built != nullptr ? built : (bench::selfDirectory() / "ddprund").string();
-}
-
 // What the store half of the run needs beside the agents' options.
 struct StoreHalf {
   bool skip = false;
@@ -149,7 +142,7 @@ void checkVictim(const bench::ScaleOptions& options) {
 
 int main(int argc, char** argv) {
   bench::ScaleOptions options;
-  options.ddprund = defaultDdprund();
+  options.ddprund = bench::builtPath(DDPRUN_BENCH_DDPRUND_PATH, "ddprund");
   StoreHalf store;
   store.options.libtorch_server = bench::selfDirectory() / "libtorch_store_server";
   CLI::App app{
