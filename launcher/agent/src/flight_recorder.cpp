@@ -69,16 +69,9 @@ std::optional<ExitStatus> runAnalyser(const std::string& python, const fs::path&
   options.env = inheritedEnvironment();
   options.stdout_fd = out;
   options.stderr_fd = out;
-  std::optional<Subprocess> analyser;
-  try {
-    analyser.emplace(options);
-  } catch (const SpawnError&) {
-  }
+  const auto status = runWithin(options, deadline);
   ::close(out);
-  if (!analyser) {
-    return std::nullopt;
-  }
-  return analyser->waitFor(deadline);  // past it: killed and reaped by ~Subprocess
+  return status;
 }
 
 // For --no-python workers (a C++ trainer on NCCL), the Python that finds

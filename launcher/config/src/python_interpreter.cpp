@@ -114,19 +114,11 @@ bool findsTorch(const std::string& python, std::chrono::milliseconds deadline) {
   options.env = inheritedEnvironment();
   options.stdout_fd = discard;
   options.stderr_fd = discard;
-  std::optional<Subprocess> probe;
-  try {
-    probe.emplace(options);
-  } catch (const SpawnError&) {
-  }
+  const auto status = runWithin(options, deadline);
   if (discard >= 0) {
     ::close(discard);
   }
-  if (!probe) {
-    return false;  // it cannot even start
-  }
-  const auto status = probe->waitFor(deadline);
-  return status && status->success();  // past the deadline: killed and reaped by ~Subprocess
+  return status && status->success();
 }
 
 }  // namespace ddprun::launcher

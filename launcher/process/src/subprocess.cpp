@@ -237,6 +237,17 @@ std::vector<std::pair<std::string, std::string>> inheritedEnvironment() {
   return variables;
 }
 
+std::optional<ExitStatus> runWithin(const SpawnOptions& options,
+                                    std::chrono::milliseconds deadline) {
+  std::optional<Subprocess> child;
+  try {
+    child.emplace(options);
+  } catch (const SpawnError&) {
+    return std::nullopt;
+  }
+  return child->waitFor(deadline);  // past it: killed and reaped by ~Subprocess
+}
+
 Subprocess::Subprocess(const SpawnOptions& options) {
   if (options.argv.empty()) {
     throw SpawnError("cannot run a worker with an empty command line", EINVAL);

@@ -85,6 +85,13 @@ struct SpawnOptions {
 // that should inherit everything (a daemon under test, a benchmark's server).
 std::vector<std::pair<std::string, std::string>> inheritedEnvironment();
 
+// Runs a short-lived helper to its end (a probe, an analyser): its exit
+// status, or nullopt if it could not start or was still running at
+// `deadline` (then its group is killed and it is reaped). The caller keeps
+// and closes the descriptors it put in `options`.
+std::optional<ExitStatus> runWithin(const SpawnOptions& options,
+                                    std::chrono::milliseconds deadline);
+
 class Subprocess {
  public:
   // Starts the child; throws SpawnError (e.g. "cannot run 'train': No such
