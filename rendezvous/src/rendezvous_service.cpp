@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 namespace ddprun::rdzv {
 namespace {
@@ -313,6 +314,29 @@ bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
   }
   forgetExpiredRuns(now, keys);  // beyond kMaxIdleRuns
   return true;
+}
+
+bool RendezvousService::loseHungUpAgents(std::string_view key,
+                                         const std::function<bool(ClientId)>& hung_up,
+                                         Clock::time_point now, KeySpace& keys) {
+  const auto run_id = protocol::statusRunOf(protocol::queryOf(key));
+  if (!run_id) {
+    return false;
+  }
+  const auto run = runs_.find(*run_id);
+  if (run == runs_.end()) {
+    return false;
+  }
+  std::vector<ClientId> closed;
+  for (const auto& [agent, state] : run->second.agents) {
+    if (state.lease && hung_up(*state.lease)) {
+      closed.push_back(*state.lease);
+    }
+  }
+  for (const ClientId client : closed) {
+    onDisconnect(client, now, keys);  // its session's own close finds nothing left to do
+  }
+  return !closed.empty();
 }
 
 // Expired agents are told too: a host whose link comes back must learn it

@@ -24,6 +24,8 @@
 // (executeRequestCaught).
 #include "session.hpp"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -44,6 +46,7 @@ constexpr std::size_t kMinInputBuffer = 1024;
 Session::Session(net::tcp::socket socket, ClientId id, std::string peer,
                  const SessionContext& context, ThreadLoad& load)
     : socket_(std::move(socket)),
+      descriptor_(socket_.native_handle()),
       id_(id),
       peer_(std::move(peer)),
       context_(context),
@@ -315,6 +318,11 @@ void Session::onRequestTimer(const net::error_code& error, std::uint64_t complet
     return;
   }
   armRequestTimer();  // progress was made; give the new partial request its time
+}
+
+bool Session::peerHungUp() const {
+  pollfd descriptor{descriptor_, POLLRDHUP, 0};
+  return ::poll(&descriptor, 1, 0) == 1 && (descriptor.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
 void Session::shutdown() {

@@ -73,6 +73,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void deliver(std::string_view bytes);
   // Closes the connection quietly (server shutdown). Any thread.
   void shutdown();
+  // Whether the peer has closed its end (or reset it), read or not: the
+  // kernel knows before this session's thread does. Any thread; store lock
+  // held, so the socket stays open (close() leaves the registry first).
+  bool peerHungUp() const;
 
  private:
   // What one pass over buffered bytes did.
@@ -114,6 +118,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void countDialect();
 
   net::tcp::socket socket_;
+  const int descriptor_;  // socket_'s, for peerHungUp() from other threads
   const ClientId id_;
   const std::string peer_;
   const SessionContext& context_;

@@ -25,6 +25,12 @@ class SessionRegistry : public ClientSink {
     return all;
   }
 
+  // Whether `client`'s peer closed its connection (Session::peerHungUp).
+  bool hungUp(ClientId client) const {
+    const auto it = sessions_.find(client);
+    return it != sessions_.end() && it->second->peerHungUp();
+  }
+
   void deliver(ClientId client, std::string_view bytes) override {
     if (auto it = sessions_.find(client); it != sessions_.end()) {
       it->second->deliver(bytes);

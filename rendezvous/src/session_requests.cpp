@@ -5,6 +5,7 @@
 
 #include "log.hpp"
 #include "session.hpp"
+#include "session_registry.hpp"
 
 namespace ddprun::rdzv {
 namespace {
@@ -58,8 +59,12 @@ std::optional<std::string> Session::executeRequest() {
   key_space_.cancelLegacyWaitBefore(id_, decoder_.dialect(), request_.command);
   if (request_.command == proto::Command::Get &&
       RendezvousService::isQueryKey(request_.keys.front())) {
-    proto::WireWriter(scratch_).bytes(
-        context_.rendezvous.answer(request_.keys.front(), RendezvousService::Clock::now()));
+    const auto now = RendezvousService::Clock::now();
+    const auto hung_up = [this](ClientId client) { return context_.registry.hungUp(client); };
+    if (context_.rendezvous.loseHungUpAgents(request_.keys.front(), hung_up, now, key_space_)) {
+      context_.rendezvous_changed();
+    }
+    proto::WireWriter(scratch_).bytes(context_.rendezvous.answer(request_.keys.front(), now));
     return std::nullopt;
   }
   if (request_.command == proto::Command::Get &&

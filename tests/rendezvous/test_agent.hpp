@@ -108,7 +108,7 @@ class TestAgent {
   // As node 0 of a round it says its store is ready, as a real agent does.
   proto::rendezvous::Event nextEvent() {
     StoreClient reader("127.0.0.1", port_, std::chrono::seconds(10));
-    const proto::rendezvous::Event event = proto::rendezvous::decodeEvent(
+    proto::rendezvous::Event event = proto::rendezvous::decodeEvent(
         reader.get(proto::rendezvous::eventKey(run_, id_, session_, next_++)));
     if (event.type == proto::rendezvous::EventType::kRound && event.group_rank == 0) {
       send(proto::rendezvous::Verb::kStoreReady);

@@ -250,6 +250,9 @@ void Agent::Impl::onExit(std::size_t index) {
     restart_after_stop = restarts_used < config.max_restarts && !endsCrashLoop();
     if (restart_after_stop) {
       rendezvous.requestRestart(failure);  // every node moves to the next group
+      if (group.group_world_size > 1) {
+        checkFailure(/*restart_asked=*/true);  // while the workers stop: a lost node's?
+      }
     }
     // A hung group's Python workers are stopped so that they print their
     // stacks: where each one was is what the hang's report needs most.

@@ -96,8 +96,8 @@ struct Agent::Impl {
   // Whether this attempt's failure ends a crash loop; counts the attempts
   // in a row that made no progress beyond the best step before them.
   bool endsCrashLoop();
-  void checkFailure();
-  void onFailureChecked(bool stands);
+  void checkFailure(bool restart_asked);
+  void onFailureChecked(bool stands, bool restart_asked);
   void fail(const std::string& why);
   void finish(int exit_code);
   void joinWaiter();
@@ -135,6 +135,7 @@ struct Agent::Impl {
   bool after_failure = false;     // the next attempt restarts a failed one
   bool failure_checked = false;   // this attempt's failure was put to the rendezvous
   bool checking_failure = false;  // and the waiter thread still asks it
+  bool awaiting_check = false;    // every worker has stopped: the answer decides what follows
   int newest_over = 0;            // the newest attempt the rendezvous said is coming
   std::thread waiter;             // blocks in rendezvous.nextGroup() off the loop
   RunResult result;

@@ -88,6 +88,10 @@ void Agent::Impl::afterLeftovers() {
     finish(1);
     return;
   }
+  if (checking_failure) {
+    awaiting_check = true;  // onFailureChecked() comes back here
+    return;
+  }
   if (restart_after_stop && result.signal == 0) {
     restart_after_stop = false;
     if (!group_over) {
@@ -104,7 +108,8 @@ void Agent::Impl::afterLeftovers() {
     return;
   }
   if (!failure_checked) {
-    checkFailure();  // then here again, or on to the next group
+    checkFailure(/*restart_asked=*/false);
+    awaiting_check = true;  // then here again, or on to the next group
     return;
   }
   orderRootCauseFirst(result.failures);
@@ -115,40 +120,42 @@ void Agent::Impl::afterLeftovers() {
   finish(result.failures.empty() ? 1 : result.failures.front().status.shellCode());
 }
 
-// The workers failed with no restart left; the rendezvous may not have said
-// yet that their group was over (a lost peer resets their connections first).
-// Asked off the loop: a silent host takes up to the keep-alive bound to be
+// The workers failed; the rendezvous may not have said yet that their group
+// was over (a lost peer resets their connections first). Asked off the loop,
+// while the workers stop when a restart was asked for, after they stopped
+// when none is left: a silent host takes up to the keep-alive bound to be
 // lost, and signals must still be handled meanwhile.
-void Agent::Impl::checkFailure() {
+void Agent::Impl::checkFailure(bool restart_asked) {
   failure_checked = true;
   checking_failure = true;
   joinWaiter();  // the wait for this group has posted its result already
-  waiter = std::thread([this, attempt = group.attempt] {
+  waiter = std::thread([this, restart_asked, attempt = group.attempt] {
     bool stands = true;
     try {
-      stands = rendezvous.failureStands(attempt);
+      stands = rendezvous.failureStands(attempt, restart_asked);
     } catch (const std::exception& error) {
       log().warn("could not ask the rendezvous whether round {} still stands: {}", attempt,
                  error.what());
     }
-    asio::post(io, [this, stands] { onFailureChecked(stands); });
+    asio::post(io, [this, stands, restart_asked] { onFailureChecked(stands, restart_asked); });
   });
 }
 
-void Agent::Impl::onFailureChecked(bool stands) {
+void Agent::Impl::onFailureChecked(bool stands, bool restart_asked) {
   checking_failure = false;
   if (phase != Phase::Stopping) {
     return;  // a signal or an error ended the run meanwhile
   }
-  if (!stands && !restart_after_stop) {
-    log().info(
-        "the workers failed as round {} ended elsewhere (a node was lost): joining the next "
-        "round, no restart counted",
-        group.attempt);
+  if (!stands && !group_over) {
+    log().info("the workers failed as round {} {}: joining the next round, no restart counted",
+               group.attempt, restart_asked ? "lost a node" : "ended elsewhere (a node was lost)");
     restart_after_stop = true;
     group_over = true;
   }
-  afterStop();
+  if (awaiting_check) {
+    awaiting_check = false;
+    afterLeftovers();
+  }
 }
 
 // An error on the loop: no restart; the workers are stopped and the run ends

@@ -214,9 +214,9 @@ void C10dRendezvous::requestRestart(const WorkerFailure& cause) {
 
 // A round another agent hosted ends with that agent: its workers die with
 // it and reset this node's, often before this agent has noticed the loss.
-bool C10dRendezvous::failureStands(int attempt) {
+bool C10dRendezvous::failureStands(int attempt, bool restart_asked) {
   (void)attempt;  // the membership knows the round it handed out last
-  return membership_->roundStands();
+  return membership_->roundStands(restart_asked);
 }
 
 int C10dRendezvous::finishJob(const RunResult& result) {

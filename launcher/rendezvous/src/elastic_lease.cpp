@@ -269,11 +269,15 @@ void ElasticMembership::beatIfDue(rdzv::StoreClient& lease, std::unique_lock<std
     lock.unlock();
     beat(lease);
     const bool held = !awaited.empty() && lease.check({awaited});
-    const std::int64_t round = checking ? runningRound(lease) : -1;
+    const std::optional<protocol::JobStatus> status =
+        checking ? runningStatus(lease) : std::nullopt;
     lock.lock();
     next_beat = Clock::now() + options_.keep_alive_interval;
     pending_event_ = held ? awaited : std::string();
-    checked_round_ = std::max(checked_round_, round);
+    if (status) {
+      checked_round_ = std::max(checked_round_, status->round);
+      noteMemberLosses(*status);
+    }
   }
   if (asked > checks_answered_) {
     checks_answered_ = asked;
@@ -288,16 +292,27 @@ void ElasticMembership::beatIfDue(rdzv::StoreClient& lease, std::unique_lock<std
 // a new connection would close this one, and to a daemon that only stalled a
 // closed lease is a lost agent, and a new round for all. Only a connection
 // that breaks, or a silence that long, is the daemon's loss.
-std::int64_t ElasticMembership::runningRound(rdzv::StoreClient& lease) {
+std::optional<protocol::JobStatus> ElasticMembership::runningStatus(rdzv::StoreClient& lease) {
   try {
     const std::string answer =
         lease.query(protocol::queryKey(protocol::statusQuestion(options_.run_id)));
-    return protocol::decodeJobStatus(answer).round;
+    return protocol::decodeJobStatus(answer);
   } catch (const TimeoutError&) {
     throw;  // the rendezvous stopped answering: the caller's loss handling
   } catch (const std::exception& error) {
     log().debug("the rendezvous could not say its round: {}", error.what());
-    return -1;
+    return std::nullopt;
+  }
+}
+
+// A member lost from the running round: its workers' deaths reset this
+// node's. The daemon read every closed connection of the run before it
+// answered (RendezvousService::loseHungUpAgents). mutex_ held.
+void ElasticMembership::noteMemberLosses(const protocol::JobStatus& status) {
+  for (const protocol::LossStatus& loss : status.losses) {
+    if (loss.was_member && loss.round == returned_ && loss.agent != options_.agent_id) {
+      member_lost_round_ = returned_;
+    }
   }
 }
 

@@ -324,11 +324,13 @@ std::optional<ElasticRound> ElasticMembership::nextRound() {
   }
 }
 
-bool ElasticMembership::roundStands() {
+bool ElasticMembership::roundStands(bool restart_asked) {
   std::unique_lock lock(mutex_);
-  const auto over = [this] {
-    return over_round_ > returned_ || (latest_ && latest_->round > returned_) ||
-           checked_round_ > returned_;
+  const auto over = [this, restart_asked] {
+    const bool member_lost = returned_ >= 0 && member_lost_round_ == returned_;
+    return member_lost ||
+           (!restart_asked && (over_round_ > returned_ || (latest_ && latest_->round > returned_) ||
+                               checked_round_ > returned_));
   };
   const std::uint64_t ticket = ++checks_asked_;
   changed_.notify_all();

@@ -195,8 +195,11 @@ void StaticRendezvous::watchStore() {
 // workers, often before the watch has noticed. A PING on this node's own
 // connection to node 0's store settles it: answered within the keep-alive
 // bound, node 0 stands (unless the watch saw it go meanwhile).
-bool StaticRendezvous::failureStands(int attempt) {
+bool StaticRendezvous::failureStands(int attempt, bool restart_asked) {
   (void)attempt;
+  if (restart_asked) {
+    return true;  // a static job restarts whole, a node lost or not
+  }
   if (server_ || lost_) {
     return !lost_;
   }

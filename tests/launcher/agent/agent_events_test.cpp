@@ -76,5 +76,62 @@ TEST(AgentEventsTest, ACrashAndItsRestartAreToldInOrder) {
   EXPECT_TRUE(first.pids_positive);
 }
 
+// One of two nodes; the other is lost while this one's workers run.
+WorkerGroup firstOfTwoNodes() {
+  WorkerGroup group = singleNode(1);
+  group.group_world_size = 2;
+  group.world_size = 2;
+  return group;
+}
+
+std::vector<std::string> restartsTold(const Recorder& recorder) {
+  std::vector<std::string> told;
+  for (const std::string& line : recorder.lines) {
+    if (line.starts_with("restart ")) {
+      told.push_back(line);
+    }
+  }
+  return told;
+}
+
+// The worker failed (a lost node reset its connections) before the agent
+// heard the node was lost; with a restart left, the agent asks for one, and
+// the rendezvous says a member of that round was lost: the next round runs
+// and no restart is counted. Before, every such failure used a restart.
+TEST(AgentEventsTest, AFailureInARoundThatLostANodeCountsNoRestart) {
+  FakeRendezvous rendezvous(firstOfTwoNodes());
+  rendezvous.setFailureStands(false);
+  WorkerEnvironment::Job job;
+  job.run_id = "events";
+  AgentConfig config = testing::fakeWorkerConfig(
+      rendezvous, 1, {"--only-attempt", "0", "--exit", "3"}, 1, job, {{"PATH", "/usr/bin:/bin"}});
+  Recorder recorder;
+  config.events = &recorder;
+  const RunResult result = Agent(std::move(config)).run();
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.attempts, 2);
+  EXPECT_TRUE(restartsTold(recorder).empty());
+  EXPECT_EQ(rendezvous.failureChecks(), std::vector<int>{0});
+  EXPECT_EQ(rendezvous.restartChecks(), std::vector<bool>{true});
+}
+
+// The same failure in a round that lost nobody is counted; a group of one
+// node cannot have lost another, and is not asked.
+TEST(AgentEventsTest, AFailureInARoundThatLostNobodyCountsItsRestart) {
+  for (const bool alone : {false, true}) {
+    FakeRendezvous rendezvous(alone ? singleNode(1) : firstOfTwoNodes());
+    WorkerEnvironment::Job job;
+    job.run_id = "events";
+    AgentConfig config = testing::fakeWorkerConfig(
+        rendezvous, 1, {"--only-attempt", "0", "--exit", "3"}, 1, job, {{"PATH", "/usr/bin:/bin"}});
+    Recorder recorder;
+    config.events = &recorder;
+    const RunResult result = Agent(std::move(config)).run();
+    EXPECT_EQ(result.exit_code, 0) << "alone: " << alone;
+    EXPECT_EQ(restartsTold(recorder), std::vector<std::string>{"restart 1/1"}) << alone;
+    EXPECT_EQ(rendezvous.failureChecks().size(), alone ? 0U : 1U);
+  }
+}
+
 }  // namespace
 }  // namespace ddprun::launcher

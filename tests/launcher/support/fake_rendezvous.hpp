@@ -66,9 +66,10 @@ class FakeRendezvous : public Rendezvous {
     restart_causes_.push_back(cause);
   }
 
-  bool failureStands(int attempt) override {
+  bool failureStands(int attempt, bool restart_asked) override {
     std::lock_guard lock(mutex_);
     failure_checks_.push_back(attempt);
+    restart_checks_.push_back(restart_asked);
     return failure_stands_;
   }
 
@@ -84,6 +85,11 @@ class FakeRendezvous : public Rendezvous {
   std::vector<int> failureChecks() {
     std::lock_guard lock(mutex_);
     return failure_checks_;
+  }
+  // For each of those, whether the agent had asked for a restart.
+  std::vector<bool> restartChecks() {
+    std::lock_guard lock(mutex_);
+    return restart_checks_;
   }
 
   // The script: the next nextGroup() returns `group`, ends the job
@@ -143,6 +149,7 @@ class FakeRendezvous : public Rendezvous {
   bool cancelled_ = false;
   bool failure_stands_ = true;
   std::vector<int> failure_checks_;
+  std::vector<bool> restart_checks_;
   std::mutex watch_mutex_;
   std::function<void(int)> over_;
 };

@@ -387,7 +387,10 @@ void EtcdRendezvous::abandon() {
 // A lost peer's workers die first and reset this node's; its lease ends
 // within the TTL and etcd revokes it within half a second more: until then
 // the round may yet move.
-bool EtcdRendezvous::failureStands(int attempt) {
+bool EtcdRendezvous::failureStands(int attempt, bool restart_asked) {
+  if (restart_asked) {
+    return true;  // the round moves for the request: a loss waits for the TTL, too long to wait
+  }
   const auto deadline = Clock::now() + lease_->ttl() + std::chrono::seconds(1);
   while (!cancelled_ && Clock::now() < deadline) {
     const std::int64_t seen = view_->revision();

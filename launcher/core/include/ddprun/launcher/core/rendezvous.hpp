@@ -120,16 +120,19 @@ class Rendezvous {
   // backends that keep it where the job's status can be read.
   virtual void requestRestart(const WorkerFailure& cause) { (void)cause; }
 
-  // This node's workers failed in `attempt` and no restart is left. Workers
-  // often fail first when a peer node dies (their connections reset), before
-  // the backend has said the group is over. Blocks (on the agent's waiter
-  // thread, at most about the keep-alive bound) until the backend knows:
-  // false when the group was already over (the node that hosted the
-  // rendezvous or the store is gone), so the failure was the lost node's and
-  // the agent joins the next group; true when it stands. cancelWait() makes
-  // it return soon.
-  virtual bool failureStands(int attempt) {
+  // This node's workers failed in `attempt`. Workers often fail first when a
+  // peer node dies (their connections reset), before the backend has said
+  // the group is over. Blocks (on the agent's waiter thread, at most about
+  // the keep-alive bound) until the backend knows: false when a node of the
+  // group was lost (or, unless `restart_asked`, the group was already over),
+  // so the failure was the lost node's and the agent joins the next group
+  // without counting a restart; true when it stands. `restart_asked`: this
+  // agent asked for a restart (requestRestart), which moves the group on by
+  // itself; backends that cannot tell a loss apart from that answer true.
+  // cancelWait() makes it return soon.
+  virtual bool failureStands(int attempt, bool restart_asked) {
     (void)attempt;
+    (void)restart_asked;
     return true;
   }
 

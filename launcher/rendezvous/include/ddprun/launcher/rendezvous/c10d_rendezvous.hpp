@@ -43,7 +43,7 @@ class C10dRendezvous final : public Rendezvous {
   }
   void watchQuarantine(std::function<void(const QuarantineNotice&)> told) override;
   void requestRestart(const WorkerFailure& cause) override;
-  bool failureStands(int attempt) override;
+  bool failureStands(int attempt, bool restart_asked) override;
   // After a success: the exit barrier, then the run is closed. After a
   // failure: the run is aborted, so every other agent stops too. After a
   // signal: the run is left open for a replacement, as torchrun does. A

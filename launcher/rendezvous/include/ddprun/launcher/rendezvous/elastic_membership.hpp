@@ -51,6 +51,7 @@
 #include "ddprun/launcher/core/rendezvous.hpp"
 #include "ddprun/launcher/rendezvous/clock_sync.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
+#include "ddprun/proto/rendezvous_status.hpp"
 #include "ddprun/rendezvous/client.hpp"
 
 namespace ddprun::launcher {
@@ -147,8 +148,10 @@ class ElasticMembership {
   // This node's workers failed (`failure` first): the whole job moves to a
   // new round, a restart this agent counts. Queued.
   void requestRestart(const proto::rendezvous::WorkerFailureReport& failure);
-  // This node's workers failed for good: whether the round nextRound()
-  // returned last still stands. The lease thread sends a heartbeat and waits
+  // This node's workers failed: whether the failure stands, that is, no
+  // other member was lost from the round nextRound() returned last and,
+  // unless `restart_asked` (this agent's own request moves the round), the
+  // round still stands. The lease thread sends a heartbeat and waits
   // for its answer, so a rendezvous whose host died is lost by then (its
   // connection reset, or silent for the keep-alive bound) and the round is
   // over: false. The same turn asks the daemon whether it already holds the
@@ -156,7 +159,7 @@ class ElasticMembership {
   // other connection); if so, the answer waits for the reader. Blocks at
   // most about the keep-alive bound; cancelWait() ends it (true: nothing
   // more is known).
-  bool roundStands();
+  bool roundStands(bool restart_asked = false);
   // This node is node 0 of the round nextRound() returned and has emptied its
   // workers' store: the other members may be told the round. Queued.
   void storeReady();
@@ -204,7 +207,8 @@ class ElasticMembership {
   void beat(rdzv::StoreClient& lease);
   // The run's round as the rendezvous answers its status question now; -1
   // when it cannot say (an older daemon, a bad answer).
-  std::int64_t runningRound(rdzv::StoreClient& lease);
+  std::optional<proto::rendezvous::JobStatus> runningStatus(rdzv::StoreClient& lease);
+  void noteMemberLosses(const proto::rendezvous::JobStatus& status);
   void takeClockSample(rdzv::StoreClient& lease);
   bool hostedByAnotherAgent();
   std::unique_ptr<rdzv::StoreClient> recover();
@@ -267,6 +271,8 @@ class ElasticMembership {
   // or no answer). A member's event of a newer round is held until node 0
   // has emptied its store: this says the round moved on before that event.
   std::int64_t checked_round_ = -1;
+  // The running round, once a check's answer listed a member lost from it.
+  std::int64_t member_lost_round_ = -1;
   bool spare_ = false;  // the round is full: standing by
   // This host is quarantined: why, and when this agent was told (by its
   // own clock). `left_out_`: no round since a quarantine was told.

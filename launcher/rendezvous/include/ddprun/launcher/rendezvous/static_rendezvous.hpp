@@ -84,7 +84,7 @@ class StaticRendezvous final : public Rendezvous {
   // node 0's on the store watch's connection, once each join has formed a
   // group.
   void watchClock(std::function<void(const ClockOffset&)> measured) override;
-  bool failureStands(int attempt) override;
+  bool failureStands(int attempt, bool restart_asked) override;
   // The exit barrier (a timeout is a warning), except after a signal or when
   // no group ever formed. Returns result.exit_code.
   int finishJob(const RunResult& result) override;

@@ -63,7 +63,7 @@ class EtcdRendezvous final : public Rendezvous {
   void watchGroup(std::function<void(int newer_attempt)> over) override;
   void watchQuarantine(std::function<void(const QuarantineNotice&)> told) override;
   void requestRestart(const WorkerFailure& cause) override;
-  bool failureStands(int attempt) override;
+  bool failureStands(int attempt, bool restart_asked) override;
   // Revokes this agent's lease, so the others re-form now, not after the TTL.
   void abandon() override;
   int finishJob(const RunResult& result) override;
