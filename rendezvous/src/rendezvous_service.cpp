@@ -319,7 +319,13 @@ bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
 bool RendezvousService::loseHungUpAgents(std::string_view key,
                                          const std::function<bool(ClientId)>& hung_up,
                                          Clock::time_point now, KeySpace& keys) {
-  const auto run_id = protocol::statusRunOf(protocol::queryOf(key));
+  std::optional<std::string_view> run_id;
+  if (isQueryKey(key)) {
+    run_id = protocol::statusRunOf(protocol::queryOf(key));
+  } else if (const auto parts = protocol::parseElasticKey(key);
+             parts && parts->verb == protocol::Verb::kRestart) {
+    run_id = parts->run_id;
+  }
   if (!run_id) {
     return false;
   }

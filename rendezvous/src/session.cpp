@@ -25,6 +25,7 @@
 #include "session.hpp"
 
 #include <poll.h>
+#include <sys/ioctl.h>
 
 #include <algorithm>
 #include <cstring>
@@ -322,7 +323,12 @@ void Session::onRequestTimer(const net::error_code& error, std::uint64_t complet
 
 bool Session::peerHungUp() const {
   pollfd descriptor{descriptor_, POLLRDHUP, 0};
-  return ::poll(&descriptor, 1, 0) == 1 && (descriptor.revents & (POLLRDHUP | POLLHUP | POLLERR));
+  if (::poll(&descriptor, 1, 0) != 1 ||
+      (descriptor.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) {
+    return false;
+  }
+  int unread = 0;
+  return ::ioctl(descriptor_, FIONREAD, &unread) == 0 && unread == 0;
 }
 
 void Session::shutdown() {

@@ -73,9 +73,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void deliver(std::string_view bytes);
   // Closes the connection quietly (server shutdown). Any thread.
   void shutdown();
-  // Whether the peer has closed its end (or reset it), read or not: the
-  // kernel knows before this session's thread does. Any thread; store lock
-  // held, so the socket stays open (close() leaves the registry first).
+  // Whether the peer has closed its end (or reset it) and nothing it sent is
+  // left unread: the kernel knows before this session's thread does. What
+  // it sent last (a leave, an abort) is this session's to read first. Any
+  // thread; store lock held, so the socket stays open (close() leaves the
+  // registry first).
   bool peerHungUp() const;
 
  private:
@@ -101,6 +103,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<std::string> executeRequestCaught();
   std::optional<std::string> executeRequest();
   std::optional<std::string> setRendezvousKey();
+  void loseHungUpAgents();
   void prepareBufferForMore(std::size_t needed);
   void releaseInput();
   void appendOutput(std::string_view bytes);

@@ -59,12 +59,9 @@ std::optional<std::string> Session::executeRequest() {
   key_space_.cancelLegacyWaitBefore(id_, decoder_.dialect(), request_.command);
   if (request_.command == proto::Command::Get &&
       RendezvousService::isQueryKey(request_.keys.front())) {
-    const auto now = RendezvousService::Clock::now();
-    const auto hung_up = [this](ClientId client) { return context_.registry.hungUp(client); };
-    if (context_.rendezvous.loseHungUpAgents(request_.keys.front(), hung_up, now, key_space_)) {
-      context_.rendezvous_changed();
-    }
-    proto::WireWriter(scratch_).bytes(context_.rendezvous.answer(request_.keys.front(), now));
+    loseHungUpAgents();
+    proto::WireWriter(scratch_).bytes(
+        context_.rendezvous.answer(request_.keys.front(), RendezvousService::Clock::now()));
     return std::nullopt;
   }
   if (request_.command == proto::Command::Get &&
@@ -81,9 +78,19 @@ std::optional<std::string> Session::executeRequest() {
   return key_space_.execute(id_, decoder_.dialect(), request_, scratch_);
 }
 
+// RendezvousService::loseHungUpAgents for this request's key. Store lock held.
+void Session::loseHungUpAgents() {
+  const auto hung_up = [this](ClientId client) { return context_.registry.hungUp(client); };
+  if (context_.rendezvous.loseHungUpAgents(request_.keys.front(), hung_up,
+                                           RendezvousService::Clock::now(), key_space_)) {
+    context_.rendezvous_changed();
+  }
+}
+
 // A refused join stays open to read why (RendezvousService::reply); every
 // other refusal closes the connection. Store lock held.
 std::optional<std::string> Session::setRendezvousKey() {
+  loseHungUpAgents();
   auto refusal = context_.rendezvous.onSet(id_, request_.keys.front(), request_.values.front(),
                                            RendezvousService::Clock::now(), key_space_);
   context_.rendezvous_changed();

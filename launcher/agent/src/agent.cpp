@@ -152,6 +152,7 @@ void Agent::Impl::launchAttempt(const WorkerGroup& next) {
   openPeerChannel();
   result.failures.clear();
   failure_checked = false;
+  unproductive_counted = false;
   ++result.attempts;
   result.started = true;
   phase = Phase::Running;
@@ -307,6 +308,7 @@ bool Agent::Impl::endsCrashLoop() {
     return false;
   }
   ++unproductive_in_a_row;
+  unproductive_counted = true;
   if (config.max_unproductive_restarts <= 0 ||
       unproductive_in_a_row < config.max_unproductive_restarts) {
     return false;

@@ -126,8 +126,9 @@ struct Agent::Impl {
   std::optional<std::int64_t> best_step;  // the highest step any earlier attempt reported
   // The same for snapshots, which judge the attempts while no step is reported.
   std::optional<std::int64_t> best_snapshot;
-  int unproductive_in_a_row = 0;  // failed attempts that got no further than it
-  int joins = 0;                  // asked of the rendezvous so far
+  int unproductive_in_a_row = 0;      // failed attempts that got no further than it
+  bool unproductive_counted = false;  // this attempt is one of them
+  int joins = 0;                      // asked of the rendezvous so far
   int running = 0;
   Phase phase = Phase::Waiting;
   bool restart_after_stop = false;

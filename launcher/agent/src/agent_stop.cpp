@@ -88,7 +88,7 @@ void Agent::Impl::afterLeftovers() {
     finish(1);
     return;
   }
-  if (checking_failure) {
+  if (checking_failure && result.signal == 0) {
     awaiting_check = true;  // onFailureChecked() comes back here
     return;
   }
@@ -151,6 +151,11 @@ void Agent::Impl::onFailureChecked(bool stands, bool restart_asked) {
                group.attempt, restart_asked ? "lost a node" : "ended elsewhere (a node was lost)");
     restart_after_stop = true;
     group_over = true;
+    if (unproductive_counted) {
+      --unproductive_in_a_row;  // the lost node's failure says nothing of progress
+      unproductive_counted = false;
+    }
+    result.crash_loop.clear();
   }
   if (awaiting_check) {
     awaiting_check = false;

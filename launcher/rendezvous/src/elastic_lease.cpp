@@ -305,12 +305,17 @@ std::optional<protocol::JobStatus> ElasticMembership::runningStatus(rdzv::StoreC
   }
 }
 
-// A member lost from the running round: its workers' deaths reset this
-// node's. The daemon read every closed connection of the run before it
-// answered (RendezvousService::loseHungUpAgents). mutex_ held.
+// A member lost from the running round after this agent was told it: its
+// workers' deaths reset this node's. (One lost while the round still formed
+// was never in it, though the round has its number.) The daemon read every
+// closed connection of the run before it answered
+// (RendezvousService::loseHungUpAgents). mutex_ held.
 void ElasticMembership::noteMemberLosses(const protocol::JobStatus& status) {
+  const auto now = Clock::now();
   for (const protocol::LossStatus& loss : status.losses) {
-    if (loss.was_member && loss.round == returned_ && loss.agent != options_.agent_id) {
+    const auto lost_at = now - std::chrono::milliseconds(loss.ago_ms);
+    if (loss.was_member && loss.round == returned_ && loss.agent != options_.agent_id &&
+        lost_at >= returned_at_) {
       member_lost_round_ = returned_;
     }
   }
@@ -424,6 +429,10 @@ std::unique_ptr<rdzv::StoreClient> ElasticMembership::recover() {
         "it; stopping this node's workers and waiting up to join_timeout ({}) for the rendezvous "
         "to serve again",
         host, endpoint(), why, wait);
+    {
+      std::lock_guard lock(mutex_);
+      member_lost_round_ = newer_round - 1;  // the host was a member: a failure now is its loss
+    }
     notifyChange(newer_round);  // the running round is over
   } else {
     log().warn(

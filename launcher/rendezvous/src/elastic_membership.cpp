@@ -295,6 +295,7 @@ std::optional<ElasticRound> ElasticMembership::nextRound() {
     }
     if (latest_ && latest_->round > returned_) {
       returned_ = latest_->round;
+      returned_at_ = Clock::now();
       running_ = latest_;
       return latest_;
     }

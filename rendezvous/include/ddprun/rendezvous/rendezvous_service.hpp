@@ -113,13 +113,16 @@ class RendezvousService {
   // The client's connection is gone: the agent it joined as is lost.
   // Returns whether it was an agent's (plain store clients are not).
   bool onDisconnect(ClientId client, Clock::time_point now, KeySpace& keys);
-  // Before `key`'s answer, when it asks for one run's status: each agent of
-  // that run whose connection `hung_up` says its peer closed is lost now, as
-  // if its session had read the close already. An agent asks that question
-  // when its workers failed, and a node killed at that moment closed its
-  // connection before its workers' deaths reset the survivor's; the session
-  // that will read the close may not have run yet. Returns whether anyone
-  // was lost (the caller then says the rendezvous changed).
+  // Before a GET of `key` when it asks for one run's status, and before a SET
+  // of `key` when it is a restart of a run: each agent of that run whose
+  // connection `hung_up` says its peer closed is lost now, as if its session
+  // had read the close already. An agent whose workers failed asks for a
+  // restart, then that question: a node killed at that moment closed its
+  // connection before its workers' deaths reset the survivor's, and the
+  // session that will read the close may not have run yet. Lost first, it is
+  // lost from the round the failure was in, and the restart of that round is
+  // stale. Returns whether anyone was lost (the caller then says the
+  // rendezvous changed).
   bool loseHungUpAgents(std::string_view key, const std::function<bool(ClientId)>& hung_up,
                         Clock::time_point now, KeySpace& keys);
   // Expires silent agents, last calls and restores.

@@ -261,6 +261,7 @@ class ElasticMembership {
   // The rounds.
   std::optional<ElasticRound> latest_;   // the newest round pushed
   std::int64_t returned_ = -1;           // the round nextRound() returned last
+  Clock::time_point returned_at_;        // when it did
   std::optional<ElasticRound> running_;  // the round nextRound() returned last, whole
   std::int64_t over_round_ = -1;         // the newest round the change callback was told of
   std::uint64_t checks_asked_ = 0;       // roundStands() calls; each wants a heartbeat answered
@@ -271,7 +272,8 @@ class ElasticMembership {
   // or no answer). A member's event of a newer round is held until node 0
   // has emptied its store: this says the round moved on before that event.
   std::int64_t checked_round_ = -1;
-  // The running round, once a check's answer listed a member lost from it.
+  // The running round, once a member was lost from it: a check's answer
+  // listed one, or the agent that hosted the rendezvous was lost.
   std::int64_t member_lost_round_ = -1;
   bool spare_ = false;  // the round is full: standing by
   // This host is quarantined: why, and when this agent was told (by its
