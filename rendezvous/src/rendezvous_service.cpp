@@ -319,12 +319,14 @@ bool RendezvousService::onDisconnect(ClientId client, Clock::time_point now, Key
 bool RendezvousService::loseHungUpAgents(std::string_view key,
                                          const std::function<bool(ClientId)>& hung_up,
                                          Clock::time_point now, KeySpace& keys) {
-  std::optional<std::string_view> run_id;
+  std::optional<std::string> run_id;  // owned: a parsed key's parts end with their scope
   if (isQueryKey(key)) {
-    run_id = protocol::statusRunOf(protocol::queryOf(key));
-  } else if (const auto parts = protocol::parseElasticKey(key);
+    if (const auto asked = protocol::statusRunOf(protocol::queryOf(key))) {
+      run_id.emplace(*asked);
+    }
+  } else if (auto parts = protocol::parseElasticKey(key);
              parts && parts->verb == protocol::Verb::kRestart) {
-    run_id = parts->run_id;
+    run_id = std::move(parts->run_id);
   }
   if (!run_id) {
     return false;
