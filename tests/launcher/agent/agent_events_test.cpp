@@ -94,6 +94,17 @@ std::vector<std::string> restartsTold(const Recorder& recorder) {
   return told;
 }
 
+// One worker whose first attempt exits 3, one restart allowed, told to
+// `recorder`.
+RunResult runWithOneCrash(FakeRendezvous& rendezvous, Recorder& recorder) {
+  WorkerEnvironment::Job job;
+  job.run_id = "events";
+  AgentConfig config = testing::fakeWorkerConfig(
+      rendezvous, 1, {"--only-attempt", "0", "--exit", "3"}, 1, job, {{"PATH", "/usr/bin:/bin"}});
+  config.events = &recorder;
+  return Agent(std::move(config)).run();
+}
+
 // The worker failed (a lost node reset its connections) before the agent
 // heard the node was lost; with a restart left, the agent asks for one, and
 // the rendezvous says a member of that round was lost: the next round runs
@@ -101,13 +112,8 @@ std::vector<std::string> restartsTold(const Recorder& recorder) {
 TEST(AgentEventsTest, AFailureInARoundThatLostANodeCountsNoRestart) {
   FakeRendezvous rendezvous(firstOfTwoNodes());
   rendezvous.setFailureStands(false);
-  WorkerEnvironment::Job job;
-  job.run_id = "events";
-  AgentConfig config = testing::fakeWorkerConfig(
-      rendezvous, 1, {"--only-attempt", "0", "--exit", "3"}, 1, job, {{"PATH", "/usr/bin:/bin"}});
   Recorder recorder;
-  config.events = &recorder;
-  const RunResult result = Agent(std::move(config)).run();
+  const RunResult result = runWithOneCrash(rendezvous, recorder);
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_EQ(result.attempts, 2);
   EXPECT_TRUE(restartsTold(recorder).empty());
@@ -120,13 +126,8 @@ TEST(AgentEventsTest, AFailureInARoundThatLostANodeCountsNoRestart) {
 TEST(AgentEventsTest, AFailureInARoundThatLostNobodyCountsItsRestart) {
   for (const bool alone : {false, true}) {
     FakeRendezvous rendezvous(alone ? singleNode(1) : firstOfTwoNodes());
-    WorkerEnvironment::Job job;
-    job.run_id = "events";
-    AgentConfig config = testing::fakeWorkerConfig(
-        rendezvous, 1, {"--only-attempt", "0", "--exit", "3"}, 1, job, {{"PATH", "/usr/bin:/bin"}});
     Recorder recorder;
-    config.events = &recorder;
-    const RunResult result = Agent(std::move(config)).run();
+    const RunResult result = runWithOneCrash(rendezvous, recorder);
     EXPECT_EQ(result.exit_code, 0) << "alone: " << alone;
     EXPECT_EQ(restartsTold(recorder), std::vector<std::string>{"restart 1/1"}) << alone;
     EXPECT_EQ(rendezvous.failureChecks().size(), alone ? 0U : 1U);
