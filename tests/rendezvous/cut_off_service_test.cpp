@@ -7,10 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "ddprun/metrics/exposition.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/proto/tcpstore_codec.hpp"
 #include "ddprun/proto/tcpstore_wire.hpp"
 #include "ddprun/rendezvous/rendezvous_service.hpp"
+#include "ddprun/test_support/prometheus.hpp"
 
 namespace ddprun::rdzv {
 namespace {
@@ -66,6 +68,14 @@ class CutOffServiceTest : public ::testing::Test {
 
   void tick(Clock::duration at) { service_.tick(start_ + at, keys_); }
 
+  // ddprund_agents_held for job7 in a scrape now; -1 if absent.
+  double heldGauge() const {
+    metrics::Exposition out;
+    service_.collectMetrics(out);
+    return test_support::seriesValue(out.text(), "ddprund_agents_held{run_id=\"job7\"}")
+        .value_or(-1);
+  }
+
   const Clock::time_point start_{};
   NoClients sink_;
   KeySpace keys_{sink_};
@@ -84,7 +94,9 @@ TEST_F(CutOffServiceTest, TheExitBarrierFinishesAcrossACutOfTheRendezvousLink) {
   for (auto at = 11s; at <= 50s; at += 1s) {
     tick(at);
   }
+  EXPECT_EQ(heldGauge(), 2) << "both held, and a scrape says so";
   send(2, Verb::kHeartbeat, "b", 51s);
+  EXPECT_EQ(heldGauge(), 1) << "b heard again, a still held";
   send(2, Verb::kDone, "b", 51s);
   send(1, Verb::kHeartbeat, "a", 58s);
   tick(60s);
