@@ -141,18 +141,29 @@ Events ElasticRendezvous::tick(Clock::time_point now) {
 }
 
 // The silent are at the front of heard_: the walk stops at the first agent
-// still within its keep-alive bound.
+// still within its keep-alive bound. A cut-off rendezvous holds them instead
+// (elastic_cut_off.cpp), and loses those still held when the hold is over.
 Events ElasticRendezvous::tick(Clock::time_point now, std::vector<Expired>& expired) {
   Events events;
   if (closed_) {
     return events;
   }
   const std::size_t first = expired.size();
+  if (cut_off_ && now >= cut_off_->until) {
+    for (const Agent& agent : cut_off_->held) {
+      expired.push_back({agent.info.id, agent.member});
+    }
+  }
+  const std::size_t held_lost = expired.size();
   for (const Agent& agent : heard_) {
     if (now - agent.last_seen < settings_.keep_alive_timeout) {
       break;
     }
     expired.push_back({agent.info.id, agent.member});
+  }
+  if (expired.size() > held_lost && cutOff(now)) {
+    expired.resize(held_lost);  // its own silence: nobody is lost for it
+    holdAll();
   }
   std::vector<std::string_view> silent;
   silent.reserve(expired.size() - first);
@@ -181,6 +192,11 @@ void ElasticRendezvous::excuseStall(Clock::duration stalled, Clock::time_point n
     }
   };
   excuse(heard_);
+  if (cut_off_) {
+    excuse(cut_off_->held);
+    cut_off_->since = std::min(cut_off_->since + stalled, now);
+    cut_off_->until += stalled;
+  }
   if (last_call_deadline_) {
     last_call_deadline_ =
         std::min(*last_call_deadline_ + stalled, now + settings_.last_call_timeout);
@@ -204,6 +220,9 @@ std::optional<ElasticRendezvous::Clock::time_point> ElasticRendezvous::nextDeadl
     if (!earliest || expiry < *earliest) {
       earliest = expiry;
     }
+  }
+  if (cut_off_ && (!earliest || cut_off_->until < *earliest)) {
+    earliest = cut_off_->until;
   }
   if (const auto quarantine_end = nextQuarantineEnd();
       quarantine_end && (!earliest || *quarantine_end < *earliest)) {
@@ -275,7 +294,14 @@ void ElasticRendezvous::remove(AgentRef agent) {
     spares_.erase(std::find(spares_.begin(), spares_.end(), agent));
   }
   index_.erase(agent->info.id);
-  heard_.erase(agent);
+  if (!agent->held) {
+    heard_.erase(agent);
+    return;
+  }
+  cut_off_->held.erase(agent);
+  if (cut_off_->held.empty()) {
+    cut_off_.reset();
+  }
 }
 
 // --node-rank hints order the first round; agents without one follow in
@@ -301,14 +327,22 @@ void ElasticRendezvous::keepHeardOrder(Heard& heard, AgentRef agent) {
 }
 
 ElasticRendezvous::AgentRef ElasticRendezvous::admit(Agent agent) {
+  heardAgain(agent.last_seen);
   const AgentRef added = addHeard(heard_, std::move(agent));
   index_.emplace(added->info.id, added);
   return added;
 }
 
+// Anyone heard ends a cut-off's silence; a held agent heard is judged as
+// before.
 void ElasticRendezvous::hear(AgentRef agent, Clock::time_point now) {
+  heardAgain(now);
   agent->last_seen = now;
-  heard_.splice(heard_.end(), heard_, agent);
+  if (agent->held) {
+    unhold(agent);
+  } else {
+    heard_.splice(heard_.end(), heard_, agent);
+  }
   keepHeardOrder(heard_, agent);
 }
 

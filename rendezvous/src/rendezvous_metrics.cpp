@@ -28,6 +28,10 @@ void RendezvousService::collectMetrics(metrics::Exposition& out) const {
       out.family("ddprund_quarantined_hosts", MetricType::kGauge,
                  "Hosts of an open job left out of its rounds now: group failures started "
                  "there quarantine_after times.");
+  auto& held = out.family("ddprund_agents_held", MetricType::kGauge,
+                          "Agents of an open job kept though silent past the keep-alive bound: "
+                          "the daemon heard none of its agents, so the silence was its own "
+                          "(its link cut).");
   for (const auto& [run_id, run] : runs_) {
     if (run.rdzv.closed()) {
       continue;
@@ -38,6 +42,7 @@ void RendezvousService::collectMetrics(metrics::Exposition& out) const {
     spares.sample(static_cast<double>(run.rdzv.spareCount()), labels);
     round.sample(static_cast<double>(run.rdzv.round()), labels);
     quarantined.sample(static_cast<double>(run.rdzv.quarantinedHosts()), labels);
+    held.sample(static_cast<double>(run.rdzv.heldAgents()), labels);
   }
   auto& jobs = out.family("ddprund_jobs", MetricType::kGauge,
                           "Jobs (run ids) this rendezvous holds: open, or closed and kept for "

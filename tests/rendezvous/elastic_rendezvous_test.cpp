@@ -347,13 +347,14 @@ TEST(ElasticRendezvousTest, HeartbeatsReorderExpiry) {
   EXPECT_EQ(*rdzv.nextDeadline(), kStart + 15s) << "b, heard from first, expires first";
   rdzv.heartbeat("b", kStart + 6s);
   EXPECT_EQ(*rdzv.nextDeadline(), kStart + 16s) << "then c";
+  rdzv.heartbeat("b", kStart + 14s);  // heard: the rendezvous is not cut off
   std::vector<Expired> expired;
   rdzv.tick(kStart + 20s, expired);
   ASSERT_EQ(expired.size(), 2u);
   EXPECT_EQ(expired[0].id, "c");
   EXPECT_EQ(expired[1].id, "a");
   EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"b"}));
-  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 21s);
+  EXPECT_EQ(*rdzv.nextDeadline(), kStart + 29s);
 }
 
 // Silent agents are lost in the order they were last heard from, and each is
@@ -384,12 +385,15 @@ TEST(ElasticRendezvousTest, TickExpiresInLastHeardOrderAndSaysWhoWasAMember) {
 TEST(ElasticRendezvousTest, AStallExcusedKeepsTheExpiryOrder) {
   ElasticRendezvous rdzv(settings(1, 3));
   joinAll(rdzv, {agent("a"), agent("b"), agent("c")}, kStart);
+  Events events;
+  ASSERT_EQ(rdzv.join(agent("d"), kStart + 3s, events), JoinStatus::kSpare);
   rdzv.heartbeat("a", kStart + 3s);
   rdzv.heartbeat("c", kStart + 1s);
   rdzv.heartbeat("b", kStart + 2s);  // heard from: c, b, a
   rdzv.excuseStall(20s, kStart + 22s);
   EXPECT_EQ(*rdzv.nextDeadline(), kStart + 36s) << "c, moved by 20 s";
   rdzv.excuseStall(60s, kStart + 40s);  // every one capped at now: a tie
+  rdzv.heartbeat("d", kStart + 50s);    // heard: the rendezvous is not cut off
   std::vector<Expired> expired;
   rdzv.tick(kStart + 55s, expired);
   ASSERT_EQ(expired.size(), 3u);
@@ -416,6 +420,7 @@ TEST(ElasticRendezvousTest, SparesArePromotedInArrivalOrder) {
   EXPECT_EQ(rdzv.spares(), (std::vector<std::string>{"s3"}));
   EXPECT_EQ(rdzv.lastSeen("s2"), kStart + 6s);
   EXPECT_EQ(*rdzv.nextDeadline(), kStart + 16s) << "s3, heard from at its join";
+  rdzv.heartbeat("s2", kStart + 19s);  // heard: the rendezvous is not cut off
   std::vector<Expired> expired;
   rdzv.tick(kStart + 20s, expired);  // s1 was promoted at 5 s, s2 at 6 s
   ASSERT_EQ(expired.size(), 2u);
@@ -432,6 +437,7 @@ TEST(ElasticRendezvousTest, ARestoredRoundExpiresInTheOrderItsAgentsCameBack) {
   rdzv.join(agent("c"), kStart + 1s, events);
   rdzv.rejoin(agent("a"), {4, 0, 2}, kStart + 2s, events);
   ASSERT_EQ(idsOf(onlyCompleted(events)), (std::vector<std::string>{"a", "b", "c"}));
+  rdzv.heartbeat("a", kStart + 14s);  // heard: the rendezvous is not cut off
   std::vector<Expired> expired;
   rdzv.tick(kStart + 15s, expired);
   ASSERT_EQ(expired.size(), 1u);

@@ -33,6 +33,16 @@
 //    new round.
 //  - Agents that fall silent in the same tick are lost together: one new
 //    round, never with a spare that is silent too.
+//  - A cut-off rendezvous loses nobody for silence (elastic_cut_off.cpp):
+//    when an agent's keep-alive runs out while the rendezvous heard no agent
+//    at all for over half the keep-alive timeout (a live one is heard every
+//    third of it), the silence is its own, and every agent is held. Held
+//    agents are lost only if nobody is heard within cut_off_limit past the
+//    keep-alive timeout (the agents give up on it then), or when their
+//    connection closes. Once anyone is heard, each held agent has as long
+//    again as the silence lasted, plus the keep-alive timeout, to be heard
+//    (TCP's retransmissions back off, doubling: a connection may resume that
+//    much after the link is back); one still silent then is lost.
 //  - The rendezvous' own stall (excuseStall) counts against nobody: not
 //    against the agents' keep-alive, a last call, or a restore's wait.
 //
@@ -40,8 +50,8 @@
 // (an index by id); nextDeadline() is O(1), and tick() finds the silent in
 // O(1 + their number), since the agents are kept in last-heard order. Only
 // what every member must hear (a round completed or re-formed: a member's
-// loss, a restart, a newcomer; close) and the rare excuseStall() walk the
-// members.
+// loss, a restart, a newcomer; close), the rare excuseStall(), and a cut-off's
+// beginning and end walk the members.
 #pragma once
 
 #include <chrono>
@@ -66,6 +76,11 @@ struct ElasticSettings {
   std::chrono::milliseconds last_call_timeout{30'000};
   // keep_alive_interval x keep_alive_max_attempt: silence longer than this is death.
   std::chrono::milliseconds keep_alive_timeout{15'000};
+  // How long the agents wait for a silent rendezvous (their join_timeout):
+  // as long as it heard none of them, they are held that much past the
+  // keep-alive timeout before they are lost (the rendezvous, not they, is
+  // cut off).
+  std::chrono::milliseconds cut_off_limit{600'000};
   // A host blamed for this many group failures (a worker of its failed
   // first) is quarantined; 0: never.
   int quarantine_after = 3;
@@ -207,6 +222,9 @@ class ElasticRendezvous {
 
   // The earliest time tick() has work to do; nullopt if none.
   std::optional<Clock::time_point> nextDeadline() const;
+  // The rendezvous heard nobody and holds its agents (elastic_cut_off.cpp):
+  // how many it holds; 0 when it is not cut off.
+  std::size_t heldAgents() const;
 
   int64_t round() const { return round_; }
   bool complete() const { return complete_; }
@@ -242,6 +260,7 @@ class ElasticRendezvous {
     AgentInfo info;
     Clock::time_point last_seen;
     bool member = false;  // in members_, else in spares_ (or a restore's)
+    bool held = false;    // in cut_off_->held, else in heard_ (or a restore's)
     std::string host{};   // agentHost(info.id), set by addHeard(): what failures blame
   };
   // Agents in last-heard order: the front was heard from longest ago, so it
@@ -263,6 +282,11 @@ class ElasticRendezvous {
   void finishRestore(Clock::time_point now, Events& events);
   void forgetRestoring(std::string_view id);
   void completeRound(Clock::time_point now, Events& events);
+  // A cut-off rendezvous (elastic_cut_off.cpp).
+  bool cutOff(Clock::time_point now) const;
+  void holdAll();
+  void heardAgain(Clock::time_point now);
+  void unhold(AgentRef agent);
   void reform(Clock::time_point now, Events& events);
   void remove(AgentRef agent);
   void orderFirstRound();
@@ -311,6 +335,18 @@ class ElasticRendezvous {
     Clock::time_point deadline;
   };
   std::optional<Restore> restore_;
+
+  // The rendezvous heard nobody for over half the keep-alive timeout when an
+  // agent's ran out: it, not they, is cut off. Its agents are held here,
+  // out of heard_, in last-heard order, and none of them expires until
+  // `until`.
+  struct CutOff {
+    Heard held;
+    Clock::time_point since;  // the last time it heard anyone before
+    Clock::time_point until;  // the held are lost then
+    bool heard = false;       // someone was heard again: the others have until `until`
+  };
+  std::optional<CutOff> cut_off_;
 };
 
 }  // namespace ddprun::rdzv

@@ -1,0 +1,190 @@
+// A rendezvous cut off from its agents, with a hand-driven clock: when it
+// heard nobody, their keep-alive running out is its own silence, and it holds
+// them instead of losing them; one agent silent while another is heard is
+// lost as before.
+#include <gtest/gtest.h>
+
+#include "ddprun/rendezvous/elastic_rendezvous.hpp"
+
+namespace ddprun::rdzv {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = ElasticRendezvous::Clock;
+
+const Clock::time_point kStart{};
+
+ElasticSettings settings(int min_nodes, int max_nodes) {
+  ElasticSettings s;
+  s.min_nodes = min_nodes;
+  s.max_nodes = max_nodes;
+  s.last_call_timeout = 30s;
+  s.keep_alive_timeout = 15s;
+  s.cut_off_limit = 60s;
+  return s;
+}
+
+// A complete round of `ids` (as many as max_nodes), round 0.
+void formRound(ElasticRendezvous& rdzv, const std::vector<std::string>& ids) {
+  Events events;
+  for (const std::string& id : ids) {
+    ASSERT_EQ(rdzv.join({id, 1, std::nullopt, -1}, kStart, events), JoinStatus::kMember) << id;
+  }
+  ASSERT_TRUE(rdzv.complete());
+}
+
+std::vector<std::string> idsOf(const std::vector<Expired>& expired) {
+  std::vector<std::string> ids;
+  for (const Expired& agent : expired) {
+    ids.push_back(agent.id);
+  }
+  return ids;
+}
+
+// a and b heard at staggered times (5 s and 10 s), then nothing: the
+// rendezvous' link is cut at 11 s.
+class CutOffTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    formRound(rdzv_, {"a", "b"});
+    rdzv_.heartbeat("a", kStart + 5s);
+    rdzv_.heartbeat("b", kStart + 10s);
+  }
+
+  ElasticRendezvous rdzv_{settings(1, 2)};
+  std::vector<Expired> expired_;
+};
+
+// a's keep-alive runs out at 20 s, when b too was silent for 10 s: the
+// rendezvous heard nobody, so it holds both; once they are heard again the
+// round stands, with no new round and nobody restarting.
+TEST_F(CutOffTest, MembersSilentTogetherAreHeldAndTheRoundStands) {
+  EXPECT_TRUE(rdzv_.tick(kStart + 20s, expired_).empty());
+  EXPECT_TRUE(expired_.empty()) << idsOf(expired_).front();
+  EXPECT_EQ(rdzv_.heldAgents(), 2u);
+  ASSERT_TRUE(rdzv_.nextDeadline());
+  EXPECT_GT(*rdzv_.nextDeadline(), kStart + 20s) << "a past deadline would spin the timer";
+
+  EXPECT_TRUE(rdzv_.tick(kStart + 40s, expired_).empty());
+  rdzv_.heartbeat("b", kStart + 45s);
+  rdzv_.heartbeat("a", kStart + 47s);
+  EXPECT_TRUE(rdzv_.tick(kStart + 55s, expired_).empty());
+  EXPECT_TRUE(expired_.empty());
+  EXPECT_EQ(rdzv_.heldAgents(), 0u);
+  EXPECT_EQ(rdzv_.round(), 0);
+  EXPECT_TRUE(rdzv_.complete());
+  EXPECT_EQ(rdzv_.members(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(*rdzv_.nextDeadline(), kStart + 45s + 15s) << "judged as before";
+}
+
+// Nobody heard within cut_off_limit past the keep-alive timeout (as long as
+// the agents wait for a silent rendezvous): both are lost, together.
+TEST_F(CutOffTest, TheHeldAreLostWhenTheSilenceOutlastsTheLimit) {
+  EXPECT_TRUE(rdzv_.tick(kStart + 20s, expired_).empty());
+  EXPECT_EQ(rdzv_.nextDeadline(), kStart + 10s + 15s + 60s);
+  EXPECT_TRUE(rdzv_.tick(kStart + 84s, expired_).empty());
+  EXPECT_TRUE(expired_.empty());
+
+  const Events events = rdzv_.tick(kStart + 85s, expired_);
+  EXPECT_EQ(idsOf(expired_), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(expired_[0].was_member && expired_[1].was_member);
+  ASSERT_EQ(events.size(), 1u) << "one new round for both";
+  EXPECT_TRUE(std::holds_alternative<RoundSuspended>(events[0]));
+  EXPECT_EQ(rdzv_.memberCount(), 0u);
+  EXPECT_EQ(rdzv_.heldAgents(), 0u);
+}
+
+// One silent while the other is heard is that one's silence: lost at the
+// keep-alive timeout, as ever.
+TEST_F(CutOffTest, OneSilentWhileAnotherIsHeardIsLostAsBefore) {
+  rdzv_.heartbeat("b", kStart + 15s);
+  const Events events = rdzv_.tick(kStart + 20s, expired_);
+  EXPECT_EQ(idsOf(expired_), (std::vector<std::string>{"a"}));
+  ASSERT_EQ(events.size(), 1u);
+  ASSERT_TRUE(std::holds_alternative<RoundCompleted>(events[0]));
+  EXPECT_EQ(rdzv_.members(), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(rdzv_.heldAgents(), 0u);
+}
+
+// Once one is heard again (at 40 s, after 30 s of silence), each connection
+// may resume up to as long again later (TCP's backoff doubles): the other has
+// that and a keep-alive timeout (until 85 s). Heard by then, it stays; still
+// silent, it alone is lost.
+TEST_F(CutOffTest, AfterOneIsHeardTheOthersHaveAsLongAgain) {
+  ASSERT_TRUE(rdzv_.tick(kStart + 20s, expired_).empty());
+  for (auto at = kStart + 40s; at < kStart + 85s; at += 5s) {
+    rdzv_.heartbeat("a", at);
+    EXPECT_TRUE(rdzv_.tick(at, expired_).empty());
+  }
+  EXPECT_TRUE(expired_.empty());
+  EXPECT_EQ(rdzv_.heldAgents(), 1u);
+  EXPECT_EQ(rdzv_.nextDeadline(), kStart + 85s);
+
+  rdzv_.heartbeat("a", kStart + 85s);
+  const Events events = rdzv_.tick(kStart + 85s, expired_);
+  EXPECT_EQ(idsOf(expired_), (std::vector<std::string>{"b"}));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<RoundCompleted>(events[0]));
+  EXPECT_EQ(rdzv_.members(), (std::vector<std::string>{"a"}));
+}
+
+TEST_F(CutOffTest, AHeldMemberHeardWithinTheGraceStays) {
+  ASSERT_TRUE(rdzv_.tick(kStart + 20s, expired_).empty());
+  rdzv_.heartbeat("a", kStart + 40s);
+  rdzv_.heartbeat("b", kStart + 80s);
+  rdzv_.heartbeat("a", kStart + 80s);
+  EXPECT_TRUE(rdzv_.tick(kStart + 85s, expired_).empty());
+  EXPECT_TRUE(expired_.empty());
+  EXPECT_EQ(rdzv_.round(), 0);
+  EXPECT_EQ(rdzv_.heldAgents(), 0u);
+}
+
+// A held member whose connection closes is gone at once, as ever.
+TEST_F(CutOffTest, AHeldMemberWhoseConnectionClosesIsLostAtOnce) {
+  ASSERT_TRUE(rdzv_.tick(kStart + 20s, expired_).empty());
+  const Events events = rdzv_.lose("a", kStart + 30s);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<RoundCompleted>(events[0]));
+  EXPECT_EQ(rdzv_.members(), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(rdzv_.heldAgents(), 1u) << "b is still held";
+  EXPECT_TRUE(rdzv_.tick(kStart + 40s, expired_).empty());
+}
+
+// The rendezvous' own stall during a cut-off counts against nobody either.
+TEST_F(CutOffTest, AStallMovesTheHoldsEnd) {
+  ASSERT_TRUE(rdzv_.tick(kStart + 20s, expired_).empty());
+  rdzv_.excuseStall(10s, kStart + 50s);
+  EXPECT_EQ(rdzv_.nextDeadline(), kStart + 95s);
+}
+
+// A single-member round fits the same rule: its member silent is the
+// rendezvous heard nobody.
+TEST(CutOffSingleTest, ALoneMemberSilentIsHeldAndStays) {
+  ElasticRendezvous rdzv(settings(1, 1));
+  formRound(rdzv, {"a"});
+  std::vector<Expired> expired;
+  EXPECT_TRUE(rdzv.tick(kStart + 15s, expired).empty());
+  EXPECT_TRUE(expired.empty());
+  rdzv.heartbeat("a", kStart + 50s);
+  EXPECT_TRUE(rdzv.tick(kStart + 60s, expired).empty());
+  EXPECT_EQ(rdzv.round(), 0);
+  EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"a"}));
+}
+
+// A spare heard while the member is silent: the rendezvous is not cut off,
+// so the member is lost at the keep-alive timeout and the spare takes its
+// place, as before.
+TEST(CutOffSingleTest, ASpareHeardMeansTheSilentMemberIsLost) {
+  ElasticRendezvous rdzv(settings(1, 1));
+  formRound(rdzv, {"a"});
+  Events events;
+  ASSERT_EQ(rdzv.join({"s", 1, std::nullopt, -1}, kStart, events), JoinStatus::kSpare);
+  rdzv.heartbeat("s", kStart + 12s);
+  std::vector<Expired> expired;
+  events = rdzv.tick(kStart + 15s, expired);
+  EXPECT_EQ(idsOf(expired), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"s"}));
+}
+
+}  // namespace
+}  // namespace ddprun::rdzv
