@@ -94,7 +94,7 @@ class NetnsJobTest : public ::testing::Test {
     for (int i = 1; i <= agents; ++i) {
       hosts.push_back("h" + std::to_string(i));
     }
-    lab_.emplace(hosts);
+    lab_.emplace(hosts, lab_network_);
     if (!with_daemon) {
       return;
     }
@@ -186,6 +186,8 @@ class NetnsJobTest : public ::testing::Test {
   // onHost's own_name), so that agent ids name different hosts; by default
   // they share this machine's, as the tests of other things expect.
   bool own_host_names_ = false;
+  // The first three octets of the lab hosts' addresses (NetLab's network).
+  std::string lab_network_ = NetLab::kNetwork;
   test_support::TempDir dir_{"ddprun-netns-test"};
   std::optional<NetLab> lab_;
   std::optional<test_support::DaemonProcess> daemon_;

@@ -106,7 +106,8 @@ std::optional<std::string> unavailableReason() {
   return reason;
 }
 
-NetLab::NetLab(const std::vector<std::string>& hosts) : ip_(ipBinary()) {
+NetLab::NetLab(const std::vector<std::string>& hosts, std::string network)
+    : ip_(ipBinary()), network_(std::move(network)) {
   static std::atomic<int> counter{0};
   if (ip_.empty()) {
     throw std::runtime_error("no `ip` command");
@@ -209,7 +210,7 @@ std::string NetLab::namespaceOf(const std::string& host) const {
 }
 
 std::string NetLab::address(const std::string& host) const {
-  return "10.77.0." + std::to_string(10 + position(host));
+  return network_ + "." + std::to_string(10 + position(host));
 }
 
 std::vector<std::string> NetLab::onHost(const std::string& host, std::vector<std::string> argv,

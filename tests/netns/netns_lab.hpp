@@ -1,6 +1,7 @@
 // NetLab: a small network of real test hosts on one machine, built from Linux
 // network namespaces. Each host is a namespace with loopback up and one veth,
-// "eth0", addressed 10.77.0.<10 + its position>/24; the other ends of the
+// "eth0", addressed <network>.<10 + its position>/24 (10.77.0 unless the lab
+// is built on another network); the other ends of the
 // veths are ports of a bridge that lives in a namespace of its own, so
 // nothing is added to the machine's own network. Processes are put on a host
 // by running them under `ip netns exec`. Every host resolves every host's
@@ -59,12 +60,14 @@ std::optional<std::string> unavailableReason();
 
 class NetLab {
  public:
-  static constexpr const char* kInterface = "eth0";  // every host's veth, in its namespace
+  static constexpr const char* kInterface = "eth0";   // every host's veth, in its namespace
+  static constexpr const char* kNetwork = "10.77.0";  // the hosts' /24, by default
 
   // Builds the bridge and one host per name (hosts' names: up to 15
   // characters, they name the bridge's ports). Throws std::runtime_error with
   // the failing `ip` command's output, after deleting what it had made.
-  explicit NetLab(const std::vector<std::string>& hosts);
+  // `network`: the first three octets of every host's address.
+  explicit NetLab(const std::vector<std::string>& hosts, std::string network = kNetwork);
   ~NetLab();
   NetLab(const NetLab&) = delete;
   NetLab& operator=(const NetLab&) = delete;
@@ -96,6 +99,7 @@ class NetLab {
   int position(const std::string& host) const;
 
   std::string ip_;
+  std::string network_;
   std::string prefix_;
   std::string bridge_namespace_;
   std::map<std::string, int> hosts_;

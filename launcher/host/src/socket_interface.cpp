@@ -84,6 +84,15 @@ std::string usersOwn(const Environment& env) {
   return text.empty() ? "" : " (the user's " + text + " kept)";
 }
 
+SocketInterfaceChoice chosenInterface(const std::string& interface, const std::string& why,
+                                      const Environment& env) {
+  SocketInterfaceChoice choice;
+  choice.interface = interface;
+  choice.info = why + ": the workers get " + assignments(socketInterfaceVariables(interface, env)) +
+                usersOwn(env);
+  return choice;
+}
+
 SocketInterfaceChoice noInterface(const std::string& why_needed, const Endpoint& endpoint,
                                   const IpAddress* address, const std::string& why_none) {
   SocketInterfaceChoice choice;
@@ -93,6 +102,34 @@ SocketInterfaceChoice noInterface(const std::string& why_needed, const Endpoint&
                    "other hosts may not reach this host's; set them to the job network's "
                    "interface";
   return choice;
+}
+
+// "localhost" or a loopback address itself: the user meant this host alone.
+// Any other name that resolves to loopback here names this host, and the
+// other hosts resolve it to an address of their own (Debian maps a host's
+// own name to 127.0.1.1).
+bool saysLoopback(const std::string& host) {
+  boost::system::error_code error;
+  const IpAddress literal = asio::ip::make_address(host, error);
+  return error ? host == "localhost" || host.starts_with("localhost.") : literal.is_loopback();
+}
+
+// A documentation address (RFC 5737): asking the route to it asks for the
+// default route, and nothing is ever sent there.
+IpAddress anyRemoteAddress() { return asio::ip::make_address_v4("192.0.2.1"); }
+
+// The interfaces holding an address peers could use: neither loopback nor
+// IPv6 link-local (which needs a scope they do not have).
+std::vector<std::string> routableInterfaces(const std::vector<InterfaceAddress>& interfaces) {
+  std::vector<std::string> names;
+  for (const InterfaceAddress& entry : interfaces) {
+    const bool link_local = entry.address.is_v6() && entry.address.to_v6().is_link_local();
+    if (!entry.address.is_loopback() && !link_local &&
+        std::find(names.begin(), names.end(), entry.interface) == names.end()) {
+      names.push_back(entry.interface);
+    }
+  }
+  return names;
 }
 
 IpAddress fromSockaddr(const sockaddr* address) {
@@ -203,6 +240,51 @@ NetworkProbe systemNetwork() {
   return {systemHostName(), systemResolve, systemSourceAddress, systemInterfaces};
 }
 
+// This host serves the endpoint under a name that resolves to loopback here
+// only: how the others reach it, only they know. Its default route's
+// interface is where a cluster's hosts reach each other; without one, the
+// only interface with an address they could use.
+SocketInterfaceChoice chooseForLoopbackEndpoint(const Endpoint& endpoint, const Environment& env,
+                                                const NetworkProbe& probe) {
+  const std::vector<IpAddress> own = probe.resolve(probe.host_name);
+  if (!onlyLoopback(own)) {
+    return {};  // Gloo binds the host name's own address, which peers can reach
+  }
+  const std::string why_needed = whyHostNameFails(probe.host_name, own) +
+                                 ", and so does the rendezvous endpoint " + endpoint.host +
+                                 ", which names this host";
+  const std::vector<InterfaceAddress> interfaces = probe.interfaces();
+  std::string why_no_route;
+  if (const auto source = probe.source_address(anyRemoteAddress(), endpoint.port, why_no_route)) {
+    if (const auto interface = interfaceHolding(interfaces, *source)) {
+      return chosenInterface(*interface,
+                             why_needed +
+                                 "; the other hosts reach it by another address, on its "
+                                 "default route's interface",
+                             env);
+    }
+  }
+  const std::vector<std::string> candidates = routableInterfaces(interfaces);
+  if (candidates.size() == 1) {
+    return chosenInterface(candidates.front(),
+                           why_needed +
+                               "; the other hosts reach it by another address, on its only "
+                               "interface with one they can use",
+                           env);
+  }
+  std::string listed_names;
+  for (const std::string& name : candidates) {
+    listed_names += (listed_names.empty() ? "" : ", ") + name;
+  }
+  SocketInterfaceChoice choice;
+  choice.warning = why_needed + ", and this host has no default route and " +
+                   (candidates.empty() ? "no interface other hosts can reach"
+                                       : "several interfaces (" + listed_names + ")") +
+                   ": GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME stay unset, so workers on other "
+                   "hosts may not reach this host's; set them to the job network's interface";
+  return choice;
+}
+
 SocketInterfaceChoice chooseSocketInterface(const LaunchConfig& config, const Environment& env,
                                             const NetworkProbe& probe) {
   if (!spansHosts(config) || socketInterfaceVariables("", env).empty()) {
@@ -212,7 +294,10 @@ SocketInterfaceChoice chooseSocketInterface(const LaunchConfig& config, const En
   const std::vector<IpAddress> peers = probe.resolve(endpoint.host);
   // The first address is the one a connection tries first.
   if (!peers.empty() && peers.front().is_loopback()) {
-    return {};  // every node is this host
+    if (saysLoopback(endpoint.host)) {
+      return {};  // every node is this host
+    }
+    return chooseForLoopbackEndpoint(endpoint, env, probe);
   }
   const std::vector<IpAddress> own = probe.resolve(probe.host_name);
   if (!onlyLoopback(own)) {

@@ -111,6 +111,57 @@ TEST(SocketInterface, NothingWhenTheEndpointIsLoopback) {
   }
 }
 
+// The endpoint names this host by a name that resolves to loopback here
+// only (Debian maps a host's own name to 127.0.1.1), as under Slurm on its
+// first host: the other hosts reach it by another address, which Gloo would
+// not bind. Its default route's interface serves them.
+TEST(SocketInterface, AnEndpointNamingThisHostAsLoopbackGetsTheDefaultRoutesInterface) {
+  FakeNetwork network;
+  network.names["node0"] = {ip("127.0.1.1")};
+  const SocketInterfaceChoice choice = choose(acrossHosts(), network);
+  EXPECT_EQ(choice.interface, "eth1");
+  EXPECT_EQ(choice.info,
+            "host name 'vm' resolves only to loopback (127.0.0.1), and so does the rendezvous "
+            "endpoint node0, which names this host; the other hosts reach it by another address, "
+            "on its default route's interface: the workers get GLOO_SOCKET_IFNAME=eth1 and "
+            "NCCL_SOCKET_IFNAME==eth1");
+  EXPECT_TRUE(choice.warning.empty());
+}
+
+// With no default route, the one interface with an address other hosts can
+// use (not loopback, not IPv6 link-local) is theirs.
+TEST(SocketInterface, WithNoDefaultRouteTheOnlyRoutableInterfaceIsChosen) {
+  FakeNetwork network;
+  network.names["node0"] = {ip("127.0.1.1")};
+  network.source.reset();
+  network.interfaces = {{"lo", ip("127.0.0.1")}, {"eth1", ip("10.1.0.7")}, {"eth2", ip("fe80::2")}};
+  const SocketInterfaceChoice choice = choose(acrossHosts(), network);
+  EXPECT_EQ(choice.interface, "eth1");
+  EXPECT_TRUE(
+      choice.info.ends_with("on its only interface with one they can use: the workers get "
+                            "GLOO_SOCKET_IFNAME=eth1 and NCCL_SOCKET_IFNAME==eth1"))
+      << choice.info;
+}
+
+TEST(SocketInterface, WithNoDefaultRouteAndSeveralInterfacesNoneIsGuessed) {
+  FakeNetwork network;
+  network.names["node0"] = {ip("127.0.1.1")};
+  network.source.reset();
+  const SocketInterfaceChoice choice = choose(acrossHosts(), network);
+  EXPECT_TRUE(choice.interface.empty());
+  EXPECT_NE(choice.warning.find("no default route and several interfaces (eth0, eth1)"),
+            std::string::npos)
+      << choice.warning;
+}
+
+// A host name that resolves to an address peers can reach is what Gloo binds.
+TEST(SocketInterface, NothingForALoopbackEndpointWhenTheHostNameIsReachable) {
+  FakeNetwork network;
+  network.names["node0"] = {ip("127.0.1.1")};
+  network.names["vm"] = {ip("10.1.0.7")};
+  EXPECT_TRUE(choose(acrossHosts(), network).interface.empty());
+}
+
 // One node, --standalone, or a backend ddprun has no endpoint for: nothing is
 // asked of the system at all.
 TEST(SocketInterface, NothingIsAskedForAJobOnOneHost) {
