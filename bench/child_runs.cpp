@@ -95,6 +95,16 @@ std::optional<std::int64_t> launcherPeakRssKib(pid_t pid) {
   return *own + peakRssKib(agent).value_or(0);
 }
 
+std::optional<std::int64_t> launcherPssKib(pid_t pid) {
+  const std::optional<std::size_t> own = test_support::procPssKiB(pid);
+  const pid_t agent = test_support::ddprunAgentOf(pid);
+  if (!own) {
+    return std::nullopt;
+  }
+  const std::size_t agent_kib = agent == pid ? 0 : test_support::procPssKiB(agent).value_or(0);
+  return static_cast<std::int64_t>(*own + agent_kib);
+}
+
 bool waitForFiles(const std::vector<std::filesystem::path>& files, launcher::Subprocess& child,
                   Clock::time_point deadline) {
   auto all_there = [&files] {

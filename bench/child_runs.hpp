@@ -65,6 +65,11 @@ std::optional<std::int64_t> peakRssKib(pid_t pid);
 // same name), the two added (the pages they share counted twice).
 std::optional<std::int64_t> launcherPeakRssKib(pid_t pid);
 
+// The launcher's proportional set size now, in KiB: for ddprun its guardian
+// and its agent added, each page they share counted once; empty once the
+// launcher has exited or its smaps_rollup cannot be read.
+std::optional<std::int64_t> launcherPssKib(pid_t pid);
+
 // Waits until every file exists; false if the child exits first or the
 // deadline passes.
 bool waitForFiles(const std::vector<std::filesystem::path>& files, launcher::Subprocess& child,

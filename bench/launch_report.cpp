@@ -13,6 +13,7 @@ namespace {
 constexpr double kLaunchTargetRatio = 50.0;
 constexpr double kRestartTargetMs = 50.0;
 constexpr double kRssTargetBytes = 10e6;  // 10 MB, decimal: the stricter reading
+constexpr double kPssTargetMiB = 8.0;
 
 // A figure, or why there is none.
 std::string cell(const Samples& samples, double value, const char* pattern = "%.1f") {
@@ -68,16 +69,23 @@ void printRestartDetail(std::ostream& out, const std::vector<RestartComparison>&
   }
 }
 
-void printRss(std::ostream& out, const Comparison& rss) {
-  const Samples& d = rss.ddprun;
-  const Samples& t = rss.torchrun;
-  out << "| Launcher | Agent VmHWM, MiB (largest of " << std::max(d.count(), t.count())
-      << " runs) | KiB |\n|---|---:|---:|\n";
-  out << "| ddprun | " << cell(d, d.max() / 1024.0, "%.2f") << " | " << cell(d, d.max(), "%.0f")
-      << " |\n";
-  out << "| torchrun (the Python agent) | " << cell(t, t.max() / 1024.0, "%.2f") << " | "
-      << cell(t, t.max(), "%.0f") << " |\n";
-  out << "| torchrun / ddprun | " << ratioCell(d, t, d.max(), t.max()) << " | |\n";
+// A launcher's largest figure, in MiB and KiB.
+std::string memoryCells(const Samples& samples) {
+  return cell(samples, samples.max() / 1024.0, "%.2f") + " | " +
+         cell(samples, samples.max(), "%.0f");
+}
+
+void printMemory(std::ostream& out, const Comparison& rss, const Comparison& pss) {
+  const int runs = std::max(rss.ddprun.count(), rss.torchrun.count());
+  out << "| Launcher | Agent VmHWM, MiB (largest of " << runs
+      << " runs) | KiB | Agent PSS, MiB (largest of " << runs << " runs) | KiB |\n"
+      << "|---|---:|---:|---:|---:|\n";
+  out << "| ddprun | " << memoryCells(rss.ddprun) << " | " << memoryCells(pss.ddprun) << " |\n";
+  out << "| torchrun (the Python agent) | " << memoryCells(rss.torchrun) << " | "
+      << memoryCells(pss.torchrun) << " |\n";
+  out << "| torchrun / ddprun | "
+      << ratioCell(rss.ddprun, rss.torchrun, rss.ddprun.max(), rss.torchrun.max()) << " | | "
+      << ratioCell(pss.ddprun, pss.torchrun, pss.ddprun.max(), pss.torchrun.max()) << " | |\n";
   out << "\nOther processes' CPU meanwhile: " << formatNumber("%.2f", rss.other_cores)
       << " cores.\n";
 }
@@ -113,6 +121,11 @@ void printTargets(std::ostream& out, const LaunchReport& report) {
               ? "–"
               : formatNumber("%.1f MB", bytes / 1e6) + formatNumber(" (%.2f MiB)", bytes / 1048576))
       << " | " << metCell(!rss.empty(), bytes <= kRssTargetBytes) << " |\n";
+  const Samples& pss = report.peak_pss.ddprun;
+  const double pss_mib = pss.max() / 1024.0;
+  out << "| agent PSS ≤ " << formatNumber("%.0f MiB", kPssTargetMiB) << " | "
+      << (pss.empty() ? "–" : formatNumber("%.2f MiB", pss_mib)) << " | "
+      << metCell(!pss.empty(), pss_mib <= kPssTargetMiB) << " |\n";
 }
 
 }  // namespace
@@ -156,9 +169,12 @@ void printLaunchReport(std::ostream& out, const LaunchReport& report) {
   }
   out << "\n";
   printRestartDetail(out, report.restart);
-  out << "\nAgent peak RSS (VmHWM of the launcher process, for ddprun its guardian "
-         "and its agent added, read from /proc until it exits):\n\n";
-  printRss(out, report.peak_rss);
+  out << "\nAgent memory, read from /proc every millisecond from the moment every worker is "
+         "up until the launcher exits: peak RSS (VmHWM of the launcher process, for ddprun its "
+         "guardian and its agent added, so the pages they share count twice) and PSS (Pss of "
+         "smaps_rollup, each shared page counted as each process's share, so the two add up to "
+         "what they hold together; the largest sum seen):\n\n";
+  printMemory(out, report.peak_rss, report.peak_pss);
   out << "\n";
   printTargets(out, report);
   if (!report.notes.empty()) {

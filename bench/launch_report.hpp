@@ -45,7 +45,8 @@ struct LaunchReport {
   bool torchrun_run = true;
   std::vector<Comparison> launch;  // ms
   std::vector<RestartComparison> restart;
-  Comparison peak_rss;  // KiB
+  Comparison peak_rss;  // KiB: VmHWM, for ddprun its two processes' added
+  Comparison peak_pss;  // KiB: the largest PSS sum seen at the same moments
   std::vector<std::string> notes;
 };
 

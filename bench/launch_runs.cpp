@@ -1,5 +1,5 @@
 // launch_bench's runs: each launcher started per variant, timed to its exit,
-// and its workers' stamps and the agent's memory read back (see
+// and its workers' stamps and the agent's memory (VmHWM, PSS) read back (see
 // launch_runs.hpp for what is compared and how).
 #include "launch_runs.hpp"
 
@@ -241,15 +241,28 @@ RestartComparison measureRestart(Setup& setup, const Workers& workers) {
   return row;
 }
 
-// The agent's VmHWM, sampled from the moment every worker is up until the
-// launcher exits; the workers wait for `release`, created after the first
-// sample, so the agent is seen with its whole group running.
-Comparison measurePeakRss(Setup& setup) {
-  std::cerr << "launch_bench: agent peak RSS..." << std::endl;
+// The largest of a run's samples, or the run's failure.
+void recordPeak(Comparison& row, Launcher launcher, const RunResult& result, double peak_kib) {
+  if (result.ok && peak_kib > 0) {
+    samplesOf(row, launcher).add(peak_kib);
+  } else {
+    samplesOf(row, launcher).addFailure();
+  }
+}
+
+// The agent's memory, sampled every millisecond from the moment every worker
+// is up until the launcher exits: its VmHWM, and at the same moments its PSS
+// (for ddprun the guardian's and the agent's added), keeping the largest sum.
+// The workers wait for `release`, created after the first sample, so the
+// agent is seen with its whole group running.
+void measureMemory(Setup& setup) {
+  std::cerr << "launch_bench: agent peak RSS and PSS..." << std::endl;
   const Workers hold{"hold", false, {setup.restart_worker.string(), "hold"}};
-  Comparison row{"peak RSS", {}, {}, 0.0};
+  Comparison rss{"peak RSS", {}, {}, 0.0};
+  Comparison pss{"peak PSS", {}, {}, 0.0};
   const OtherCpu other;
-  double peak_kib = 0.0;
+  double rss_kib = 0.0;
+  double pss_kib = 0.0;
   const During sample_until_exit = [&](launcher::Subprocess& process, const fs::path& dir,
                                        Clock::time_point deadline) {
     std::vector<fs::path> up;
@@ -261,7 +274,10 @@ Comparison measurePeakRss(Setup& setup) {
     }
     auto sample = [&] {
       if (auto kib = launcherPeakRssKib(process.pid())) {
-        peak_kib = std::max(peak_kib, static_cast<double>(*kib));
+        rss_kib = std::max(rss_kib, static_cast<double>(*kib));
+      }
+      if (auto kib = launcherPssKib(process.pid())) {
+        pss_kib = std::max(pss_kib, static_cast<double>(*kib));
       }
     };
     sample();
@@ -271,18 +287,16 @@ Comparison measurePeakRss(Setup& setup) {
   alternate(
       setup, std::min(setup.options.runs, 3),
       [&](Launcher launcher, int, const RunResult& result) {
-        if (result.ok && peak_kib > 0) {
-          samplesOf(row, launcher).add(peak_kib);
-        } else {
-          samplesOf(row, launcher).addFailure();
-        }
+        recordPeak(rss, launcher, result, rss_kib);
+        recordPeak(pss, launcher, result, pss_kib);
       },
       [&](Launcher launcher, int) {
-        peak_kib = 0.0;
+        rss_kib = pss_kib = 0.0;
         return runOnce(setup, launcher, hold, 0, "rss", {}, sample_until_exit);
       });
-  row.other_cores = other.cores();
-  return row;
+  rss.other_cores = pss.other_cores = other.cores();
+  setup.report.peak_rss = std::move(rss);
+  setup.report.peak_pss = std::move(pss);
 }
 
 void findPrograms(Setup& setup) {
@@ -344,7 +358,7 @@ void runLaunchBench(const LaunchOptions& options, std::ostream& out) {
   if (!setup.python.empty()) {
     setup.report.restart.push_back(measureRestart(setup, python_restart));
   }
-  setup.report.peak_rss = measurePeakRss(setup);
+  measureMemory(setup);
   setup.report.setup = describeSetup(setup, load_before);
   printLaunchReport(out, setup.report);
 }

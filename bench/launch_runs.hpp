@@ -1,7 +1,7 @@
 // launch_bench's measurements: ddprun against torchrun launching the same
 // workers, side by side in one run, printed as Markdown tables with both
 // figures and their ratio: launch time, restart time after a worker crash,
-// and the agent's peak RSS.
+// and the agent's memory (peak RSS, and its proportional set size).
 //
 // Both launchers get the same workers, the same environment and the same
 // number of runs, alternating so that other load on the machine falls on both

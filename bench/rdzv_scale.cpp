@@ -82,6 +82,10 @@ void addStoreOptions(CLI::App& app, StoreHalf& store) {
                  "LibTorch's TCPStore server helper (built with LibTorch; missing: its rows say "
                  "so)")
       ->capture_default_str();
+  app.add_option("--echo-floor", store.options.echo_floor,
+                 "The echo_floor helper: the raw load's floor, what the kernel alone costs "
+                 "(missing: its columns say so)")
+      ->capture_default_str();
 }
 
 void addOptions(CLI::App& app, bench::ScaleOptions& options) {
@@ -145,6 +149,7 @@ int main(int argc, char** argv) {
   options.ddprund = bench::builtPath(DDPRUN_BENCH_DDPRUND_PATH, "ddprund");
   StoreHalf store;
   store.options.libtorch_server = bench::selfDirectory() / "libtorch_store_server";
+  store.options.echo_floor = bench::selfDirectory() / "echo_floor";
   CLI::App app{
       "ddprund at scale: its rendezvous with N simulated agents (round, recovery, exit "
       "barrier), then its store with up to 100,000 clients"};

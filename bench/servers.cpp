@@ -20,6 +20,18 @@ namespace {
 constexpr std::chrono::milliseconds kStartTimeout(20000);
 constexpr std::chrono::milliseconds kStopGrace(3000);
 
+const std::filesystem::path& programOf(ServerKind kind, const ServerConfig& config) {
+  switch (kind) {
+    case ServerKind::Ddprund:
+      return config.ddprund;
+    case ServerKind::Libtorch:
+      return config.libtorch_server;
+    case ServerKind::EchoFloor:
+      break;
+  }
+  return config.echo_floor;
+}
+
 std::vector<std::string> commandLine(ServerKind kind, const ServerConfig& config,
                                      const std::filesystem::path& port_file) {
   if (kind == ServerKind::Ddprund) {
@@ -37,7 +49,8 @@ std::vector<std::string> commandLine(ServerKind kind, const ServerConfig& config
     argv.insert(argv.end(), config.ddprund_args.begin(), config.ddprund_args.end());
     return argv;
   }
-  return {config.libtorch_server.string(),
+  // The helpers take the same three flags.
+  return {programOf(kind, config).string(),
           "--host",
           config.host,
           "--port",
@@ -74,12 +87,19 @@ launcher::Subprocess spawnServer(std::vector<std::string> argv) {
 }  // namespace
 
 std::string serverName(ServerKind kind) {
-  return kind == ServerKind::Ddprund ? "ddprund" : "libtorch";
+  switch (kind) {
+    case ServerKind::Ddprund:
+      return "ddprund";
+    case ServerKind::Libtorch:
+      return "libtorch";
+    case ServerKind::EchoFloor:
+      break;
+  }
+  return "echo_floor";
 }
 
 std::string serverMissing(ServerKind kind, const ServerConfig& config) {
-  const std::filesystem::path& program =
-      kind == ServerKind::Ddprund ? config.ddprund : config.libtorch_server;
+  const std::filesystem::path& program = programOf(kind, config);
   if (program.empty()) {
     return "no " + serverName(kind) + " program given";
   }

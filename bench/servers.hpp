@@ -1,5 +1,6 @@
-// The two servers under test, each hosted in its own child process so that
-// the load generator in this process is identical for both.
+// The servers under test, and the echo floor they are measured against,
+// each hosted in its own child process so that the load generator in this
+// process is identical for all.
 #pragma once
 
 #include <sys/types.h>
@@ -15,13 +16,16 @@
 
 namespace ddprun::bench {
 
-enum class ServerKind { Ddprund, Libtorch };
+// EchoFloor: echo_floor, the kernel's floor under the raw load only (it
+// answers nothing else).
+enum class ServerKind { Ddprund, Libtorch, EchoFloor };
 
 std::string serverName(ServerKind kind);
 
 struct ServerConfig {
   std::filesystem::path ddprund;          // the ddprund executable
   std::filesystem::path libtorch_server;  // the libtorch_store_server helper
+  std::filesystem::path echo_floor;       // the echo_floor helper
   int ddprund_threads = 1;
   std::string host = "127.0.0.1";
   std::vector<std::string> ddprund_args;  // more flags for ddprund (a soak's retention)
@@ -31,7 +35,7 @@ struct ServerConfig {
 std::string serverMissing(ServerKind kind, const ServerConfig& config);
 
 // A server listening on a free port. Owns its Subprocess: the server's
-// stdout is discarded (both print a banner we do not need), its stderr goes
+// stdout is discarded (each prints a banner we do not need), its stderr goes
 // to ours so its errors stay visible, and it dies with the benchmark. Killed
 // on destruction if stop() was not called. Used by store_bench's main thread.
 class RunningServer {

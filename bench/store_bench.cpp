@@ -1,7 +1,8 @@
 // store_bench: ddprund against LibTorch's own TCPStore server under the
 // same load, then the store at scale (100,000-connection barrier, server CPU
-// per operation, growth) and requests of many keys, printed as Markdown tables (see store_runs.hpp
-// and store_scale.hpp). This file only reads the flags.
+// per operation beside the echo floor's, growth) and requests of many keys,
+// printed as Markdown tables (see store_runs.hpp and store_scale.hpp). This
+// file only reads the flags.
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
@@ -94,6 +95,9 @@ void addOptions(CLI::App& app, bench::StoreOptions& options) {
   app.add_option("--ddprund", options.ddprund, "The ddprund executable")->capture_default_str();
   app.add_option("--libtorch-server", options.libtorch_server, "The libtorch_store_server helper")
       ->capture_default_str();
+  app.add_option("--echo-floor", options.echo_floor,
+                 "The echo_floor helper: the raw load's floor, what the kernel alone costs")
+      ->capture_default_str();
   app.add_option("--ddprund-threads", options.ddprund_threads, "Passed to ddprund --threads")
       ->capture_default_str();
 }
@@ -104,6 +108,7 @@ int main(int argc, char** argv) try {
   bench::StoreOptions options;
   options.ddprund = defaultDdprund();
   options.libtorch_server = (bench::selfDirectory() / "libtorch_store_server").string();
+  options.echo_floor = (bench::selfDirectory() / "echo_floor").string();
   CLI::App app{"Compares ddprund with LibTorch's TCPStore server under the same load"};
   addOptions(app, options);
   CLI11_PARSE(app, argc, argv);

@@ -122,6 +122,7 @@ StoreScaleOptions scaleOptions(const StoreOptions& options) {
   StoreScaleOptions scale;
   scale.ddprund = options.ddprund;
   scale.libtorch_server = options.libtorch_server;
+  scale.echo_floor = options.echo_floor;
   scale.ddprund_threads = options.ddprund_threads;
   scale.barrier_connections = options.barrier_clients;
   scale.barrier_bytes = options.skip_barrier ? std::vector<BarrierBytes>{} : options.barrier_bytes;

@@ -2,7 +2,8 @@
 // against LibTorch's own c10d::TCPStore server, side by side, printed as
 // Markdown tables; then the store-scale tables (store_scale.hpp): the
 // 100,000-connection barrier, the servers' CPU per operation under the raw
-// load, and ddprund's growth with connection count; then ddprund's CPU for
+// load (with the echo floor's, the kernel's limit), and ddprund's growth with
+// connection count; then ddprund's CPU for
 // requests of many keys (store_big_request.hpp).
 //
 // Both servers run as child processes on free ports; this process only
@@ -40,6 +41,7 @@ struct StoreOptions {
   bool detail = false;
   std::string ddprund;
   std::string libtorch_server;
+  std::string echo_floor;  // the raw load's floor (echo_floor.cpp)
   int ddprund_threads = 1;
 };
 

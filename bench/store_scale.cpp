@@ -29,7 +29,8 @@ milliseconds toMs(double seconds) { return milliseconds(static_cast<long long>(s
 struct ScaleContext {
   ScaleContext(const StoreScaleOptions& opts, test_support::FdLimit limit)
       : options(opts),
-        config{opts.ddprund, opts.libtorch_server, opts.ddprund_threads, "127.0.0.1", {}},
+        config{opts.ddprund,         opts.libtorch_server, opts.echo_floor,
+               opts.ddprund_threads, "127.0.0.1",          {}},
         fd_limit(limit),
         fit(connectionsThatFit(limit)) {}
 
@@ -130,19 +131,25 @@ RawLoadResult measureRaw(ServerKind kind, int connections, ScaleContext& context
   return result;
 }
 
+// One more run of `kind` into `server`, unless its program is missing.
+void measureRawInto(ServerRuns& server, ServerKind kind, int connections, ScaleContext& context) {
+  if (server.missing.empty()) {
+    server.runs.push_back(measureRaw(kind, connections, context));
+  }
+}
+
 std::vector<CpuPerOpRow> runCpuPerOp(ScaleContext& context) {
   std::vector<CpuPerOpRow> rows;
-  const std::string libtorch_missing = serverMissing(ServerKind::Libtorch, context.config);
   for (int connections : context.options.cpu_connections) {
     CpuPerOpRow row;
     row.connections = connections;
-    row.libtorch_missing = libtorch_missing;
+    row.libtorch.missing = serverMissing(ServerKind::Libtorch, context.config);
+    row.echo_floor.missing = serverMissing(ServerKind::EchoFloor, context.config);
     // Alternating the servers spreads other users' load on the machine evenly.
     for (int run = 0; run < std::max(1, context.options.repeat); ++run) {
-      row.ddprund.push_back(measureRaw(ServerKind::Ddprund, connections, context));
-      if (libtorch_missing.empty()) {
-        row.libtorch.push_back(measureRaw(ServerKind::Libtorch, connections, context));
-      }
+      measureRawInto(row.ddprund, ServerKind::Ddprund, connections, context);
+      measureRawInto(row.libtorch, ServerKind::Libtorch, connections, context);
+      measureRawInto(row.echo_floor, ServerKind::EchoFloor, connections, context);
     }
     rows.push_back(std::move(row));
   }

@@ -84,6 +84,35 @@ std::string okCell(const RawLoadResult& r, const char* pattern, double value) {
   return r.ok() ? formatNumber(pattern, value) : "failed";
 }
 
+// One figure of a server's median run; where it was not run, the first
+// column of its figures says why and the others stay empty.
+std::string figureCell(const ServerRuns& server, const char* pattern, double RawLoadResult::*figure,
+                       bool says_why = false) {
+  if (!server.missing.empty()) {
+    return says_why ? "not run: " + server.missing : "–";
+  }
+  const RawLoadResult median = medianByCpuPerOp(server.runs);
+  return okCell(median, pattern, median.*figure);
+}
+
+std::string cpuCell(const ServerRuns& server) {
+  return server.missing.empty() ? cpuPerOpCell(server.runs, medianByCpuPerOp(server.runs)) : "–";
+}
+
+// ddprund's CPU per operation over another server's, beside its target.
+std::string cpuRatioCell(const ServerRuns& ddprund, const ServerRuns& other, double target) {
+  if (!other.missing.empty()) {
+    return "–";
+  }
+  const RawLoadResult d = medianByCpuPerOp(ddprund.runs);
+  const RawLoadResult o = medianByCpuPerOp(other.runs);
+  if (!d.ok() || !o.ok() || o.serverCpuPerOpUs() <= 0) {
+    return "–";
+  }
+  const double ratio = d.serverCpuPerOpUs() / o.serverCpuPerOpUs();
+  return formatNumber("%.2f", ratio) + verdict(ratio <= target);
+}
+
 }  // namespace
 
 RawLoadResult medianByCpuPerOp(std::vector<RawLoadResult> runs) {
@@ -132,28 +161,32 @@ void printCpuPerOpTable(std::ostream& out, const std::vector<CpuPerOpRow>& rows)
   out << "The server's own CPU per operation (its user + system CPU seconds from /proc over the "
          "measured window, ÷ round trips), under the raw load: one epoll client thread, one "
          "connection per simulated client, LibTorch 1.13's bytes for set/get/add/check. The "
-         "median run by CPU per operation, with every run's range:\n\n";
-  out << "| Connections | ddprund ops/s | LibTorch ops/s | ddprund p99 µs | LibTorch p99 µs "
-         "| ddprund server CPU per op, µs | LibTorch server CPU per op, µs | ddprund / LibTorch "
+         "echo floor is a single-threaded epoll server that answers each request with a reply "
+         "of the right shape and does nothing else (one recv, one send per round trip): what "
+         "the kernel alone charges a server. The median run by CPU per operation, with every "
+         "run's range:\n\n";
+  out << "| Connections | ddprund ops/s | LibTorch ops/s | echo floor ops/s | ddprund p99 µs "
+         "| LibTorch p99 µs | echo floor p99 µs | ddprund server CPU per op, µs | LibTorch "
+         "server CPU per op, µs | echo floor server CPU per op, µs | ddprund / LibTorch "
          "(target ≤ "
-      << formatNumber("%.2f", kCpuPerOpTargetRatio) << ") |\n";
-  out << "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+      << formatNumber("%.2f", kCpuPerOpTargetRatio) << ") | ddprund / echo floor (target ≤ "
+      << formatNumber("%.2f", kCpuPerOpFloorRatio) << ") |\n";
+  out << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  const auto ops = &RawLoadResult::ops_per_second;
+  const auto p99 = &RawLoadResult::p99_us;
   for (const auto& row : rows) {
-    const RawLoadResult d = medianByCpuPerOp(row.ddprund);
-    out << "| " << row.connections << " | " << okCell(d, "%.0f", d.ops_per_second) << " | ";
-    if (row.libtorch.empty()) {
-      out << "not run: " << row.libtorch_missing << " | " << okCell(d, "%.0f", d.p99_us)
-          << " | – | " << cpuPerOpCell(row.ddprund, d) << " | – | – |\n";
-      continue;
+    out << "| " << row.connections;
+    for (const ServerRuns* server : {&row.ddprund, &row.libtorch, &row.echo_floor}) {
+      out << " | " << figureCell(*server, "%.0f", ops, /*says_why=*/true);
     }
-    const RawLoadResult l = medianByCpuPerOp(row.libtorch);
-    const bool both = d.ok() && l.ok() && l.serverCpuPerOpUs() > 0;
-    const double ratio = both ? d.serverCpuPerOpUs() / l.serverCpuPerOpUs() : 0.0;
-    out << okCell(l, "%.0f", l.ops_per_second) << " | " << okCell(d, "%.0f", d.p99_us) << " | "
-        << okCell(l, "%.0f", l.p99_us) << " | " << cpuPerOpCell(row.ddprund, d) << " | "
-        << cpuPerOpCell(row.libtorch, l) << " | "
-        << (both ? formatNumber("%.2f", ratio) + verdict(ratio <= kCpuPerOpTargetRatio) : "–")
-        << " |\n";
+    for (const ServerRuns* server : {&row.ddprund, &row.libtorch, &row.echo_floor}) {
+      out << " | " << figureCell(*server, "%.0f", p99);
+    }
+    for (const ServerRuns* server : {&row.ddprund, &row.libtorch, &row.echo_floor}) {
+      out << " | " << cpuCell(*server);
+    }
+    out << " | " << cpuRatioCell(row.ddprund, row.libtorch, kCpuPerOpTargetRatio) << " | "
+        << cpuRatioCell(row.ddprund, row.echo_floor, kCpuPerOpFloorRatio) << " |\n";
   }
 }
 

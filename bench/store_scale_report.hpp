@@ -15,6 +15,7 @@ namespace ddprun::bench {
 inline constexpr double kBarrierTargetSeconds = 5.0;   // first connect to last release
 inline constexpr double kServerRssTargetMiB = 1024.0;  // the server's peak, at 100,000
 inline constexpr double kCpuPerOpTargetRatio = 0.5;    // ddprund's CPU/op over LibTorch's
+inline constexpr double kCpuPerOpFloorRatio = 1.2;     // ddprund's CPU/op over the echo floor's
 
 // One barrier run, or why it was not run (not_run non-empty).
 struct BarrierRow {
@@ -24,12 +25,19 @@ struct BarrierRow {
   std::string not_run;
 };
 
+// Every raw load run against one server at one connection count, or why
+// there are none.
+struct ServerRuns {
+  std::vector<RawLoadResult> runs;
+  std::string missing;  // why the server was not run (its program is missing)
+};
+
 // One connection count of the raw load, every run against each server.
 struct CpuPerOpRow {
   int connections = 0;
-  std::vector<RawLoadResult> ddprund;
-  std::vector<RawLoadResult> libtorch;  // empty when LibTorch's server was not run
-  std::string libtorch_missing;         // why not
+  ServerRuns ddprund;
+  ServerRuns libtorch;
+  ServerRuns echo_floor;  // the kernel's floor (echo_floor.cpp)
 };
 
 void printBarrierScaleTable(std::ostream& out, const std::vector<BarrierRow>& rows);

@@ -1,7 +1,7 @@
 // The store-scale benchmark's pieces at small counts against the ddprund of
 // this build: the ADD+WAIT barrier in 1.13 and 2.x request bytes, spread over
 // several source addresses, what it reports when a server never answers or
-// is not there, and runStoreScale's tables end to end.
+// is not there, and runStoreScale's tables end to end, with the echo floor.
 #include "store_scale.hpp"
 
 #include <gtest/gtest.h>
@@ -142,11 +142,13 @@ void expectWellFormedTables(const std::string& text) {
 }
 
 // runStoreScale end to end at small counts, LibTorch's server missing: every
-// table is printed, and LibTorch's rows say why they were not run.
+// table is printed, LibTorch's rows say why they were not run, and the echo
+// floor answers the raw load (a reply of the wrong size would stall it).
 TEST(StoreScaleTest, PrintsEveryTableWithItsTargets) {
   StoreScaleOptions options;
   options.ddprund = DaemonProcess::defaultBinary();
   options.libtorch_server = "/nonexistent/libtorch_store_server";
+  options.echo_floor = DDPRUN_ECHO_FLOOR;
   options.barrier_connections = kConnections;
   options.cpu_connections = {4};
   options.warmup_s = 0.1;
@@ -166,8 +168,10 @@ TEST(StoreScaleTest, PrintsEveryTableWithItsTargets) {
   EXPECT_NE(text.find("(target < 5)"), std::string::npos) << text;
   EXPECT_NE(text.find("(target < 1024)"), std::string::npos) << text;
   EXPECT_NE(text.find("(target ≤ 0.50)"), std::string::npos) << text;
-  EXPECT_NE(text.find("| 4 | "), std::string::npos) << text;   // the CPU-per-op row
-  EXPECT_NE(text.find("| 50 | "), std::string::npos) << text;  // a growth row
+  EXPECT_NE(text.find("(target ≤ 1.20)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("echo_floor"), std::string::npos) << text;  // no note of its failure
+  EXPECT_NE(text.find("| 4 | "), std::string::npos) << text;      // the CPU-per-op row
+  EXPECT_NE(text.find("| 50 | "), std::string::npos) << text;     // a growth row
   EXPECT_EQ(text.find("failed"), std::string::npos) << text;
   expectWellFormedTables(text);
 }

@@ -8,16 +8,29 @@
 
 namespace ddprun::test_support {
 
-std::optional<std::size_t> procStatusKiB(pid_t pid, const char* field) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+namespace {
+
+// The line "<field>:   1234 kB" of a /proc file, as 1234.
+std::optional<std::size_t> kibLineOf(const std::string& path, const char* field) {
+  std::ifstream file(path);
   const std::string prefix = std::string(field) + ":";
   std::string line;
-  while (std::getline(status, line)) {
+  while (std::getline(file, line)) {
     if (line.rfind(prefix, 0) == 0) {
-      return std::stoul(line.substr(prefix.size()));  // "VmRSS:    1234 kB"
+      return std::stoul(line.substr(prefix.size()));
     }
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::size_t> procStatusKiB(pid_t pid, const char* field) {
+  return kibLineOf("/proc/" + std::to_string(pid) + "/status", field);
+}
+
+std::optional<std::size_t> procPssKiB(pid_t pid) {
+  return kibLineOf("/proc/" + std::to_string(pid) + "/smaps_rollup", "Pss");
 }
 
 std::optional<std::size_t> threadCountOf(pid_t pid) { return procStatusKiB(pid, "Threads"); }

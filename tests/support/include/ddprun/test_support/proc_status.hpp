@@ -15,6 +15,13 @@ namespace ddprun::test_support {
 // nullopt once the process is gone (a zombie has no memory left to report).
 std::optional<std::size_t> procStatusKiB(pid_t pid, const char* field);
 
+// The process's proportional set size (Pss in /proc/<pid>/smaps_rollup), in
+// KiB: each page it shares counted as its share, so the figures of processes
+// that share pages add up to what they hold together. nullopt once it is
+// gone, or where smaps_rollup cannot be read (a kernel before 4.14, another
+// user's process).
+std::optional<std::size_t> procPssKiB(pid_t pid);
+
 // How many threads the process has (/proc/<pid>/status Threads); nullopt
 // once it is gone.
 std::optional<std::size_t> threadCountOf(pid_t pid);
