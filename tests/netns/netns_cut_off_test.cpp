@@ -39,9 +39,9 @@ class NetnsCutOffTest : public NetnsJobTest {
   // The daemon's answer to `ddprun status --json`, asked on h0 itself, which
   // the cut does not separate from the daemon; nullopt if it gave none.
   std::optional<status::JobStatus> jobStatus() const {
-    const CommandResult answer = runCommand(lab_->onHost(
-        "h0", {DDPRUN_BINARY, "status", "--rdzv-endpoint", endpoint(), "--rdzv-id", "netns-job",
-               "--json"}));
+    const CommandResult answer =
+        runCommand(lab_->onHost("h0", {DDPRUN_BINARY, "status", "--rdzv-endpoint", endpoint(),
+                                       "--rdzv-id", "netns-job", "--json"}));
     if (!answer.status.success()) {
       return std::nullopt;
     }
