@@ -186,5 +186,29 @@ TEST(CutOffSingleTest, ASpareHeardMeansTheSilentMemberIsLost) {
   EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"s"}));
 }
 
+// A restart while other members are held: they are still in the round, so
+// the failed host's quarantine leaves min_nodes (2) and is applied.
+TEST(CutOffQuarantineTest, HeldMembersCountTowardsMinNodesForAQuarantine) {
+  ElasticSettings s = settings(2, 3);
+  s.quarantine_after = 1;
+  ElasticRendezvous rdzv(s);
+  formRound(rdzv, {"ha:1", "hb:2", "hc:3"});
+  rdzv.heartbeat("ha:1", kStart + 5s);
+  rdzv.heartbeat("hb:2", kStart + 6s);
+  rdzv.heartbeat("hc:3", kStart + 10s);
+  std::vector<Expired> expired;
+  ASSERT_TRUE(rdzv.tick(kStart + 20s, expired).empty());
+  ASSERT_EQ(rdzv.heldAgents(), 3u);
+  rdzv.heartbeat("ha:1", kStart + 40s);  // heard first; hb and hc still held
+  const Events events = rdzv.restart("ha:1", kStart + 41s, 0);
+  bool quarantined = false;
+  for (const RendezvousEvent& event : events) {
+    quarantined = quarantined || std::holds_alternative<HostQuarantined>(event);
+  }
+  EXPECT_TRUE(quarantined) << "hb and hc are members: the round keeps min_nodes without ha";
+  EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"hb:2", "hc:3"}));
+  EXPECT_EQ(rdzv.spares(), (std::vector<std::string>{"ha:1"}));
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv
