@@ -21,13 +21,17 @@ void ElasticRendezvous::holdAll() {
   const Clock::time_point since = heard_.back().last_seen;
   if (!cut_off_) {
     cut_off_ = CutOff{};  // assigned, not emplace()d: see rejoin()
+    cut_off_->since = since;
   }
   for (Agent& agent : heard_) {
     agent.held = true;
   }
   cut_off_->held.merge(heard_,
                        [](const Agent& a, const Agent& b) { return a.last_seen < b.last_seen; });
-  cut_off_->since = since;
+  // A second cut while some are still held from the first: their connections
+  // have backed off since the first one, so their grace counts from there
+  // (`since` stays); the limit counts from this one.
+  cut_off_->since = std::min(cut_off_->since, since);
   cut_off_->until = since + settings_.keep_alive_timeout + settings_.cut_off_limit;
   cut_off_->heard = false;
 }

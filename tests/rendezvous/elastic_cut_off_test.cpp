@@ -210,5 +210,31 @@ TEST(CutOffQuarantineTest, HeldMembersCountTowardsMinNodesForAQuarantine) {
   EXPECT_EQ(rdzv.spares(), (std::vector<std::string>{"ha:1"}));
 }
 
+// A second cut while b is still held from the first: b's connection has been
+// silent since 10 s, and TCP's backoff for it doubles from there (a
+// retransmission at 61 s falls into the second cut, the next comes at 112 s),
+// so once the link heals again (70 s) b has as long again as its own silence
+// (60 s), not only as the second cut lasted (20 s), plus the keep-alive timeout.
+TEST_F(CutOffTest, ASecondCutKeepsTheFirstSilenceForTheStillHeld) {
+  ASSERT_TRUE(rdzv_.tick(kStart + 20s, expired_).empty());
+  for (auto at = kStart + 40s; at <= kStart + 50s; at += 5s) {
+    rdzv_.heartbeat("a", at);  // the link heals at 40 s; b's connection is still backing off
+    EXPECT_TRUE(rdzv_.tick(at, expired_).empty());
+  }
+  EXPECT_TRUE(rdzv_.tick(kStart + 65s, expired_).empty()) << "cut again from 50 s: a is held";
+  EXPECT_EQ(rdzv_.heldAgents(), 2u);
+  for (auto at = kStart + 70s; at <= kStart + 110s; at += 5s) {
+    rdzv_.heartbeat("a", at);  // healed again at 70 s
+    EXPECT_TRUE(rdzv_.tick(at, expired_).empty());
+  }
+  rdzv_.heartbeat("b", kStart + 112s);
+  rdzv_.heartbeat("a", kStart + 115s);
+  EXPECT_TRUE(rdzv_.tick(kStart + 115s, expired_).empty());
+  EXPECT_TRUE(expired_.empty()) << idsOf(expired_).front() << " lost though alive";
+  EXPECT_EQ(rdzv_.heldAgents(), 0u);
+  EXPECT_EQ(rdzv_.round(), 0);
+  EXPECT_EQ(rdzv_.members(), (std::vector<std::string>{"a", "b"}));
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv

@@ -342,7 +342,9 @@ class ElasticRendezvous {
   // `until`.
   struct CutOff {
     Heard held;
-    Clock::time_point since;  // the last time it heard anyone before
+    // The last time it heard anyone before the cut (the first cut, while
+    // some it held then are still held): what the grace is measured by.
+    Clock::time_point since;
     Clock::time_point until;  // the held are lost then
     bool heard = false;       // someone was heard again: the others have until `until`
   };
