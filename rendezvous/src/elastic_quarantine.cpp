@@ -108,7 +108,9 @@ void ElasticRendezvous::promoteSpares(Clock::time_point now, Events& events) {
       spare = spares_.erase(spare);
       promoted->member = true;
       members_.push_back(promoted);
-      hear(promoted, now);
+      if (!promoted->held) {
+        hear(promoted, now);  // a held one proves nothing: it keeps the hold's grace
+      }
     }
   };
   fill();

@@ -236,5 +236,36 @@ TEST_F(CutOffTest, ASecondCutKeepsTheFirstSilenceForTheStillHeld) {
   EXPECT_EQ(rdzv_.members(), (std::vector<std::string>{"a", "b"}));
 }
 
+// A held spare promoted into a member's place (the member left) proves
+// nothing about its link: it keeps the hold's grace (until 85 s), not a fresh
+// keep-alive from its promotion that runs out first (at 60 s).
+TEST(CutOffSpareTest, AHeldSparePromotedKeepsTheHoldsGrace) {
+  ElasticRendezvous rdzv(settings(1, 2));
+  formRound(rdzv, {"a", "b"});
+  Events events;
+  ASSERT_EQ(rdzv.join({"s", 1, std::nullopt, -1}, kStart, events), JoinStatus::kSpare);
+  rdzv.heartbeat("a", kStart + 5s);
+  rdzv.heartbeat("s", kStart + 8s);
+  rdzv.heartbeat("b", kStart + 10s);
+  std::vector<Expired> expired;
+  ASSERT_TRUE(rdzv.tick(kStart + 20s, expired).empty());
+  ASSERT_EQ(rdzv.heldAgents(), 3u);
+  rdzv.heartbeat("a", kStart + 40s);  // the link heals: b and s have until 85 s
+  events = rdzv.lose("b", kStart + 45s);
+  EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"a", "s"}));
+  for (auto at = kStart + 45s; at <= kStart + 65s; at += 5s) {
+    rdzv.heartbeat("a", at);
+    rdzv.tick(at, expired);
+  }
+  EXPECT_TRUE(expired.empty()) << idsOf(expired).front() << " lost within the hold's grace";
+  rdzv.heartbeat("s", kStart + 70s);
+  rdzv.heartbeat("a", kStart + 80s);
+  rdzv.heartbeat("s", kStart + 80s);
+  rdzv.tick(kStart + 85s, expired);
+  EXPECT_TRUE(expired.empty());
+  EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"a", "s"}));
+  EXPECT_EQ(rdzv.heldAgents(), 0u);
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv
