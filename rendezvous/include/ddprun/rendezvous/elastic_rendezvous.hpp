@@ -310,8 +310,8 @@ class ElasticRendezvous {
   bool complete_ = false;
   bool ever_completed_ = false;  // the first round is ordered by --node-rank hints
   bool closed_ = false;
-  Heard heard_;  // every member and spare
-  // Id -> agent; the keys view the ids held in heard_.
+  Heard heard_;  // every member and spare, but those a cut-off holds
+  // Id -> agent; the keys view the ids held in heard_ and cut_off_->held.
   std::unordered_map<std::string_view, AgentRef> index_;
   std::vector<AgentRef> members_;  // rank order once the round is complete
   std::deque<AgentRef> spares_;    // arrival order
