@@ -267,5 +267,28 @@ TEST(CutOffSpareTest, AHeldSparePromotedKeepsTheHoldsGrace) {
   EXPECT_EQ(rdzv.heldAgents(), 0u);
 }
 
+// Not the cut-off's: a restore that runs to its deadline (a member never
+// came back). a rejoined at 0 s and heartbeat every 3 s meanwhile, but the
+// heartbeats of agents being restored are ignored (they are not in index_
+// until the restore ends), so a is restored with last_seen 0 s, already past
+// its keep-alive, and dropped by the very next tick. Disabled: fails on this
+// branch and before the change alike; see the review's report.
+TEST(RestoreTest, DISABLED_AHeartbeatDuringARestoreCounts) {
+  ElasticRendezvous rdzv(settings(1, 3));
+  Events events;
+  rdzv.rejoin({"a", 1, std::nullopt, -1}, {3, 0, 3}, kStart, events);
+  rdzv.rejoin({"b", 1, std::nullopt, -1}, {3, 1, 3}, kStart + 10s, events);
+  for (auto at = kStart + 3s; at < kStart + 15s; at += 3s) {
+    rdzv.heartbeat("a", at);
+    rdzv.heartbeat("b", at);
+  }
+  std::vector<Expired> expired;
+  rdzv.tick(kStart + 15s, expired);  // the restore's deadline: c never came back
+  ASSERT_FALSE(rdzv.restoring());
+  rdzv.tick(kStart + 15s, expired);  // nextDeadline() is 15 s: a's "expiry"
+  EXPECT_TRUE(expired.empty()) << idsOf(expired).front() << " dropped, though heard at 12 s";
+  EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"a", "b"}));
+}
+
 }  // namespace
 }  // namespace ddprun::rdzv
