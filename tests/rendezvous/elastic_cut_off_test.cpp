@@ -128,6 +128,30 @@ TEST_F(CutOffTest, AfterOneIsHeardTheOthersHaveAsLongAgain) {
   EXPECT_EQ(rdzv_.members(), (std::vector<std::string>{"a"}));
 }
 
+// However long the silence, a connection retransmits within 120 s once the
+// link is back (Linux's longest retransmission timeout): a flapping link
+// cannot keep a dead agent held for ever longer.
+TEST(CutOffLongTest, TheGraceAfterALongSilenceIsAtMostTheLongestRetransmissionWait) {
+  ElasticSettings long_limit = settings(1, 2);
+  long_limit.cut_off_limit = 600s;
+  ElasticRendezvous rdzv(long_limit);
+  formRound(rdzv, {"a", "b"});
+  rdzv.heartbeat("a", kStart + 5s);
+  rdzv.heartbeat("b", kStart + 10s);
+  std::vector<Expired> expired;
+  ASSERT_TRUE(rdzv.tick(kStart + 20s, expired).empty());
+  // a is heard at 310 s, after 300 s of silence, and every 5 s from then.
+  for (auto at = kStart + 310s; at < kStart + 445s; at += 5s) {
+    rdzv.heartbeat("a", at);
+    EXPECT_TRUE(rdzv.tick(at, expired).empty());
+  }
+  EXPECT_TRUE(expired.empty());
+  EXPECT_EQ(rdzv.heldAgents(), 1u);
+  rdzv.heartbeat("a", kStart + 445s);
+  rdzv.tick(kStart + 445s, expired);
+  EXPECT_EQ(idsOf(expired), (std::vector<std::string>{"b"})) << "lost at 310 + 120 + 15 s";
+}
+
 TEST_F(CutOffTest, AHeldMemberHeardWithinTheGraceStays) {
   ASSERT_TRUE(rdzv_.tick(kStart + 20s, expired_).empty());
   rdzv_.heartbeat("a", kStart + 40s);

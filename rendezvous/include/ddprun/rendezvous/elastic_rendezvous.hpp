@@ -40,7 +40,8 @@
 //    agents are lost only if nobody is heard within cut_off_limit past the
 //    keep-alive timeout (the agents give up on it then), or when their
 //    connection closes. Once anyone is heard, each held agent has as long
-//    again as the silence lasted, plus the keep-alive timeout, to be heard
+//    again as the silence lasted (at most 120 s, Linux's longest
+//    retransmission wait), plus the keep-alive timeout, to be heard
 //    (TCP's retransmissions back off, doubling: a connection may resume that
 //    much after the link is back); one still silent then is lost.
 //  - The rendezvous' own stall (excuseStall) counts against nobody: not
