@@ -32,9 +32,16 @@ void ElasticRendezvous::blame(AgentRef failed, Clock::time_point now, Events& ev
   }
   // Never below min_nodes: the other hosts' agents that may run must make a
   // round without it; until they can, the host stays in (still blamed).
+  // The held (elastic_cut_off.cpp) are members and spares too.
   int others = 0;
-  for (const Agent& agent : heard_) {
-    others += agent.host != host && !inQuarantine(agent, now) ? 1 : 0;
+  const auto count = [&](const Heard& agents) {
+    for (const Agent& agent : agents) {
+      others += agent.host != host && !inQuarantine(agent, now) ? 1 : 0;
+    }
+  };
+  count(heard_);
+  if (cut_off_) {
+    count(cut_off_->held);
   }
   if (others < settings_.min_nodes) {
     return;
@@ -101,7 +108,9 @@ void ElasticRendezvous::promoteSpares(Clock::time_point now, Events& events) {
       spare = spares_.erase(spare);
       promoted->member = true;
       members_.push_back(promoted);
-      hear(promoted, now);
+      if (!promoted->held) {
+        hear(promoted, now);  // a held one proves nothing: it keeps the hold's grace
+      }
     }
   };
   fill();

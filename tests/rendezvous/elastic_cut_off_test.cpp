@@ -128,6 +128,30 @@ TEST_F(CutOffTest, AfterOneIsHeardTheOthersHaveAsLongAgain) {
   EXPECT_EQ(rdzv_.members(), (std::vector<std::string>{"a"}));
 }
 
+// However long the silence, a connection retransmits within 120 s once the
+// link is back (Linux's longest retransmission timeout): a flapping link
+// cannot keep a dead agent held for ever longer.
+TEST(CutOffLongTest, TheGraceAfterALongSilenceIsAtMostTheLongestRetransmissionWait) {
+  ElasticSettings long_limit = settings(1, 2);
+  long_limit.cut_off_limit = 600s;
+  ElasticRendezvous rdzv(long_limit);
+  formRound(rdzv, {"a", "b"});
+  rdzv.heartbeat("a", kStart + 5s);
+  rdzv.heartbeat("b", kStart + 10s);
+  std::vector<Expired> expired;
+  ASSERT_TRUE(rdzv.tick(kStart + 20s, expired).empty());
+  // a is heard at 310 s, after 300 s of silence, and every 5 s from then.
+  for (auto at = kStart + 310s; at < kStart + 445s; at += 5s) {
+    rdzv.heartbeat("a", at);
+    EXPECT_TRUE(rdzv.tick(at, expired).empty());
+  }
+  EXPECT_TRUE(expired.empty());
+  EXPECT_EQ(rdzv.heldAgents(), 1u);
+  rdzv.heartbeat("a", kStart + 445s);
+  rdzv.tick(kStart + 445s, expired);
+  EXPECT_EQ(idsOf(expired), (std::vector<std::string>{"b"})) << "lost at 310 + 120 + 15 s";
+}
+
 TEST_F(CutOffTest, AHeldMemberHeardWithinTheGraceStays) {
   ASSERT_TRUE(rdzv_.tick(kStart + 20s, expired_).empty());
   rdzv_.heartbeat("a", kStart + 40s);
@@ -184,6 +208,110 @@ TEST(CutOffSingleTest, ASpareHeardMeansTheSilentMemberIsLost) {
   events = rdzv.tick(kStart + 15s, expired);
   EXPECT_EQ(idsOf(expired), (std::vector<std::string>{"a"}));
   EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"s"}));
+}
+
+// A restart while other members are held: they are still in the round, so
+// the failed host's quarantine leaves min_nodes (2) and is applied.
+TEST(CutOffQuarantineTest, HeldMembersCountTowardsMinNodesForAQuarantine) {
+  ElasticSettings s = settings(2, 3);
+  s.quarantine_after = 1;
+  ElasticRendezvous rdzv(s);
+  formRound(rdzv, {"ha:1", "hb:2", "hc:3"});
+  rdzv.heartbeat("ha:1", kStart + 5s);
+  rdzv.heartbeat("hb:2", kStart + 6s);
+  rdzv.heartbeat("hc:3", kStart + 10s);
+  std::vector<Expired> expired;
+  ASSERT_TRUE(rdzv.tick(kStart + 20s, expired).empty());
+  ASSERT_EQ(rdzv.heldAgents(), 3u);
+  rdzv.heartbeat("ha:1", kStart + 40s);  // heard first; hb and hc still held
+  const Events events = rdzv.restart("ha:1", kStart + 41s, 0);
+  bool quarantined = false;
+  for (const RendezvousEvent& event : events) {
+    quarantined = quarantined || std::holds_alternative<HostQuarantined>(event);
+  }
+  EXPECT_TRUE(quarantined) << "hb and hc are members: the round keeps min_nodes without ha";
+  EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"hb:2", "hc:3"}));
+  EXPECT_EQ(rdzv.spares(), (std::vector<std::string>{"ha:1"}));
+}
+
+// A second cut while b is still held from the first: b's connection has been
+// silent since 10 s, and TCP's backoff for it doubles from there (a
+// retransmission at 61 s falls into the second cut, the next comes at 112 s),
+// so once the link heals again (70 s) b has as long again as its own silence
+// (60 s), not only as the second cut lasted (20 s), plus the keep-alive timeout.
+TEST_F(CutOffTest, ASecondCutKeepsTheFirstSilenceForTheStillHeld) {
+  ASSERT_TRUE(rdzv_.tick(kStart + 20s, expired_).empty());
+  for (auto at = kStart + 40s; at <= kStart + 50s; at += 5s) {
+    rdzv_.heartbeat("a", at);  // the link heals at 40 s; b's connection is still backing off
+    EXPECT_TRUE(rdzv_.tick(at, expired_).empty());
+  }
+  EXPECT_TRUE(rdzv_.tick(kStart + 65s, expired_).empty()) << "cut again from 50 s: a is held";
+  EXPECT_EQ(rdzv_.heldAgents(), 2u);
+  for (auto at = kStart + 70s; at <= kStart + 110s; at += 5s) {
+    rdzv_.heartbeat("a", at);  // healed again at 70 s
+    EXPECT_TRUE(rdzv_.tick(at, expired_).empty());
+  }
+  rdzv_.heartbeat("b", kStart + 112s);
+  rdzv_.heartbeat("a", kStart + 115s);
+  EXPECT_TRUE(rdzv_.tick(kStart + 115s, expired_).empty());
+  EXPECT_TRUE(expired_.empty()) << idsOf(expired_).front() << " lost though alive";
+  EXPECT_EQ(rdzv_.heldAgents(), 0u);
+  EXPECT_EQ(rdzv_.round(), 0);
+  EXPECT_EQ(rdzv_.members(), (std::vector<std::string>{"a", "b"}));
+}
+
+// A held spare promoted into a member's place (the member left) proves
+// nothing about its link: it keeps the hold's grace (until 85 s), not a fresh
+// keep-alive from its promotion that runs out first (at 60 s).
+TEST(CutOffSpareTest, AHeldSparePromotedKeepsTheHoldsGrace) {
+  ElasticRendezvous rdzv(settings(1, 2));
+  formRound(rdzv, {"a", "b"});
+  Events events;
+  ASSERT_EQ(rdzv.join({"s", 1, std::nullopt, -1}, kStart, events), JoinStatus::kSpare);
+  rdzv.heartbeat("a", kStart + 5s);
+  rdzv.heartbeat("s", kStart + 8s);
+  rdzv.heartbeat("b", kStart + 10s);
+  std::vector<Expired> expired;
+  ASSERT_TRUE(rdzv.tick(kStart + 20s, expired).empty());
+  ASSERT_EQ(rdzv.heldAgents(), 3u);
+  rdzv.heartbeat("a", kStart + 40s);  // the link heals: b and s have until 85 s
+  events = rdzv.lose("b", kStart + 45s);
+  EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"a", "s"}));
+  for (auto at = kStart + 45s; at <= kStart + 65s; at += 5s) {
+    rdzv.heartbeat("a", at);
+    rdzv.tick(at, expired);
+  }
+  EXPECT_TRUE(expired.empty()) << idsOf(expired).front() << " lost within the hold's grace";
+  rdzv.heartbeat("s", kStart + 70s);
+  rdzv.heartbeat("a", kStart + 80s);
+  rdzv.heartbeat("s", kStart + 80s);
+  rdzv.tick(kStart + 85s, expired);
+  EXPECT_TRUE(expired.empty());
+  EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"a", "s"}));
+  EXPECT_EQ(rdzv.heldAgents(), 0u);
+}
+
+// Not the cut-off's: a restore that runs to its deadline (a member never
+// came back). a rejoined at 0 s and heartbeat every 3 s meanwhile, but the
+// heartbeats of agents being restored are ignored (they are not in index_
+// until the restore ends), so a is restored with last_seen 0 s, already past
+// its keep-alive, and dropped by the very next tick. Disabled: fails on this
+// branch and before the change alike; see the review's report.
+TEST(RestoreTest, DISABLED_AHeartbeatDuringARestoreCounts) {
+  ElasticRendezvous rdzv(settings(1, 3));
+  Events events;
+  rdzv.rejoin({"a", 1, std::nullopt, -1}, {3, 0, 3}, kStart, events);
+  rdzv.rejoin({"b", 1, std::nullopt, -1}, {3, 1, 3}, kStart + 10s, events);
+  for (auto at = kStart + 3s; at < kStart + 15s; at += 3s) {
+    rdzv.heartbeat("a", at);
+    rdzv.heartbeat("b", at);
+  }
+  std::vector<Expired> expired;
+  rdzv.tick(kStart + 15s, expired);  // the restore's deadline: c never came back
+  ASSERT_FALSE(rdzv.restoring());
+  rdzv.tick(kStart + 15s, expired);  // nextDeadline() is 15 s: a's "expiry"
+  EXPECT_TRUE(expired.empty()) << idsOf(expired).front() << " dropped, though heard at 12 s";
+  EXPECT_EQ(rdzv.members(), (std::vector<std::string>{"a", "b"}));
 }
 
 }  // namespace

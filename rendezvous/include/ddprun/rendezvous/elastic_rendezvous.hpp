@@ -40,7 +40,8 @@
 //    agents are lost only if nobody is heard within cut_off_limit past the
 //    keep-alive timeout (the agents give up on it then), or when their
 //    connection closes. Once anyone is heard, each held agent has as long
-//    again as the silence lasted, plus the keep-alive timeout, to be heard
+//    again as the silence lasted (at most 120 s, Linux's longest
+//    retransmission wait), plus the keep-alive timeout, to be heard
 //    (TCP's retransmissions back off, doubling: a connection may resume that
 //    much after the link is back); one still silent then is lost.
 //  - The rendezvous' own stall (excuseStall) counts against nobody: not
@@ -310,8 +311,8 @@ class ElasticRendezvous {
   bool complete_ = false;
   bool ever_completed_ = false;  // the first round is ordered by --node-rank hints
   bool closed_ = false;
-  Heard heard_;  // every member and spare
-  // Id -> agent; the keys view the ids held in heard_.
+  Heard heard_;  // every member and spare, but those a cut-off holds
+  // Id -> agent; the keys view the ids held in heard_ and cut_off_->held.
   std::unordered_map<std::string_view, AgentRef> index_;
   std::vector<AgentRef> members_;  // rank order once the round is complete
   std::deque<AgentRef> spares_;    // arrival order
@@ -342,7 +343,9 @@ class ElasticRendezvous {
   // `until`.
   struct CutOff {
     Heard held;
-    Clock::time_point since;  // the last time it heard anyone before
+    // The last time it heard anyone before the cut (the first cut, while
+    // some it held then are still held): what the grace is measured by.
+    Clock::time_point since;
     Clock::time_point until;  // the held are lost then
     bool heard = false;       // someone was heard again: the others have until `until`
   };
