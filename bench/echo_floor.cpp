@@ -27,8 +27,6 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <stdexcept>
 #include <string>
@@ -38,6 +36,7 @@
 #include "ddprun/test_support/fd_limit.hpp"
 #include "echo_floor_framing.hpp"
 #include "nonblocking_socket.hpp"
+#include "server_options.hpp"
 
 namespace bench = ddprun::bench;
 
@@ -53,41 +52,6 @@ void catchStopSignals() {
   action.sa_handler = onStopSignal;
   ::sigaction(SIGTERM, &action, nullptr);
   ::sigaction(SIGINT, &action, nullptr);
-}
-
-struct Options {
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 0;
-  std::string port_file;
-};
-
-Options parseOptions(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string_view flag = argv[i];
-    if (i + 1 == argc) {
-      throw std::invalid_argument("missing value for " + std::string(flag));
-    }
-    if (flag == "--host") {
-      options.host = argv[i + 1];
-    } else if (flag == "--port") {
-      options.port = static_cast<std::uint16_t>(std::stoul(argv[i + 1]));
-    } else if (flag == "--port-file") {
-      options.port_file = argv[i + 1];
-    } else {
-      throw std::invalid_argument("unknown option " + std::string(flag));
-    }
-  }
-  return options;
-}
-
-void writePortFile(const std::string& path, std::uint16_t port) {
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp);
-    out << port << '\n';
-  }
-  std::filesystem::rename(temp, path);
 }
 
 int listenOn(const std::string& host, std::uint16_t port) {
@@ -205,13 +169,13 @@ class EchoFloor {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const Options options = parseOptions(argc, argv);
+  const ddprun::bench::ServerOptions options = ddprun::bench::parseServerOptions(argc, argv);
   ddprun::test_support::raiseFdLimit();  // as ddprund and LibTorch's server do
   catchStopSignals();
   EchoFloor server(options.host, options.port);
   std::cout << "echo_floor listening on " << options.host << ':' << server.port() << std::endl;
   if (!options.port_file.empty()) {
-    writePortFile(options.port_file, server.port());
+    ddprun::bench::writePortFile(options.port_file, server.port());
   }
   server.serveUntilStopped();
   return 0;

@@ -8,70 +8,19 @@
 // Raises its soft fd limit to the hard one first, as ddprund does, so both
 // servers can hold as many connections as the machine allows.
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <exception>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <stdexcept>
-#include <string>
-#include <string_view>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-namespace {
-
-struct Options {
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 0;
-  std::string port_file;
-};
-
-Options parseOptions(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string_view flag = argv[i];
-    if (i + 1 == argc) {
-      throw std::invalid_argument("missing value for " + std::string(flag));
-    }
-    if (flag == "--host") {
-      options.host = argv[i + 1];
-    } else if (flag == "--port") {
-      options.port = static_cast<std::uint16_t>(std::stoul(argv[i + 1]));
-    } else if (flag == "--port-file") {
-      options.port_file = argv[i + 1];
-    } else {
-      throw std::invalid_argument("unknown option " + std::string(flag));
-    }
-  }
-  return options;
-}
-
-void writePortFile(const std::string& path, std::uint16_t port) {
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp);
-    out << port << '\n';
-  }
-  std::filesystem::rename(temp, path);
-}
-
-void raiseSoftFdLimit() {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &limit);
-  }
-}
-
-}  // namespace
+#include "ddprun/test_support/fd_limit.hpp"
+#include "server_options.hpp"
 
 int main(int argc, char** argv) try {
-  const Options options = parseOptions(argc, argv);
-  raiseSoftFdLimit();
+  const ddprun::bench::ServerOptions options = ddprun::bench::parseServerOptions(argc, argv);
+  ddprun::test_support::raiseFdLimit();  // as ddprund does
 
   // Block the stop signals before TCPStore starts its threads, so they inherit
   // the mask and sigwait below is the only receiver.
@@ -92,7 +41,7 @@ int main(int argc, char** argv) try {
   const std::uint16_t port = store.getPort();
   std::cout << "libtorch_store_server listening on " << options.host << ':' << port << std::endl;
   if (!options.port_file.empty()) {
-    writePortFile(options.port_file, port);
+    ddprun::bench::writePortFile(options.port_file, port);
   }
 
   int signal_number = 0;
