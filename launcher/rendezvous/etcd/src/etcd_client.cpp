@@ -110,6 +110,12 @@ json compareJson(const Compare& compare) {
           {create ? "create_revision" : "mod_revision", std::to_string(compare.revision)}};
 }
 
+// Reads, renewals and revocations: sent twice, they do what they did once.
+bool safeToRepeat(const std::string& target) {
+  return target == "/v3/kv/range" || target == "/v3/lease/keepalive" ||
+         target == "/v3/lease/revoke";
+}
+
 }  // namespace
 
 namespace detail {
@@ -168,8 +174,86 @@ std::vector<Member> parseMembers(const std::string& what, const std::string& lis
   return members;
 }
 
-Client::Client(ClientOptions options) : options_(std::move(options)) {
+// Idle connections per member. The cap bounds what a burst of concurrent
+// calls leaves open; a call that finds none idle opens one.
+struct Client::IdleConnections {
+  static constexpr std::size_t kPerMember = 4;
+  std::mutex mutex;
+  std::vector<std::vector<std::unique_ptr<detail::Connection>>> by_member;
+};
+
+Client::Client(ClientOptions options)
+    : options_(std::move(options)),
+      tls_(detail::loadTlsContext(options_)),
+      idle_(std::make_unique<IdleConnections>()) {
   DDPRUN_ASSERT(!options_.members.empty(), "an etcd client needs at least one member");
+  idle_->by_member.resize(options_.members.size());
+}
+
+Client::~Client() = default;
+
+std::unique_ptr<detail::Connection> Client::newConnection(std::size_t index) {
+  return std::make_unique<detail::Connection>(options_, options_.members.at(index), tls_);
+}
+
+std::unique_ptr<detail::Connection> Client::openConnection(std::size_t index,
+                                                           detail::Clock::time_point deadline) {
+  auto connection = newConnection(index);
+  connections_opened_.fetch_add(1);
+  connection->open(deadline);
+  return connection;
+}
+
+std::unique_ptr<detail::Connection> Client::takeIdle(std::size_t index) {
+  std::lock_guard lock(idle_->mutex);
+  auto& idle = idle_->by_member[index];
+  while (!idle.empty()) {
+    auto connection = std::move(idle.back());
+    idle.pop_back();
+    if (!connection->closedWhileIdle()) {
+      return connection;
+    }
+  }
+  return nullptr;
+}
+
+void Client::giveBack(std::size_t index, std::unique_ptr<detail::Connection> connection) {
+  std::lock_guard lock(idle_->mutex);
+  auto& idle = idle_->by_member[index];
+  if (idle.size() < IdleConnections::kPerMember) {
+    idle.push_back(std::move(connection));
+  }
+}
+
+std::string Client::postTo(std::size_t index, const std::string& target, const std::string& body) {
+  const auto deadline = detail::Clock::now() + options_.request_timeout;
+  auto connection = takeIdle(index);
+  const bool reused = connection != nullptr;
+  if (!reused) {
+    connection = openConnection(index, deadline);
+  }
+  detail::HttpAnswer answer;
+  try {
+    answer = connection->post(target, body, deadline);
+  } catch (const detail::MemberFailure&) {
+    // The member may have closed the idle connection just as the request
+    // went out. Only a call that is safe to run twice is sent again on a new
+    // connection (as Go's HTTP client does); a put or txn fails over as any
+    // broken call does.
+    if (!reused || !safeToRepeat(target)) {
+      throw;
+    }
+    connection = openConnection(index, deadline);
+    answer = connection->post(target, body, deadline);
+  }
+  const auto refusal = detail::checkAnswer(options_.members[index], target, answer);
+  if (connection->reusable()) {
+    giveBack(index, std::move(connection));
+  }
+  if (refusal) {
+    throw detail::MemberFailure(*refusal);
+  }
+  return std::move(answer.body);
 }
 
 std::string Client::describe() const {
@@ -187,20 +271,12 @@ std::string Client::post(const std::string& path, const std::string& body) {
   std::vector<std::string> failures;
   for (std::size_t i = 0; i < count; ++i) {
     const std::size_t index = (first + i) % count;
-    const Member& member = options_.members[index];
     try {
-      detail::Connection connection(options_, member);
-      const auto deadline = detail::Clock::now() + options_.request_timeout;
-      connection.open(deadline);
-      detail::HttpAnswer answer = connection.post(target, body, deadline);
-      const auto refusal = detail::checkAnswer(member, target, answer);
-      if (!refusal) {
-        current_.store(index);
-        return std::move(answer.body);
-      }
-      failures.push_back(detail::describeMember(member) + ": " + *refusal);
+      std::string answer = postTo(index, target, body);
+      current_.store(index);
+      return answer;
     } catch (const detail::MemberFailure& e) {
-      failures.push_back(detail::describeMember(member) + ": " + e.what());
+      failures.push_back(detail::describeMember(options_.members[index]) + ": " + e.what());
     }
   }
   throw EtcdUnavailable(detail::noMemberServed(describe(), target, failures));

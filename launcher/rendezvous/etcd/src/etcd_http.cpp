@@ -8,6 +8,8 @@
 #include <boost/beast/ssl.hpp>
 // clang-format on
 
+#include <poll.h>
+
 #include <cctype>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -133,14 +135,23 @@ std::string describeMember(const Member& member) {
   return (v6 ? "[" + member.host + "]" : member.host) + ":" + std::to_string(member.port);
 }
 
+struct TlsContext {
+  explicit TlsContext(const ClientOptions& options) : context(makeTlsContext(options)) {}
+  ssl::context context;
+};
+
+std::shared_ptr<TlsContext> loadTlsContext(const ClientOptions& options) {
+  return options.tls ? std::make_shared<TlsContext>(options) : nullptr;
+}
+
 struct Connection::Impl {
-  Impl(const ClientOptions& client_options, Member to)
-      : options(client_options), member(std::move(to)) {}
+  Impl(const ClientOptions& client_options, Member to, std::shared_ptr<TlsContext> shared_tls)
+      : options(client_options), member(std::move(to)), tls_context(std::move(shared_tls)) {}
 
   const ClientOptions& options;
   Member member;
   asio::io_context io;
-  std::optional<ssl::context> tls_context;
+  std::shared_ptr<TlsContext> tls_context;
   std::optional<beast::tcp_stream> plain;
   std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
   beast::flat_buffer buffer;
@@ -244,11 +255,11 @@ struct Connection::Impl {
   }
 };
 
-Connection::Connection(const ClientOptions& options, const Member& member)
-    : impl_(std::make_unique<Impl>(options, member)) {
-  if (options.tls) {
-    impl_->tls_context.emplace(makeTlsContext(options));
-    impl_->tls.emplace(impl_->io, *impl_->tls_context);
+Connection::Connection(const ClientOptions& options, const Member& member,
+                       std::shared_ptr<TlsContext> tls)
+    : impl_(std::make_unique<Impl>(options, member, std::move(tls))) {
+  if (impl_->tls_context) {
+    impl_->tls.emplace(impl_->io, impl_->tls_context->context);
   } else {
     impl_->plain.emplace(impl_->io);
   }
@@ -289,6 +300,22 @@ HttpAnswer Connection::post(const std::string& target, const std::string& body,
   impl_->send(target, body, deadline);
   impl_->readWhole(target);
   return {impl_->parser->get().result_int(), std::move(impl_->parser->get().body())};
+}
+
+bool Connection::reusable() const {
+  const auto& parser = impl_->parser;
+  return parser && parser->is_done() && parser->keep_alive() && impl_->buffer.size() == 0;
+}
+
+bool Connection::closedWhileIdle() const {
+  // An idle HTTP/1.1 connection has nothing to read: readable means the
+  // member closed it (end of stream), reset it, or broke the protocol.
+  auto& socket = impl_->lowest().socket();
+  if (!socket.is_open()) {
+    return true;
+  }
+  pollfd entry{socket.native_handle(), POLLIN, 0};
+  return ::poll(&entry, 1, 0) != 0;
 }
 
 unsigned Connection::startStream(const std::string& target, const std::string& body,

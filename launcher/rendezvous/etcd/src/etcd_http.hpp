@@ -2,7 +2,9 @@
 // plain or TLS, with Boost.Beast. Only etcd_http.cpp includes Beast and
 // OpenSSL; the client and the watch see this small interface.
 //
-// A Connection owns its socket and its own io_context. Every operation runs
+// A Connection owns its socket and its own io_context; the TLS settings
+// (CA, certificate, key) are loaded once per client and shared. Every
+// operation runs
 // on the calling thread: it starts Beast's asynchronous operation and runs
 // the io_context until it completes, because Beast's stream deadlines
 // (tcp_stream::expires_at) apply only to asynchronous operations. abort() is
@@ -66,10 +68,17 @@ std::string noMemberServed(const std::string& members, const std::string& target
 // range_end): the prefix with its last byte below 0xff incremented.
 std::string prefixEnd(const std::string& prefix);
 
+// OpenSSL's context with the client's CA, certificate and key loaded: one per
+// client, shared by its connections (loading the files is most of a new
+// connection's cost).
+struct TlsContext;
+// nullptr without TLS. Throws ConfigError when a TLS file cannot be loaded.
+std::shared_ptr<TlsContext> loadTlsContext(const ClientOptions& options);
+
 class Connection {
  public:
-  // No I/O. Throws ConfigError when the TLS files cannot be loaded.
-  Connection(const ClientOptions& options, const Member& member);
+  // No I/O. `tls` comes from loadTlsContext (nullptr: plain HTTP).
+  Connection(const ClientOptions& options, const Member& member, std::shared_ptr<TlsContext> tls);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -79,6 +88,13 @@ class Connection {
   void open(Clock::time_point deadline);
   // One POST and its whole answer, before `deadline`. Throws MemberFailure.
   HttpAnswer post(const std::string& target, const std::string& body, Clock::time_point deadline);
+  // After post(): the answer was read whole and the member keeps the
+  // connection open (HTTP/1.1 keep-alive), so another request may use it.
+  bool reusable() const;
+  // For an idle connection: the member closed it (or sent bytes nobody asked
+  // for) since its last answer, so it must not carry another request. A
+  // poll, no blocking.
+  bool closedWhileIdle() const;
 
   // A streaming POST: sends it and reads the answer's header before
   // `deadline`; returns the status. With a status other than 200 the body

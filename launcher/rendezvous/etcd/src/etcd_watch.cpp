@@ -63,9 +63,13 @@ WatchEvent eventFromJson(const json& event) {
 }  // namespace
 
 struct Watch::Stream {
-  Stream(const ClientOptions& options, const Member& to) : member(to), connection(options, to) {}
+  Stream(Client& client, std::size_t index)
+      : member(client.options().members[index]),
+        owned(client.newConnection(index)),
+        connection(*owned) {}
   Member member;
-  detail::Connection connection;
+  std::unique_ptr<detail::Connection> owned;
+  detail::Connection& connection;
   JsonObjectSplitter splitter;
   bool created = false;
 };
@@ -129,8 +133,8 @@ void Watch::run(const EventHandler& on_events,
   std::vector<std::string> failures;
   const std::size_t count = options.members.size();
   for (std::size_t i = 0; i < count; ++i) {
-    const Member& member = options.members[(client_.currentMember() + i) % count];
-    Stream stream(options, member);
+    Stream stream(client_, (client_.currentMember() + i) % count);
+    const Member& member = stream.member;
     const Attachment attachment(*this, stream);
     if (!attachment.attached()) {
       return;

@@ -217,6 +217,53 @@ TEST_F(EtcdClientTest, CallFailsOverFromADeadFirstMember) {
   EXPECT_EQ(client.currentMember(), 2u);
 }
 
+TEST_F(EtcdClientTest, CallsReuseOneKeptAliveConnection) {
+  EtcdCluster cluster({.members = 1});
+  Client client(optionsFor(cluster.endpoints()));
+  const std::int64_t lease = client.grantLease(5s);
+  for (int i = 0; i < 10; ++i) {
+    client.put("/job/k" + std::to_string(i), std::to_string(i), lease);
+    EXPECT_EQ(client.get("/job/k" + std::to_string(i)).kvs.at(0).value, std::to_string(i));
+    EXPECT_TRUE(client.keepAlive(lease));
+  }
+  EXPECT_EQ(client.getPrefix("/job/").kvs.size(), 10u);
+  EXPECT_EQ(client.connectionsOpened(), 1u);
+}
+
+TEST_F(EtcdClientTest, ConcurrentCallsOpenOneConnectionEachAtMost) {
+  EtcdCluster cluster({.members = 1});
+  Client client(optionsFor(cluster.endpoints()));
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&client, t] {
+      for (int i = 0; i < 20; ++i) {
+        client.put("/job/t" + std::to_string(t) + "/" + std::to_string(i), "v");
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  EXPECT_EQ(client.getPrefix("/job/").kvs.size(), 80u);
+  EXPECT_GE(client.connectionsOpened(), 1u);
+  EXPECT_LE(client.connectionsOpened(), static_cast<std::size_t>(kThreads));
+}
+
+TEST_F(EtcdClientTest, AKeptConnectionToARestartedMemberIsReplaced) {
+  EtcdCluster cluster({.members = 1});
+  Client client(optionsFor(cluster.endpoints()));
+  client.put("/job/a", "1");
+  cluster.kill(0);
+  cluster.restart(0);
+  // The idle connection was closed by the killed member: the put must not
+  // be lost on it, nor fail over (there is no other member).
+  client.put("/job/b", "2");
+  EXPECT_EQ(client.get("/job/a").kvs.at(0).value, "1");
+  EXPECT_EQ(client.get("/job/b").kvs.at(0).value, "2");
+  EXPECT_EQ(client.connectionsOpened(), 2u);
+}
+
 TEST_F(EtcdClientTest, NoMemberServingGivesOneLineNamingEachMember) {
   const std::string first = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
   const std::string second = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
@@ -243,6 +290,7 @@ TEST_F(EtcdClientTlsTest, ServesWithTheRightCaAndClientCertificate) {
   Client client(options);
   const std::int64_t revision = client.put("/job/tls", "yes");
   EXPECT_EQ(client.get("/job/tls").kvs.at(0).value, "yes");
+  EXPECT_EQ(client.connectionsOpened(), 1u);  // one TLS handshake for both calls
 
   Watch watch(client, "/job/", revision);
   std::int64_t got = 0;

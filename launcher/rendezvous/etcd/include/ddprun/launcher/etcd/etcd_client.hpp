@@ -11,10 +11,12 @@
 // started). A call throws EtcdUnavailable only when no member served it,
 // with one line naming each member and why.
 //
-// Owns no thread and no connection between calls: every call opens its own
-// connection (loopback and LAN round trips are far below a rendezvous's
-// timeouts), so calls from several threads need no locking. A Watch owns one
-// connection for as long as it streams.
+// Owns no thread. Owns the idle HTTP/1.1 connections between calls, kept
+// alive per member: a call takes one (or opens one when none is idle) and
+// gives it back once its answer is read whole, so a call usually costs one
+// round trip and no connect or TLS handshake. Calls from several threads
+// each get their own connection; only the idle list is shared, under a
+// mutex. A Watch owns one connection for as long as it streams.
 #pragma once
 
 #include <atomic>
@@ -30,6 +32,11 @@
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher::etcd {
+
+namespace detail {
+class Connection;
+struct TlsContext;
+}  // namespace detail
 
 // No member of the cluster served a call (all unreachable, refused the TLS
 // handshake, or without quorum). The message is one line.
@@ -103,7 +110,11 @@ struct WatchEvent {
 
 class Client {
  public:
-  explicit Client(ClientOptions options);  // no I/O
+  // No I/O. Throws ConfigError when a TLS file cannot be loaded.
+  explicit Client(ClientOptions options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
 
   // "host:port,host:port", for messages.
   std::string describe() const;
@@ -129,13 +140,33 @@ class Client {
   // The member that served the last call, as an index into options().members.
   std::size_t currentMember() const { return current_.load(); }
 
+  // How many connections the client's calls have opened (a Watch's own are
+  // not counted): with keep-alive, one per call running at once, not one
+  // per call.
+  std::size_t connectionsOpened() const { return connections_opened_.load(); }
+
   // Internal to the client: one POST to /v3/<path> with a JSON body, failed
   // over between members; returns the answer's JSON text.
   std::string post(const std::string& path, const std::string& body);
+  // Internal: a new, unopened connection to member `index` (a Watch's).
+  std::unique_ptr<detail::Connection> newConnection(std::size_t index);
 
  private:
+  struct IdleConnections;
+  // One POST to member `index` on an idle connection or a new one. Throws
+  // detail::MemberFailure.
+  std::string postTo(std::size_t index, const std::string& target, const std::string& body);
+  // An idle connection to member `index` the member has not closed, or nullptr.
+  std::unique_ptr<detail::Connection> takeIdle(std::size_t index);
+  void giveBack(std::size_t index, std::unique_ptr<detail::Connection> connection);
+  std::unique_ptr<detail::Connection> openConnection(
+      std::size_t index, std::chrono::steady_clock::time_point deadline);
+
   ClientOptions options_;
+  std::shared_ptr<detail::TlsContext> tls_;
+  std::unique_ptr<IdleConnections> idle_;
   std::atomic<std::size_t> current_{0};
+  std::atomic<std::size_t> connections_opened_{0};
 };
 
 // A watch of every key under a prefix, from a revision on: one streaming
