@@ -1,13 +1,13 @@
-// fork + exec by hand because posix_spawn cannot set PR_SET_PDEATHSIG or
-// start a new session with the parent-death check in between. Between fork
-// and exec the child runs only async-signal-safe calls on memory prepared
-// before the fork (the process may have other threads), and nothing that
-// relies on the C library's fork handlers (it may come from a raw clone3).
+// clone + exec by hand because posix_spawn cannot set PR_SET_PDEATHSIG or
+// start a new session with the parent-death check in between, nor start the
+// child in a cgroup (child_start.hpp). Between clone and exec the child runs
+// only async-signal-safe calls on memory prepared before the clone (the
+// process may have other threads, and the child may share its memory), and
+// nothing that relies on the C library's fork handlers.
 #include "ddprun/launcher/process/subprocess.hpp"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
-#include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -26,6 +26,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "child_start.hpp"
 #include "ddprun/launcher/process/executable_path.hpp"
 
 namespace ddprun::launcher {
@@ -134,34 +135,25 @@ void disown(pid_t pid) {
   std::erase(owned().pids, pid);
 }
 
-// A fork, straight into the cgroup `cgroup_fd` when there is one: clone3
-// with CLONE_INTO_CGROUP, because moving a running process into a cgroup
-// takes a lock that waits for an RCU grace period, milliseconds per launch.
-// Where clone3 is refused (seccomp, an old kernel), a plain fork, and
-// `move_in_child` tells the child to move itself.
-pid_t forkInto(int cgroup_fd, bool& move_in_child) {
-  move_in_child = false;
-  if (cgroup_fd < 0) {
-    return fork();
-  }
-  clone_args args{};
-  args.flags = CLONE_INTO_CGROUP;
-  args.exit_signal = SIGCHLD;
-  args.cgroup = static_cast<__u64>(cgroup_fd);
-  const long child = syscall(SYS_clone3, &args, sizeof(args));
-  if (child >= 0) {
-    return static_cast<pid_t>(child);
-  }
-  move_in_child = true;
-  return fork();
-}
+// What the child needs between clone and exec, all made before the clone.
+struct ChildSetup {
+  const SpawnOptions& options;
+  pid_t parent;
+  const char* path;
+  ExecArrays& arrays;
+  const CpuMask& cpus;
+  int error_pipe[2];
+};
 
-// Runs in the child between fork and exec. Never returns.
-[[noreturn]] void execChild(const SpawnOptions& options, pid_t parent, const char* path,
-                            ExecArrays& arrays, const CpuMask& cpus, int error_pipe,
-                            bool move_to_cgroup) {
+// Runs in the child between clone and exec (child_start.hpp's ChildEntry),
+// with every signal blocked. Never returns.
+[[noreturn]] void execChild(void* arg, bool move_to_cgroup) {
+  const ChildSetup& setup = *static_cast<const ChildSetup*>(arg);
+  const SpawnOptions& options = setup.options;
+  const int error_pipe = setup.error_pipe[1];
+  close(setup.error_pipe[0]);
   prctl(PR_SET_PDEATHSIG, options.death_signal);
-  if (getppid() != parent) {
+  if (getppid() != setup.parent) {
     _exit(127);  // the agent died before the death signal was armed
   }
   setsid();  // own session and process group: signals reach the worker's children too
@@ -175,7 +167,7 @@ pid_t forkInto(int cgroup_fd, bool& move_in_child) {
       sigaction(signal, &default_action, nullptr);  // an ignored SIGPIPE would be inherited
     }
   }
-  sigset_t none;
+  sigset_t none;  // only now: no handler of the agent's is left to run here
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   if (options.stdout_fd >= 0) {
@@ -188,7 +180,7 @@ pid_t forkInto(int cgroup_fd, bool& move_in_child) {
     const int procs = openat(options.cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
     [[maybe_unused]] ssize_t moved = write(procs, "0", 1);
   }
-  if (const int error = cpus.bindThisProcess(); error != 0) {
+  if (const int error = setup.cpus.bindThisProcess(); error != 0) {
     const int failure = -error;  // negative: the CPU binding failed, not exec
     [[maybe_unused]] ssize_t written = write(error_pipe, &failure, sizeof(failure));
     _exit(127);
@@ -196,7 +188,7 @@ pid_t forkInto(int cgroup_fd, bool& move_in_child) {
   // Nothing of the agent's leaks into the worker; the error pipe (already
   // close-on-exec) stays open until exec succeeds.
   syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
-  execve(path, arrays.argv(), arrays.envp());
+  execve(setup.path, setup.arrays.argv(), setup.arrays.envp());
   const int error = errno;
   [[maybe_unused]] ssize_t written = write(error_pipe, &error, sizeof(error));
   _exit(127);
@@ -263,13 +255,8 @@ Subprocess::Subprocess(const SpawnOptions& options) {
   if (pipe2(error_pipe, O_CLOEXEC) != 0) {
     throw SpawnError("cannot run '" + program + "': pipe", errno);
   }
-  const pid_t parent = getpid();
-  bool move_to_cgroup = false;
-  pid_ = forkInto(options.cgroup_fd, move_to_cgroup);
-  if (pid_ == 0) {
-    close(error_pipe[0]);
-    execChild(options, parent, path->c_str(), arrays, cpus, error_pipe[1], move_to_cgroup);
-  }
+  ChildSetup setup{options, getpid(), path->c_str(), arrays, cpus, {error_pipe[0], error_pipe[1]}};
+  pid_ = detail::startChild(options.cgroup_fd, execChild, &setup);
   const int fork_error = errno;
   close(error_pipe[1]);
   if (pid_ < 0) {

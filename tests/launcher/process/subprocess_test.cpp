@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ddprun/launcher/process/executable_path.hpp"
@@ -177,6 +178,52 @@ TEST(SubprocessTest, AgentsIgnoredAndBlockedSignalsAreResetInTheChild) {
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   sigaction(SIGTERM, &previous, nullptr);
   EXPECT_EQ(status, (ExitStatus{ExitStatus::Kind::Signaled, SIGTERM}));
+}
+
+// The child starts with every signal blocked (child_start.hpp); the caller's
+// own mask is as it was once the spawn returns.
+TEST(SubprocessTest, SpawningLeavesTheCallersSignalMaskAsItWas) {
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  sigset_t before;
+  pthread_sigmask(SIG_BLOCK, &usr1, &before);
+  sigset_t during;
+  pthread_sigmask(SIG_SETMASK, nullptr, &during);
+  Subprocess child(shell("exit 0"));
+  sigset_t after;
+  pthread_sigmask(SIG_SETMASK, nullptr, &after);
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  EXPECT_EQ(child.wait(), (ExitStatus{ExitStatus::Kind::Exited, 0}));
+  for (int signal = 1; signal < NSIG; ++signal) {
+    EXPECT_EQ(sigismember(&after, signal), sigismember(&during, signal)) << "signal " << signal;
+  }
+}
+
+// Children that share the parent's memory until exec, started from several
+// threads at once: each runs its own command line to its own exit code.
+TEST(SubprocessTest, ThreadsSpawningAtOnceEachGetTheirOwnChild) {
+  constexpr int kThreads = 4;
+  constexpr int kEach = 25;
+  std::vector<std::vector<int>> codes(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t, &codes] {
+      for (int i = 0; i < kEach; ++i) {
+        const int code = (t * kEach + i) % 200;
+        codes[t].push_back(Subprocess(shell("exit " + std::to_string(code))).wait().code);
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(codes[t].size(), static_cast<std::size_t>(kEach));
+    for (int i = 0; i < kEach; ++i) {
+      EXPECT_EQ(codes[t][i], (t * kEach + i) % 200) << "thread " << t << ", child " << i;
+    }
+  }
 }
 
 // The agent is SIGKILLed: the kernel's parent-death signal kills the worker.
