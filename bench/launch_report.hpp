@@ -1,9 +1,12 @@
 // launch_bench's figures and the Markdown tables they are printed as.
 #pragma once
 
+#include <array>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "restart_phases.hpp"
 
 namespace ddprun::bench {
 
@@ -24,12 +27,15 @@ class Samples {
   int failures_ = 0;
 };
 
-// One figure for both launchers, under one worker variant.
+// One figure for both launchers, under one worker variant, and for launches
+// the floor: a shell starting the same workers in parallel.
 struct Comparison {
   std::string label;
   Samples ddprun;
   Samples torchrun;
   double other_cores = 0.0;  // CPUs kept busy by other processes meanwhile, on average
+  Samples floor;
+  double floor_target = 0.0;  // launches: ddprun's median at most this many floors
 };
 
 // The restart figures of one worker variant, each from the crash stamp.
@@ -38,6 +44,11 @@ struct RestartComparison {
   Comparison all_started;     // the last replacement worker entered main
   Comparison first_started;   // the first replacement worker entered main
   Comparison survivors_told;  // the first surviving worker got SIGTERM
+  double target_ms = 0.0;     // ddprun's median at most this
+  // ddprun's restarts phase by phase (restart_phases.hpp): ms after the crash,
+  // and each phase's own share (the time since the phase before it).
+  std::array<Samples, kRestartPhaseCount> since_crash;
+  std::array<Samples, kRestartPhaseCount> phase_took;
 };
 
 struct LaunchReport {

@@ -23,6 +23,7 @@
 #include "launch_report.hpp"
 #include "machine.hpp"
 #include "python_workers.hpp"
+#include "restart_phases.hpp"
 #include "run_files.hpp"
 
 namespace ddprun::bench {
@@ -36,11 +37,32 @@ std::filesystem::path onPath(const std::string& name) {
   return ddprun::launcher::findExecutable(name, path != nullptr ? path : "").value_or("");
 }
 
-enum class Launcher { Ddprun, Torchrun };
+// Floor: what the kernel and a shell allow, `sh` starting the same workers in
+// parallel and waiting for them; no launcher can do less and still start them.
+enum class Launcher { Ddprun, Torchrun, Floor };
 
 const char* nameOf(Launcher launcher) {
-  return launcher == Launcher::Ddprun ? "ddprun" : "torchrun";
+  switch (launcher) {
+    case Launcher::Ddprun:
+      return "ddprun";
+    case Launcher::Torchrun:
+      return "torchrun";
+    case Launcher::Floor:
+      return "floor";
+  }
+  return "?";
 }
+
+// $1 workers of the command in $2..., in parallel, then the wait for all.
+constexpr char kParallelShell[] =
+    "n=$1; shift; while [ \"$n\" -gt 0 ]; do \"$@\" & n=$((n - 1)); done; wait";
+
+// Targets (issue 30): a launch within these multiples of the floor, restarts
+// within these times.
+constexpr double kPythonLaunchFloors = 1.2;
+constexpr double kProgramLaunchFloors = 2.0;
+constexpr double kPythonRestartMs = 50.0;
+constexpr double kProgramRestartMs = 10.0;
 
 // What every worker runs: a Python script through the launcher's interpreter
 // path, or a program with --no-python.
@@ -56,6 +78,7 @@ struct Setup {
   std::string torch_version;
   fs::path restart_worker;
   fs::path true_program;
+  fs::path shell;
   test_support::TempDir scratch{"launch_bench"};
   EnvVars base_env;
   int run_counter = 0;
@@ -67,7 +90,12 @@ std::vector<std::string> launcherArgv(const Setup& setup, Launcher launcher, con
   const std::string nproc = std::to_string(setup.options.nproc);
   const std::string restarts = std::to_string(max_restarts);
   std::vector<std::string> argv;
-  if (launcher == Launcher::Ddprun) {
+  if (launcher == Launcher::Floor) {
+    argv = {setup.shell.string(), "-c", kParallelShell, "sh", nproc};
+    if (workers.python) {
+      argv.insert(argv.end(), {setup.python, "-u"});  // as ddprun runs a script
+    }
+  } else if (launcher == Launcher::Ddprun) {
     argv = {setup.options.ddprun, "--standalone"};
     argv.insert(argv.end(), {"--nproc-per-node", nproc, "--max-restarts", restarts});
     if (!workers.python) {
@@ -87,15 +115,28 @@ std::vector<std::string> launcherArgv(const Setup& setup, Launcher launcher, con
   return argv;
 }
 
-std::vector<Launcher> launchers(const Setup& setup) {
-  if (setup.options.skip_torchrun || setup.python.empty() || setup.torch_version.empty()) {
-    return {Launcher::Ddprun};
+// The launchers measured, and with `floor` the floor after them.
+std::vector<Launcher> launchers(const Setup& setup, bool floor) {
+  std::vector<Launcher> measured{Launcher::Ddprun};
+  if (!setup.options.skip_torchrun && !setup.python.empty() && !setup.torch_version.empty()) {
+    measured.push_back(Launcher::Torchrun);
   }
-  return {Launcher::Ddprun, Launcher::Torchrun};
+  if (floor) {
+    measured.push_back(Launcher::Floor);
+  }
+  return measured;
 }
 
 Samples& samplesOf(Comparison& row, Launcher launcher) {
-  return launcher == Launcher::Ddprun ? row.ddprun : row.torchrun;
+  switch (launcher) {
+    case Launcher::Ddprun:
+      return row.ddprun;
+    case Launcher::Torchrun:
+      return row.torchrun;
+    case Launcher::Floor:
+      return row.floor;
+  }
+  return row.ddprun;
 }
 
 // Runs while the launcher is up; false (with a reason) if the run failed.
@@ -159,11 +200,11 @@ RunResult runOnce(Setup& setup, Launcher launcher, const Workers& workers, int m
 }
 
 // Run -1 is the untimed warm-up; `record` gets every timed run's result.
-void alternate(Setup& setup, int runs,
+void alternate(const std::vector<Launcher>& order, int runs,
                const std::function<void(Launcher, int run, const RunResult&)>& record,
                const std::function<RunResult(Launcher, int run)>& one) {
   for (int run = -1; run < runs; ++run) {
-    for (Launcher launcher : launchers(setup)) {
+    for (Launcher launcher : order) {
       const RunResult result = one(launcher, run);
       if (run >= 0) {
         record(launcher, run, result);
@@ -174,10 +215,11 @@ void alternate(Setup& setup, int runs,
 
 Comparison measureLaunch(Setup& setup, const Workers& workers) {
   std::cerr << "launch_bench: launch, " << workers.label << "..." << std::endl;
-  Comparison row{workers.label, {}, {}, 0.0};
+  Comparison row{workers.label, {}, {}, 0.0, {}, 0.0};
+  row.floor_target = workers.python ? kPythonLaunchFloors : kProgramLaunchFloors;
   const OtherCpu other;
   alternate(
-      setup, setup.options.runs,
+      launchers(setup, true), setup.options.runs,
       [&row](Launcher launcher, int, const RunResult& result) {
         auto& samples = samplesOf(row, launcher);
         result.ok ? samples.add(result.ms) : samples.addFailure();
@@ -187,11 +229,27 @@ Comparison measureLaunch(Setup& setup, const Workers& workers) {
   return row;
 }
 
+// ddprun's phases of one restart into the row, if its timeline has them all.
+void recordPhases(RestartComparison& row, const fs::path& dir, const RestartStamps& stamps) {
+  const auto times = readRestartTimes(dir, stamps);
+  if (!times) {
+    return;
+  }
+  for (std::size_t phase = 0; phase < kRestartPhaseCount; ++phase) {
+    row.since_crash[phase].add((*times)[phase]);
+    const int start = restartPhaseStart(static_cast<RestartPhase>(phase));
+    row.phase_took[phase].add((*times)[phase] - (start < 0 ? 0.0 : (*times)[start]));
+  }
+}
+
 // One restart run's figures into the row; false if a stamp is missing.
 bool recordRestart(RestartComparison& row, Launcher launcher, const fs::path& dir, int nproc) {
   const auto stamps = readRestartStamps(dir, nproc);
   if (!stamps) {
     return false;
+  }
+  if (launcher == Launcher::Ddprun) {
+    recordPhases(row, dir, *stamps);
   }
   samplesOf(row.all_started, launcher).add(stamps->last_start_ms);
   samplesOf(row.first_started, launcher).add(stamps->first_start_ms);
@@ -209,6 +267,7 @@ std::vector<std::string> crashDelays(int count) {
   std::mt19937 random(20240601);  // fixed: the same moments in every benchmark run
   std::uniform_int_distribution<int> delay_us(0, 199'999);
   std::vector<std::string> delays;
+  delays.reserve(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
     delays.push_back(std::to_string(delay_us(random)));
   }
@@ -219,10 +278,11 @@ RestartComparison measureRestart(Setup& setup, const Workers& workers) {
   std::cerr << "launch_bench: restart, " << workers.label << "..." << std::endl;
   RestartComparison row;
   row.label = row.all_started.label = workers.label;
+  row.target_ms = workers.python ? kPythonRestartMs : kProgramRestartMs;
   const auto delays_us = crashDelays(setup.options.runs + 1);
   const OtherCpu other;
   alternate(
-      setup, setup.options.runs,
+      launchers(setup, false), setup.options.runs,
       [&](Launcher launcher, int, const RunResult& result) {
         if (!result.ok || !recordRestart(row, launcher, result.dir, setup.options.nproc)) {
           samplesOf(row.all_started, launcher).addFailure();
@@ -258,14 +318,15 @@ void recordPeak(Comparison& row, Launcher launcher, const RunResult& result, dou
 void measureMemory(Setup& setup) {
   std::cerr << "launch_bench: agent peak RSS and PSS..." << std::endl;
   const Workers hold{"hold", false, {setup.restart_worker.string(), "hold"}};
-  Comparison rss{"peak RSS", {}, {}, 0.0};
-  Comparison pss{"peak PSS", {}, {}, 0.0};
+  Comparison rss{"peak RSS", {}, {}, 0.0, {}, 0.0};
+  Comparison pss{"peak PSS", {}, {}, 0.0, {}, 0.0};
   const OtherCpu other;
   double rss_kib = 0.0;
   double pss_kib = 0.0;
   const During sample_until_exit = [&](launcher::Subprocess& process, const fs::path& dir,
                                        Clock::time_point deadline) {
     std::vector<fs::path> up;
+    up.reserve(static_cast<std::size_t>(setup.options.nproc));
     for (int rank = 0; rank < setup.options.nproc; ++rank) {
       up.push_back(dir / ("up." + std::to_string(rank)));
     }
@@ -285,7 +346,7 @@ void measureMemory(Setup& setup) {
     return waitExit(process, deadline, std::chrono::milliseconds(1), sample).has_value();
   };
   alternate(
-      setup, std::min(setup.options.runs, 3),
+      launchers(setup, false), std::min(setup.options.runs, 3),
       [&](Launcher launcher, int, const RunResult& result) {
         recordPeak(rss, launcher, result, rss_kib);
         recordPeak(pss, launcher, result, pss_kib);
@@ -302,8 +363,10 @@ void measureMemory(Setup& setup) {
 void findPrograms(Setup& setup) {
   setup.restart_worker = selfDirectory() / "restart_worker";
   setup.true_program = onPath("true");
-  if (setup.true_program.empty() || !fs::exists(setup.restart_worker)) {
-    throw std::runtime_error("needs `true` on PATH and restart_worker next to launch_bench");
+  setup.shell = onPath("sh");
+  if (setup.true_program.empty() || setup.shell.empty() || !fs::exists(setup.restart_worker)) {
+    throw std::runtime_error(
+        "needs `true` and `sh` on PATH and restart_worker next to launch_bench");
   }
   const auto torch = findTorchPython(setup.options.python, setup.scratch.path());
   setup.python = torch.python;
@@ -325,7 +388,10 @@ std::string describeSetup(const Setup& setup, const std::string& load_before) {
       << " -m torch.distributed.run --standalone --monitor_interval 0.1 -r 9:1 -t 9:1` (torch "
       << (setup.torch_version.empty() ? "not found" : setup.torch_version)
       << "). Python workers run as `" << setup.python
-      << " -u script` under both (PYTHON_EXEC for ddprun). Restart: --max-restarts 1; rank 0 "
+      << " -u script` under both (PYTHON_EXEC for ddprun). Floor: `sh` starting the same "
+      << setup.options.nproc
+      << " workers in parallel and waiting for them (`sh -c 'W & W & … wait'`). Restart: "
+         "--max-restarts 1; rank 0 "
          "crashes 0–200 ms (random, the same for both launchers) after every rank is up; the "
          "others die at once of the launcher's SIGTERM. "
       << std::thread::hardware_concurrency() << " CPUs. Before: " << load_before

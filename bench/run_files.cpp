@@ -35,6 +35,7 @@ std::optional<RestartStamps> readRestartStamps(const std::filesystem::path& dir,
     return static_cast<double>(ns - *crash) / 1e6;
   };
   RestartStamps stamps;
+  stamps.crash_ns = *crash;
   stamps.first_start_ms = ms_after_crash(*std::min_element(starts.begin(), starts.end()));
   stamps.last_start_ms = ms_after_crash(*std::max_element(starts.begin(), starts.end()));
   if (!terms.empty()) {

@@ -15,6 +15,7 @@ std::optional<std::int64_t> readNumber(const std::filesystem::path& path);
 
 // A restart run's stamps (see restart_worker.cpp), in ms after the crash.
 struct RestartStamps {
+  std::int64_t crash_ns = 0;            // the crash stamp itself (CLOCK_MONOTONIC)
   double first_start_ms = 0.0;          // the first replacement worker entered main
   double last_start_ms = 0.0;           // the last one did
   std::optional<double> first_term_ms;  // the first survivor got SIGTERM
