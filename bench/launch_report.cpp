@@ -31,24 +31,8 @@ std::string ratioCell(const Samples& ddprun, const Samples& torchrun, double d, 
   return formatNumber("%.1f×", ratio(t, d));
 }
 
-void printTimeRow(std::ostream& out, const Comparison& row) {
-  const Samples& d = row.ddprun;
-  const Samples& t = row.torchrun;
-  out << "| " << row.label << " | " << cell(d, d.median()) << " | " << cell(d, d.p90()) << " | "
-      << cell(t, t.median()) << " | " << cell(t, t.p90()) << " | "
-      << ratioCell(d, t, d.median(), t.median()) << " | " << ratioCell(d, t, d.p90(), t.p90())
-      << " | " << formatNumber("%.2f", row.other_cores) << " |\n";
-}
-
-void printTimeHeader(std::ostream& out, const char* first_column) {
-  out << "| " << first_column
-      << " | ddprun median ms | ddprun p90 ms | torchrun median ms | torchrun p90 ms "
-         "| torchrun / ddprun (median) | torchrun / ddprun (p90) "
-         "| Other processes' CPU, cores |\n"
-      << "|---|---:|---:|---:|---:|---:|---:|---:|\n";
-}
-
-// Launches: the time table's columns, then the floor's and ddprun's multiple of it.
+// Launches and restarts: both launchers' figures, the floor's, and ddprun's
+// multiple of it.
 void printLaunchHeader(std::ostream& out) {
   out << "| Workers | ddprun median ms | ddprun p90 ms | torchrun median ms | torchrun p90 ms "
          "| floor median ms | floor p90 ms | torchrun / ddprun (median) "
@@ -153,10 +137,14 @@ void printTargets(std::ostream& out, const LaunchReport& report) {
   }
   for (const auto& row : report.restart) {
     const Samples& d = row.all_started.ddprun;
+    const Samples& f = row.all_started.floor;
     out << "| restart ≤ " << formatNumber("%.0f", row.target_ms) << " ms, " << row.label << " | "
         << (d.empty() ? "–"
                       : formatNumber("median %.1f ms", d.median()) +
                             formatNumber(", p90 %.1f ms", d.p90()))
+        << (f.empty() || d.empty() ? ""
+                                   : formatNumber(" (the floor %.1f ms: ", f.median()) +
+                                         formatNumber("%.2f× it)", d.median() / f.median()))
         << " | " << metCell(!d.empty(), !d.empty() && d.median() <= row.target_ms) << " |\n";
   }
   const Samples& pss = report.peak_pss.ddprun;
@@ -200,10 +188,11 @@ void printLaunchReport(std::ostream& out, const LaunchReport& report) {
     printLaunchRow(out, row);
   }
   out << "\nRestart: rank 0 crashes (its stamp right before exit(1)) → the last replacement "
-         "worker has entered main:\n\n";
-  printTimeHeader(out, "Workers");
+         "worker has entered main; the floor: the shell started → the last of the same "
+         "replacement workers, started alone, has entered main:\n\n";
+  printLaunchHeader(out);
   for (const auto& row : report.restart) {
-    printTimeRow(out, row.all_started);
+    printLaunchRow(out, row.all_started);
   }
   out << "\n";
   printRestartDetail(out, report.restart);

@@ -53,9 +53,10 @@ const char* nameOf(Launcher launcher) {
   return "?";
 }
 
-// $1 workers of the command in $2..., in parallel, then the wait for all.
+// $1 workers of the command in $2..., in parallel, then the wait for all;
+// each has its RANK, as the restart's replacements need.
 constexpr char kParallelShell[] =
-    "n=$1; shift; while [ \"$n\" -gt 0 ]; do \"$@\" & n=$((n - 1)); done; wait";
+    "n=$1; shift; while [ \"$n\" -gt 0 ]; do n=$((n - 1)); RANK=$n \"$@\" & done; wait";
 
 // Targets (issue 30): a launch within these multiples of the floor, restarts
 // within these times.
@@ -146,6 +147,7 @@ struct RunResult {
   bool ok = false;
   double ms = 0.0;  // launcher started -> launcher exited
   fs::path dir;     // the workers' files
+  Clock::time_point started;
 };
 
 void noteFailure(Setup& setup, const std::string& what, const fs::path& log) {
@@ -195,6 +197,7 @@ RunResult runOnce(Setup& setup, Launcher launcher, const Workers& workers, int m
     return result;
   }
   result.ok = true;
+  result.started = started;
   result.ms = std::chrono::duration<double, std::milli>(*exited - started).count();
   return result;
 }
@@ -242,6 +245,19 @@ void recordPhases(RestartComparison& row, const fs::path& dir, const RestartStam
   }
 }
 
+// The restart's floor: the shell started the replacement workers alone, and
+// the last of them entered main this long after.
+void recordRestartFloor(RestartComparison& row, const RunResult& result, int nproc) {
+  const auto last = result.ok ? lastStartNs(result.dir, nproc) : std::nullopt;
+  if (!last) {
+    row.all_started.floor.addFailure();
+    return;
+  }
+  const auto started_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(result.started.time_since_epoch());
+  row.all_started.floor.add(static_cast<double>(*last - started_ns.count()) / 1e6);
+}
+
 // One restart run's figures into the row; false if a stamp is missing.
 bool recordRestart(RestartComparison& row, Launcher launcher, const fs::path& dir, int nproc) {
   const auto stamps = readRestartStamps(dir, nproc);
@@ -282,8 +298,12 @@ RestartComparison measureRestart(Setup& setup, const Workers& workers) {
   const auto delays_us = crashDelays(setup.options.runs + 1);
   const OtherCpu other;
   alternate(
-      launchers(setup, false), setup.options.runs,
+      launchers(setup, true), setup.options.runs,
       [&](Launcher launcher, int, const RunResult& result) {
+        if (launcher == Launcher::Floor) {
+          recordRestartFloor(row, result, setup.options.nproc);
+          return;
+        }
         if (!result.ok || !recordRestart(row, launcher, result.dir, setup.options.nproc)) {
           samplesOf(row.all_started, launcher).addFailure();
           if (result.ok) {
@@ -293,6 +313,11 @@ RestartComparison measureRestart(Setup& setup, const Workers& workers) {
         }
       },
       [&](Launcher launcher, int run) {
+        if (launcher == Launcher::Floor) {  // the replacements alone
+          return runOnce(setup, launcher, workers, 1, "restart",
+                         {{"TORCHELASTIC_RESTART_COUNT", "1"},
+                          {"WORLD_SIZE", std::to_string(setup.options.nproc)}});
+        }
         const std::pair<std::string, std::string> delay{"LAUNCH_BENCH_CRASH_DELAY_US",
                                                         delays_us[run + 1]};
         return runOnce(setup, launcher, workers, 1, "restart", {delay});

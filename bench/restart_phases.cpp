@@ -42,8 +42,12 @@ struct AgentMoments {
   double last_spawned = kNone;
 };
 
-void minInto(double& into, double value) { into = std::isnan(into) ? value : std::min(into, value); }
-void maxInto(double& into, double value) { into = std::isnan(into) ? value : std::max(into, value); }
+void minInto(double& into, double value) {
+  into = std::isnan(into) ? value : std::min(into, value);
+}
+void maxInto(double& into, double value) {
+  into = std::isnan(into) ? value : std::max(into, value);
+}
 
 // Events before the "restart" instant belong to the crashed round, those
 // after it to the replacement's; the file lists them in the order they
@@ -67,8 +71,7 @@ AgentMoments readMoments(const json& events) {
       }
       continue;
     }
-    if (name == "rendezvous" && event.value("ph", "") == "E" &&
-        std::isnan(moments.round_joined)) {
+    if (name == "rendezvous" && event.value("ph", "") == "E" && std::isnan(moments.round_joined)) {
       moments.round_joined = ts;
     } else if (isWorkerSlice(event, 'B')) {
       minInto(moments.first_spawned, ts);
@@ -82,23 +85,34 @@ AgentMoments readMoments(const json& events) {
 
 std::string_view restartPhaseName(RestartPhase phase) {
   switch (phase) {
-    case RestartPhase::FailureSeen: return "agent sees the crash";
-    case RestartPhase::SurvivorsSignalled: return "first survivor gets SIGTERM";
-    case RestartPhase::SurvivorsReaped: return "last survivor reaped";
-    case RestartPhase::RoundJoined: return "next round decided";
-    case RestartPhase::FirstSpawned: return "first replacement spawned";
-    case RestartPhase::LastSpawned: return "last replacement spawned";
-    case RestartPhase::FirstRuns: return "first replacement runs";
-    case RestartPhase::LastRuns: return "last replacement runs";
+    case RestartPhase::FailureSeen:
+      return "agent sees the crash";
+    case RestartPhase::SurvivorsSignalled:
+      return "first survivor gets SIGTERM";
+    case RestartPhase::SurvivorsReaped:
+      return "last survivor reaped";
+    case RestartPhase::RoundJoined:
+      return "next round decided";
+    case RestartPhase::FirstSpawned:
+      return "first replacement spawned";
+    case RestartPhase::LastSpawned:
+      return "last replacement spawned";
+    case RestartPhase::FirstRuns:
+      return "first replacement runs";
+    case RestartPhase::LastRuns:
+      return "last replacement runs";
   }
   return "?";
 }
 
 int restartPhaseStart(RestartPhase phase) {
   switch (phase) {
-    case RestartPhase::FirstRuns: return static_cast<int>(RestartPhase::FirstSpawned);
-    case RestartPhase::LastRuns: return static_cast<int>(RestartPhase::LastSpawned);
-    default: return static_cast<int>(phase) - 1;
+    case RestartPhase::FirstRuns:
+      return static_cast<int>(RestartPhase::FirstSpawned);
+    case RestartPhase::LastRuns:
+      return static_cast<int>(RestartPhase::LastSpawned);
+    default:
+      return static_cast<int>(phase) - 1;
   }
 }
 
@@ -118,10 +132,14 @@ std::optional<RestartTimes> readRestartTimes(const fs::path& run_dir, const Rest
   };
   // No rendezvous slice after the restart: the round was decided at once.
   const double joined = std::isnan(agent.round_joined) ? agent.restart : agent.round_joined;
-  RestartTimes times{after_crash(agent.failure_seen), *stamps.first_term_ms,
-                     after_crash(agent.last_reaped),  after_crash(joined),
-                     after_crash(agent.first_spawned), after_crash(agent.last_spawned),
-                     stamps.first_start_ms,           stamps.last_start_ms};
+  RestartTimes times{after_crash(agent.failure_seen),
+                     *stamps.first_term_ms,
+                     after_crash(agent.last_reaped),
+                     after_crash(joined),
+                     after_crash(agent.first_spawned),
+                     after_crash(agent.last_spawned),
+                     stamps.first_start_ms,
+                     stamps.last_start_ms};
   if (std::any_of(times.begin(), times.end(), [](double t) { return std::isnan(t); })) {
     return std::nullopt;
   }

@@ -17,6 +17,18 @@ std::optional<std::int64_t> readNumber(const std::filesystem::path& path) {
   return std::nullopt;
 }
 
+std::optional<std::int64_t> lastStartNs(const std::filesystem::path& dir, int nproc) {
+  std::optional<std::int64_t> last;
+  for (int rank = 0; rank < nproc; ++rank) {
+    const auto start = readNumber(dir / ("start." + std::to_string(rank)));
+    if (!start) {
+      return std::nullopt;
+    }
+    last = std::max(last.value_or(*start), *start);
+  }
+  return last;
+}
+
 std::optional<RestartStamps> readRestartStamps(const std::filesystem::path& dir, int nproc) {
   const auto crash = readNumber(dir / "crash");
   std::vector<std::int64_t> starts, terms;

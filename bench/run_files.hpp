@@ -21,6 +21,10 @@ struct RestartStamps {
   std::optional<double> first_term_ms;  // the first survivor got SIGTERM
 };
 
+// The latest of the `nproc` workers' start stamps (CLOCK_MONOTONIC ns); empty
+// if one is missing.
+std::optional<std::int64_t> lastStartNs(const std::filesystem::path& dir, int nproc);
+
 // Empty if the crash stamp or any of the `nproc` start stamps is missing.
 std::optional<RestartStamps> readRestartStamps(const std::filesystem::path& dir, int nproc);
 

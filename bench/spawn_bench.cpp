@@ -53,8 +53,7 @@ double msSince(Clock::time_point start) {
 // and heap that is written, as the agent's is.
 class AgentLikeProcess {
  public:
-  explicit AgentLikeProcess(int heap_mib)
-      : heap_(static_cast<std::size_t>(heap_mib) << 20) {
+  explicit AgentLikeProcess(int heap_mib) : heap_(static_cast<std::size_t>(heap_mib) << 20) {
     std::memset(heap_.data(), 1, heap_.size());
     for (int i = 0; i < 3; ++i) {
       threads_.emplace_back([this] {
@@ -169,10 +168,11 @@ int main(int argc, char** argv) try {
     groupBySubprocess(options, program, cgroup_fd, output_fd, subprocess);
     groupByPosixSpawn(options, program, output_fd, posix);
   }
-  std::cout << "\n" << options.runs << " groups of " << options.nproc << " × `" << program
+  std::cout << "\n"
+            << options.runs << " groups of " << options.nproc << " × `" << program
             << "` each way, alternating; " << options.heap_mib << " MiB of heap written, 3 idle "
-            << "threads; the agent's way " << (cgroup_fd >= 0 ? "into " + options.cgroup : "with no cgroup")
-            << ".\n\n"
+            << "threads; the agent's way "
+            << (cgroup_fd >= 0 ? "into " + options.cgroup : "with no cgroup") << ".\n\n"
             << "| Way | per spawn, median ms | p90 | group to its last exit, median ms | p90 "
                "| per spawn / floor |\n|---|---:|---:|---:|---:|---:|\n";
   printRow("ddprun (launcher::Subprocess)", subprocess, posix);
