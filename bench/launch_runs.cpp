@@ -71,7 +71,22 @@ struct Workers {
   std::string label;
   bool python = false;
   std::vector<std::string> command;
+  // ddprun chooses the interpreter itself, as when a user sets no
+  // PYTHON_EXEC: it asks each python3 on PATH whether it finds torch (the
+  // interpreter probe). The benchmark's interpreter is put first on PATH.
+  bool probe = false;
 };
+
+// `env` with `dir` put first on its PATH.
+void prependToPath(EnvVars& env, const std::string& dir) {
+  for (auto& [name, value] : env) {
+    if (name == "PATH") {
+      value = dir + (value.empty() ? "" : ":" + value);
+      return;
+    }
+  }
+  env.emplace_back("PATH", dir);
+}
 
 struct Setup {
   LaunchOptions options;
@@ -171,7 +186,11 @@ RunResult runOnce(Setup& setup, Launcher launcher, const Workers& workers, int m
   LaunchSpec spec;
   spec.argv = launcherArgv(setup, launcher, workers, max_restarts);
   spec.env = setup.base_env;
-  spec.env.emplace_back("PYTHON_EXEC", setup.python);
+  if (workers.probe) {
+    prependToPath(spec.env, fs::path(setup.python).parent_path().string());
+  } else {
+    spec.env.emplace_back("PYTHON_EXEC", setup.python);
+  }
   spec.env.emplace_back("LAUNCH_BENCH_DIR", result.dir.string());
   spec.env.emplace_back("TMPDIR", result.dir.string());  // torchrun's log dirs go away with it
   spec.env.insert(spec.env.end(), extra_env.begin(), extra_env.end());
@@ -221,8 +240,11 @@ Comparison measureLaunch(Setup& setup, const Workers& workers) {
   Comparison row{workers.label, {}, {}, 0.0, {}, 0.0};
   row.floor_target = workers.python ? kPythonLaunchFloors : kProgramLaunchFloors;
   const OtherCpu other;
+  // torchrun has no probe: its row would repeat the one with PYTHON_EXEC.
+  const auto order = workers.probe ? std::vector<Launcher>{Launcher::Ddprun, Launcher::Floor}
+                                   : launchers(setup, true);
   alternate(
-      launchers(setup, true), setup.options.runs,
+      order, setup.options.runs,
       [&row](Launcher launcher, int, const RunResult& result) {
         auto& samples = samplesOf(row, launcher);
         result.ok ? samples.add(result.ms) : samples.addFailure();
@@ -436,6 +458,10 @@ void runLaunchBench(const LaunchOptions& options, std::ostream& out) {
   const std::string n = std::to_string(options.nproc);
 
   const Workers python_noop{n + " × `import sys` (Python)", true, {scripts.noop.string()}};
+  const Workers python_probed{n + " × `import sys` (Python), no PYTHON_EXEC: the interpreter probe",
+                              true,
+                              {scripts.noop.string()},
+                              true};
   const Workers true_noop{n + " × `true` (--no-python)", false, {setup.true_program.string()}};
   const Workers cpp_restart{n + " × restart_worker (C++, --no-python)",
                             false,
@@ -443,6 +469,7 @@ void runLaunchBench(const LaunchOptions& options, std::ostream& out) {
   const Workers python_restart{n + " × Python script", true, {scripts.restart.string()}};
   if (!setup.python.empty()) {
     setup.report.launch.push_back(measureLaunch(setup, python_noop));
+    setup.report.launch.push_back(measureLaunch(setup, python_probed));
   }
   setup.report.launch.push_back(measureLaunch(setup, true_noop));
   setup.report.restart.push_back(measureRestart(setup, cpp_restart));
