@@ -71,10 +71,11 @@ struct Workers {
   std::string label;
   bool python = false;
   std::vector<std::string> command;
-  // ddprun chooses the interpreter itself, as when a user sets no
-  // PYTHON_EXEC: it asks each python3 on PATH whether it finds torch (the
-  // interpreter probe). The benchmark's interpreter is put first on PATH.
-  bool probe = false;
+  // Given as PYTHON_EXEC, or chosen by ddprun itself as when a user sets
+  // none: it asks the first python3 on PATH (the benchmark's, put first)
+  // whether it finds torch, or uses its kept answer (the probe cache, in the
+  // scratch directory: the first run asks), or asks every launch.
+  enum class Interpreter { kGiven, kProbed, kProbedEachLaunch } interpreter = Interpreter::kGiven;
 };
 
 // `env` with `dir` put first on its PATH.
@@ -186,10 +187,14 @@ RunResult runOnce(Setup& setup, Launcher launcher, const Workers& workers, int m
   LaunchSpec spec;
   spec.argv = launcherArgv(setup, launcher, workers, max_restarts);
   spec.env = setup.base_env;
-  if (workers.probe) {
-    prependToPath(spec.env, fs::path(setup.python).parent_path().string());
-  } else {
+  if (workers.interpreter == Workers::Interpreter::kGiven) {
     spec.env.emplace_back("PYTHON_EXEC", setup.python);
+  } else {
+    prependToPath(spec.env, fs::path(setup.python).parent_path().string());
+    spec.env.emplace_back("XDG_CACHE_HOME", (setup.scratch / "cache").string());
+  }
+  if (workers.interpreter == Workers::Interpreter::kProbedEachLaunch) {
+    spec.env.emplace_back("DDPRUN_PYTHON_PROBE_CACHE", "0");
   }
   spec.env.emplace_back("LAUNCH_BENCH_DIR", result.dir.string());
   spec.env.emplace_back("TMPDIR", result.dir.string());  // torchrun's log dirs go away with it
@@ -241,8 +246,9 @@ Comparison measureLaunch(Setup& setup, const Workers& workers) {
   row.floor_target = workers.python ? kPythonLaunchFloors : kProgramLaunchFloors;
   const OtherCpu other;
   // torchrun has no probe: its row would repeat the one with PYTHON_EXEC.
-  const auto order = workers.probe ? std::vector<Launcher>{Launcher::Ddprun, Launcher::Floor}
-                                   : launchers(setup, true);
+  const auto order = workers.interpreter != Workers::Interpreter::kGiven
+                         ? std::vector<Launcher>{Launcher::Ddprun, Launcher::Floor}
+                         : launchers(setup, true);
   alternate(
       order, setup.options.runs,
       [&row](Launcher launcher, int, const RunResult& result) {
@@ -458,10 +464,16 @@ void runLaunchBench(const LaunchOptions& options, std::ostream& out) {
   const std::string n = std::to_string(options.nproc);
 
   const Workers python_noop{n + " × `import sys` (Python)", true, {scripts.noop.string()}};
-  const Workers python_probed{n + " × `import sys` (Python), no PYTHON_EXEC: the interpreter probe",
-                              true,
-                              {scripts.noop.string()},
-                              true};
+  using enum Workers::Interpreter;
+  const Workers python_probed{
+      n + " × `import sys` (Python), no PYTHON_EXEC: the probe's kept answer",
+      true,
+      {scripts.noop.string()},
+      kProbed};
+  const Workers python_asked{n + " × `import sys` (Python), no PYTHON_EXEC: the probe every launch",
+                             true,
+                             {scripts.noop.string()},
+                             kProbedEachLaunch};
   const Workers true_noop{n + " × `true` (--no-python)", false, {setup.true_program.string()}};
   const Workers cpp_restart{n + " × restart_worker (C++, --no-python)",
                             false,
@@ -470,6 +482,7 @@ void runLaunchBench(const LaunchOptions& options, std::ostream& out) {
   if (!setup.python.empty()) {
     setup.report.launch.push_back(measureLaunch(setup, python_noop));
     setup.report.launch.push_back(measureLaunch(setup, python_probed));
+    setup.report.launch.push_back(measureLaunch(setup, python_asked));
   }
   setup.report.launch.push_back(measureLaunch(setup, true_noop));
   setup.report.restart.push_back(measureRestart(setup, cpp_restart));

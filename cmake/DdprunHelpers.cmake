@@ -43,19 +43,18 @@ endfunction()
 # SERIAL: its cases run alone (ctest's RUN_SERIAL), for one heavy enough to
 # disturb the timing of tests beside it.
 function(ddprun_add_test)
-  cmake_parse_arguments(ARG "SERIAL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ENV" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest_main)
   ddprun_apply_warnings(${ARG_NAME})
-  # An empty ENVIRONMENT value would drop out of the property list and
-  # swallow the TIMEOUT keyword after it, so it is only given when set.
-  set(properties LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
-  if(ARG_ENV)
-    list(APPEND properties ENVIRONMENT "${ARG_ENV}")
-  endif()
+  # The agents a test starts keep what they cache (the interpreter probe's
+  # answers) in the build tree, never in the home directory of whoever runs
+  # the suite.
+  set(properties LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+                 ENVIRONMENT "XDG_CACHE_HOME=${DDPRUN_TEST_CACHE_HOME}")
   if(ARG_SERIAL)
     list(APPEND properties RUN_SERIAL TRUE)
   endif()

@@ -78,10 +78,9 @@ std::optional<ExitStatus> runAnalyser(const std::string& python, const fs::path&
 // torch as a Python worker's would be chosen; "" when none does.
 std::string analyserPython() {
   try {
+    const TorchProbeOptions probe = agentProbeOptions();
     return choosePython(processEnvironment(),
-                        [](const std::string& python) {
-                          return findsTorch(python, std::chrono::seconds(10));
-                        })
+                        [&probe](const std::string& python) { return findsTorch(python, probe); })
         .path;
   } catch (const ConfigError&) {
     return "";  // the report says there is no verdict, and why

@@ -141,9 +141,9 @@ std::string workersPython(const LaunchConfig& config, const launcher::Environmen
   if (!launcher::runsUnderPython(config, env)) {
     return "";
   }
-  const launcher::PythonChoice choice = launcher::choosePython(env, [](const std::string& python) {
-    return launcher::findsTorch(python, std::chrono::seconds(10));
-  });
+  const launcher::TorchProbeOptions probe = launcher::agentProbeOptions();
+  const launcher::PythonChoice choice = launcher::choosePython(
+      env, [&probe](const std::string& python) { return launcher::findsTorch(python, probe); });
   if (!choice.why.empty()) {
     log().info("workers' Python: {} ({})", choice.path, choice.why);
   }

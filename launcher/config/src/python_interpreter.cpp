@@ -1,8 +1,10 @@
 #include "ddprun/launcher/config/python_interpreter.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <optional>
 #include <vector>
@@ -16,12 +18,79 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Exit status 0 when torch can be found, 1 when not. `-c` puts the working
-// directory first on sys.path, where a worker's script never has it: a
-// torch/ source tree there must not count.
+// Exit status 0 when torch can be found, 1 when not; on stdout, torch's
+// __init__.py and sys.path, NUL-separated (what TorchProbeCache stamps). `-c`
+// puts the working directory first on sys.path, where a worker's script
+// never has it: a torch/ source tree there must not count.
 constexpr const char* kFindTorch =
     "import importlib.util, sys; sys.path = [p for p in sys.path if p]; "
-    "sys.exit(importlib.util.find_spec('torch') is None)";
+    "s = importlib.util.find_spec('torch'); "
+    "sys.stdout.write(chr(0).join([(s and s.origin) or ''] + sys.path)); "
+    "sys.exit(s is None)";
+
+// The probe's stdout: a memory file, so that a long sys.path never blocks it.
+class CaptureFile {
+ public:
+  CaptureFile() : fd_(::memfd_create("ddprun-python-probe", MFD_CLOEXEC)) {}
+  ~CaptureFile() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+  }
+  CaptureFile(const CaptureFile&) = delete;
+  CaptureFile& operator=(const CaptureFile&) = delete;
+
+  int fd() const { return fd_; }
+  std::string contents() const {
+    std::string text;
+    std::array<char, 4096> buffer{};
+    ssize_t n = 0;
+    for (off_t at = 0; (n = ::pread(fd_, buffer.data(), buffer.size(), at)) > 0; at += n) {
+      text.append(buffer.data(), static_cast<std::size_t>(n));
+    }
+    return text;
+  }
+
+ private:
+  int fd_;
+};
+
+TorchProbeAnswer parseAnswer(const std::string& output) {
+  TorchProbeAnswer answer;
+  answer.found = true;
+  std::size_t start = 0;
+  for (std::size_t end = 0; end != std::string::npos; start = end + 1) {
+    end = output.find('\0', start);
+    const std::string field = output.substr(start, end == std::string::npos ? end : end - start);
+    if (start == 0) {
+      answer.torch_origin = field;
+    } else {
+      answer.sys_path.push_back(field);
+    }
+  }
+  return answer;
+}
+
+// Starts `python` with the probe; nullopt when torch is not found (or the
+// probe failed: it is then passed by as well).
+std::optional<TorchProbeAnswer> askPython(const std::string& python,
+                                          const TorchProbeOptions& options) {
+  const CaptureFile output;
+  const int discard = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  SpawnOptions spawn;
+  spawn.argv = {python, "-c", kFindTorch};
+  spawn.env = options.env;
+  spawn.stdout_fd = output.fd() >= 0 ? output.fd() : discard;
+  spawn.stderr_fd = discard;
+  const auto status = runWithin(spawn, options.deadline);
+  if (discard >= 0) {
+    ::close(discard);
+  }
+  if (!status || !status->success()) {
+    return std::nullopt;
+  }
+  return parseAnswer(output.fd() >= 0 ? output.contents() : "");
+}
 
 struct ActiveEnvironment {
   const char* variable;
@@ -107,18 +176,23 @@ PythonChoice choosePython(const Environment& env, const TorchProbe& finds_torch)
                     "; set PYTHON_EXEC to the interpreter the workers should run with");
 }
 
-bool findsTorch(const std::string& python, std::chrono::milliseconds deadline) {
-  const int discard = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-  SpawnOptions options;
-  options.argv = {python, "-c", kFindTorch};
+TorchProbeOptions agentProbeOptions() {
+  TorchProbeOptions options;
   options.env = inheritedEnvironment();
-  options.stdout_fd = discard;
-  options.stderr_fd = discard;
-  const auto status = runWithin(options, deadline);
-  if (discard >= 0) {
-    ::close(discard);
+  options.cache_file = defaultProbeCacheFile(processEnvironment());
+  return options;
+}
+
+bool findsTorch(const std::string& python, const TorchProbeOptions& options) {
+  if (options.cache_file &&
+      TorchProbeCache(*options.cache_file).knowsTorchIsFound(python, options.env)) {
+    return true;
   }
-  return status && status->success();
+  const auto answer = askPython(python, options);
+  if (answer && options.cache_file) {
+    TorchProbeCache(*options.cache_file).remember(python, options.env, *answer);
+  }
+  return answer.has_value();
 }
 
 }  // namespace ddprun::launcher

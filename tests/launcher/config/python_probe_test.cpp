@@ -1,7 +1,8 @@
 // findsTorch, the probe that picks the workers' Python, against real
 // interpreters: yes for the Python that has torch, no for the same Python
 // without its site packages, for a program that is not there, and, at its
-// deadline, for one that never answers. It must never import torch.
+// deadline, for one that never answers. It must never import torch; a kept
+// answer starts no Python at all.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "ddprun/launcher/config/python_interpreter.hpp"
+#include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
 
 namespace ddprun::launcher {
@@ -18,6 +20,11 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using test_support::TempDir;
+
+// Asks afresh each time, in this test's environment.
+TorchProbeOptions uncached(std::chrono::milliseconds deadline) {
+  return {deadline, inheritedEnvironment(), std::nullopt};
+}
 
 std::string script(const TempDir& dir, const std::string& name, const std::string& body) {
   const fs::path file = dir / name;
@@ -37,17 +44,17 @@ class PythonProbeTest : public ::testing::Test {
 };
 
 TEST_F(PythonProbeTest, FindsTorchWhereItIsAndNowhereElse) {
-  EXPECT_TRUE(findsTorch(DDPRUN_TORCH_PYTHON, 10s));
+  EXPECT_TRUE(findsTorch(DDPRUN_TORCH_PYTHON, uncached(10s)));
   const std::string without_site =
       script(dir_, "python3", std::string("exec ") + DDPRUN_TORCH_PYTHON + " -I -S \"$@\"");
-  EXPECT_FALSE(findsTorch(without_site, 10s));
-  EXPECT_FALSE(findsTorch((dir_ / "missing" / "python3").string(), 10s));
+  EXPECT_FALSE(findsTorch(without_site, uncached(10s)));
+  EXPECT_FALSE(findsTorch((dir_ / "missing" / "python3").string(), uncached(10s)));
 }
 
 TEST_F(PythonProbeTest, AnInterpreterThatNeverAnswersIsPassedByAtTheDeadline) {
   const std::string stuck = script(dir_, "python3", "exec sleep 60");
   const auto started = std::chrono::steady_clock::now();
-  EXPECT_FALSE(findsTorch(stuck, 300ms));
+  EXPECT_FALSE(findsTorch(stuck, uncached(300ms)));
   EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
 }
 
@@ -61,7 +68,7 @@ TEST_F(PythonProbeTest, ItNeverImportsTorch) {
       dir_, "python3",
       "PYTHONPATH='" + (dir_ / "site").string() + "' exec " + DDPRUN_TORCH_PYTHON + " \"$@\"");
   const auto started = std::chrono::steady_clock::now();
-  EXPECT_TRUE(findsTorch(python, 10s));
+  EXPECT_TRUE(findsTorch(python, uncached(10s)));
   EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
 }
 
@@ -74,7 +81,20 @@ TEST_F(PythonProbeTest, ATorchTreeInTheWorkingDirectoryDoesNotCount) {
   const std::string without_site =
       script(dir_, "python3",
              "cd '" + checkout.string() + "' && exec " + DDPRUN_TORCH_PYTHON + " -S \"$@\"");
-  EXPECT_FALSE(findsTorch(without_site, 10s));
+  EXPECT_FALSE(findsTorch(without_site, uncached(10s)));
+}
+
+// A kept answer is given without starting Python: within 1 ms, where asking
+// Python takes tens. The environment is the test's own, so that no recent
+// directory (a PYTHONPATH made a moment ago) keeps the answer from being kept.
+TEST_F(PythonProbeTest, AKeptAnswerIsGivenWithoutStartingPython) {
+  TorchProbeOptions options{
+      10s, {{"PATH", "/usr/bin:/bin"}, {"HOME", dir_.path().string()}}, dir_ / "cache.json"};
+  ASSERT_TRUE(findsTorch(DDPRUN_TORCH_PYTHON, options));
+  options.deadline = 1ms;
+  EXPECT_TRUE(findsTorch(DDPRUN_TORCH_PYTHON, options));
+  options.cache_file.reset();
+  EXPECT_FALSE(findsTorch(DDPRUN_TORCH_PYTHON, options)) << "Python answered within 1 ms";
 }
 
 }  // namespace

@@ -2,13 +2,17 @@
 // torchrun runs them with its own interpreter, the one that has torch;
 // ddprun has none, so it chooses one, once per agent, before any worker
 // starts. Stateless free functions; choosePython looks at the filesystem and
-// asks its probe, findsTorch starts one short-lived Python.
+// asks its probe, findsTorch starts one short-lived Python unless its
+// answer is kept (torch_probe_cache.hpp).
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 
+#include "ddprun/launcher/config/torch_probe_cache.hpp"
 #include "ddprun/launcher/core/environment.hpp"
 
 namespace ddprun::launcher {
@@ -31,11 +35,22 @@ using TorchProbe = std::function<bool(const std::string& python)>;
 // tried when none fits.
 PythonChoice choosePython(const Environment& env, const TorchProbe& finds_torch);
 
+struct TorchProbeOptions {
+  std::chrono::milliseconds deadline{10000};  // then the probe is killed: "not found"
+  ProbeEnv env;                               // the probe's whole environment
+  // Where answers are kept between agents (TorchProbeCache); none: always ask.
+  std::optional<std::filesystem::path> cache_file;
+};
+
+// The agent's own: its environment (the workers' PYTHONPATH), the default
+// cache file (defaultProbeCacheFile), 10 s.
+TorchProbeOptions agentProbeOptions();
+
 // Asks `python` whether it finds torch on its path: importlib's find_spec,
 // which reads no more than directory entries; torch itself is never
-// imported. Runs with ddprun's own environment (the workers' PYTHONPATH), its
-// output discarded; false if it fails, cannot start, or is not done within
-// `deadline` (then it is killed).
-bool findsTorch(const std::string& python, std::chrono::milliseconds deadline);
+// imported. A kept answer that is still valid is used without starting
+// Python. Its output goes nowhere; false if it fails, cannot start, or is
+// not done within the deadline (then it is killed).
+bool findsTorch(const std::string& python, const TorchProbeOptions& options);
 
 }  // namespace ddprun::launcher
