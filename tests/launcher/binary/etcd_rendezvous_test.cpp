@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ddprun/test_support/files.hpp"
@@ -29,6 +30,9 @@ using testing::alive;
 using testing::EtcdJobTest;
 
 const std::vector<std::string> kAgents = {"a", "b", "c"};
+
+// What an agent logs when it revoked a lease etcd said went unrenewed.
+const std::string kRevokedALostLease = "has not renewed its etcd lease";
 
 // Workers that hang in round 0 and succeed at once in any later round.
 const std::vector<std::string> kHangInFirstRound = {"--hang", "--only-attempt", "0"};
@@ -120,7 +124,37 @@ TEST_F(EtcdRendezvousTest, ALostAgentsSurvivorsRestartAtTheSmallerWorldWithinThe
             << millis(elapsed) << " ms (lease TTL " << kLeaseTtl.count() << " s)" << std::endl;
   RecordProperty("kill_to_restart_ms", std::to_string(millis(elapsed)));
   EXPECT_LE(elapsed, kLeaseTtl + 1s) << logs(kAgents);
+  EXPECT_TRUE(contains(log(coordinator), kRevokedALostLease))
+      << "the coordinator did not revoke the lost agent's lease itself" << logs(kAgents);
   expectTheSurvivorsFinishAtWorldFour(victim, survivors);
+}
+
+// An agent stopped (SIGSTOP) for well under its lease's TTL misses renewals,
+// so the coordinator watches its lease closely, but etcd never says the TTL
+// passed: nobody revokes it, and the job stays in its first round. (TTL 3 s,
+// renewed every second: stopped 1.2 s, the lease goes unrenewed 2.2 s at
+// most.)
+TEST_F(EtcdRendezvousTest, AnAgentStoppedForLessThanItsTtlIsNeverRevoked) {
+  ASSERT_NO_FATAL_FAILURE(startThreeAgents(
+      "keep_alive_interval=1,keep_alive_max_attempt=3,last_call_timeout=1,join_timeout=30"));
+  const std::string coordinator = coordinators(kAgents).front();
+  const std::string victim = coordinator == "c" ? "a" : "c";
+  const pid_t agent = test_support::ddprunAgentOf(agentNamed(victim).pid());
+  ASSERT_EQ(::kill(agent, SIGSTOP), 0);
+  std::this_thread::sleep_for(1200ms);  // the stop itself, not a wait for something
+  ASSERT_EQ(::kill(agent, SIGCONT), 0);
+
+  EXPECT_FALSE(test_support::eventually(
+      [&] {
+        for (const std::string& name : kAgents) {
+          if (contains(log(name), kRevokedALostLease) || roundAndWorld(name).first != 0) {
+            return true;
+          }
+        }
+        return false;
+      },
+      4s, 20ms))
+      << logs(kAgents);
 }
 
 // `kill -9` of a ddprun's pid (its guardian): the agent kills its workers and
@@ -156,6 +190,9 @@ TEST_F(EtcdRendezvousTest, ALostCoordinatorIsReplacedAndTheJobGoesOn) {
   std::cout << "[ etcd ] SIGKILL of the coordinating agent -> survivors' new workers: "
             << millis(elapsed) << " ms" << std::endl;
   EXPECT_LE(elapsed, kLeaseTtl + 1s) << logs(kAgents);
+  EXPECT_TRUE(contains(log(survivors[0]), kRevokedALostLease) ||
+              contains(log(survivors[1]), kRevokedALostLease))
+      << "neither watcher revoked the lost coordinator's lease" << logs(kAgents);
   const auto now_coordinating = coordinators(survivors);
   EXPECT_EQ(now_coordinating.size(), 1u) << logs(kAgents);
   expectTheSurvivorsFinishAtWorldFour(victim, survivors);

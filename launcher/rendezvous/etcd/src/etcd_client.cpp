@@ -110,10 +110,10 @@ json compareJson(const Compare& compare) {
           {create ? "create_revision" : "mod_revision", std::to_string(compare.revision)}};
 }
 
-// Reads, renewals and revocations: sent twice, they do what they did once.
+// Reads, renewals, revocations and lease queries: sent twice, they do what they did once.
 bool safeToRepeat(const std::string& target) {
   return target == "/v3/kv/range" || target == "/v3/lease/keepalive" ||
-         target == "/v3/lease/revoke";
+         target == "/v3/lease/revoke" || target == "/v3/lease/timetolive";
 }
 
 }  // namespace
@@ -354,6 +354,23 @@ void Client::revokeLease(std::int64_t lease) {
     if (e.code != 5) {
       throw;  // NOT_FOUND: already expired or revoked, as asked
     }
+  }
+}
+
+std::optional<Client::LeaseTime> Client::timeToLive(std::int64_t lease) {
+  try {
+    const json answer = parseAnswer(
+        "lease/timetolive", post("lease/timetolive", json{{"ID", std::to_string(lease)}}.dump()));
+    const std::int64_t ttl = int64Field(answer, "TTL");
+    if (ttl == -1 && int64Field(answer, "grantedTTL") == 0) {
+      return std::nullopt;  // etcd 3.4's answer for a lease it does not have
+    }
+    return LeaseTime{ttl, int64Field(answer, "grantedTTL")};
+  } catch (const detail::GatewayError& e) {
+    if (e.code != 5) {
+      throw;
+    }
+    return std::nullopt;  // NOT_FOUND: expired and revoked, or revoked
   }
 }
 

@@ -9,6 +9,7 @@
 #include "ddprun/rendezvous/server.hpp"
 #include "etcd_coordinator.hpp"
 #include "etcd_lease.hpp"
+#include "etcd_lease_watch.hpp"
 #include "etcd_view.hpp"
 
 namespace ddprun::launcher {
@@ -156,6 +157,7 @@ void EtcdRendezvous::leave() {
     }
     requests_.clear();
   }
+  lease_watch_.reset();
   coordinator_.reset();
   if (lease_) {
     lease_->revoke();

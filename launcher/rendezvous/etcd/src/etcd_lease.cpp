@@ -1,6 +1,7 @@
 #include "etcd_lease.hpp"
 
 #include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/etcd/etcd_lease_verdict.hpp"
 
 namespace ddprun::launcher::etcd_rdzv {
 
@@ -16,7 +17,7 @@ EtcdLease::EtcdLease(etcd::Client& client, std::chrono::seconds ttl,
       interval_(std::min(interval, std::chrono::duration_cast<std::chrono::milliseconds>(ttl) / 3)),
       registered_(std::move(registered)),
       shared_(std::move(shared)) {
-  id_ = client_.grantLease(ttl_);
+  id_ = client_.grantLease(grantedLeaseTtl(ttl_));
   thread_ = std::thread([this] { renew(); });
 }
 
@@ -69,7 +70,7 @@ void EtcdLease::renewOnce(bool& unavailable) {
           "this node's etcd lease expired (etcd could not renew it within {} s): registering "
           "again; the rendezvous counts this node as a newcomer",
           ttl_.count());
-      id_ = client_.grantLease(ttl_);
+      id_ = client_.grantLease(grantedLeaseTtl(ttl_));
       registered_(id_);
     }
   } catch (const Error& error) {

@@ -1,8 +1,10 @@
 // This agent's lease in etcd: every key that says the agent is alive (its
 // membership, the election key while it coordinates) is held under it, so
-// the agent's death is the lease expiring, keep_alive_interval x
-// keep_alive_max_attempt after its last renewal, with no other node's clock
-// involved.
+// the agent's death is the lease going unrenewed for keep_alive_interval x
+// keep_alive_max_attempt (its TTL), with no other node's clock involved:
+// etcd expires it a second later (the lease is granted that margin), or
+// another agent revokes it once etcd says the TTL has passed
+// (etcd_lease_verdict.hpp).
 //
 // Owns the lease and the thread that renews it every keep_alive_interval (or
 // a third of the TTL, if that is shorter).

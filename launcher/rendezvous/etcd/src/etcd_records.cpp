@@ -71,6 +71,9 @@ std::string encode(const MemberRecord& record) {
   if (record.rank_hint) {
     object["rank_hint"] = *record.rank_hint;
   }
+  if (record.lease_ttl_s > 0) {
+    object["lease_ttl_s"] = record.lease_ttl_s;
+  }
   return object.dump();
 }
 
@@ -117,6 +120,7 @@ std::optional<MemberRecord> decodeMember(const std::string& text) {
     if (object.contains("rank_hint")) {
       record.rank_hint = object.at("rank_hint").get<int>();
     }
+    record.lease_ttl_s = object.value("lease_ttl_s", std::int64_t{0});
     return record;
   });
 }

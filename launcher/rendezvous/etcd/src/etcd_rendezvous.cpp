@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/etcd/etcd_lease_verdict.hpp"
 #include "ddprun/launcher/etcd/etcd_records.hpp"
 #include "ddprun/launcher/host/socket_interface.hpp"
 #include "ddprun/launcher/rendezvous/quarantine_notice.hpp"
@@ -14,6 +15,7 @@
 #include "ddprun/rendezvous/server.hpp"
 #include "etcd_coordinator.hpp"
 #include "etcd_lease.hpp"
+#include "etcd_lease_watch.hpp"
 #include "etcd_view.hpp"
 
 namespace ddprun::launcher {
@@ -113,6 +115,7 @@ void EtcdRendezvous::registerMember(std::int64_t lease) {
   record.last_round = returned_;
   record.store_host = store_host_;
   record.store_port = worker_store_->port();
+  record.lease_ttl_s = etcd_rdzv::declaredLeaseTtl(leaseTtl(config_.rdzv_conf));
   client_.put(keys_->member(agent_id_), etcd_rdzv::encode(record), lease);
 }
 
@@ -170,6 +173,7 @@ bool EtcdRendezvous::join() {
   coordinator_ = std::make_unique<etcd_rdzv::EtcdCoordinator>(
       client_, *view_, *keys_, agent_id_, settings, [this] { return lease_->id(); },
       leaseTtl(config_.rdzv_conf), interval);
+  lease_watch_ = std::make_unique<etcd_rdzv::EtcdLeaseWatch>(client_, *view_, *keys_, agent_id_);
   log().info("joined the {} as {}", describe(), agent_id_);
   return true;
 }
@@ -384,9 +388,9 @@ void EtcdRendezvous::abandon() {
   }
 }
 
-// A lost peer's workers die first and reset this node's; its lease ends
-// within the TTL and etcd revokes it within half a second more: until then
-// the round may yet move.
+// A lost peer's workers die first and reset this node's; its lease is
+// revoked once etcd says it went unrenewed for the TTL (by the agent that
+// watches it, etcd_lease_verdict.hpp): until then the round may yet move.
 bool EtcdRendezvous::failureStands(int attempt, bool restart_asked) {
   if (restart_asked) {
     return true;  // the round moves for the request: a loss waits for the TTL, too long to wait

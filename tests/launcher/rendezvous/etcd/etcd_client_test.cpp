@@ -94,6 +94,22 @@ TEST_F(EtcdClientTest, LeaseKeepsItsKeysUntilRevoked) {
   client.revokeLease(lease);  // already gone: nothing to do
 }
 
+// etcd's own account of a lease: whole seconds left (rounded toward zero)
+// and the TTL granted; nothing once it is revoked, or for one never granted.
+TEST_F(EtcdClientTest, TimeToLiveSaysWhatIsLeftUntilTheLeaseIsGone) {
+  EtcdCluster cluster({.members = 1});
+  Client client(optionsFor(cluster.endpoints()));
+  const std::int64_t lease = client.grantLease(10s);
+  const auto reading = client.timeToLive(lease);
+  ASSERT_TRUE(reading);
+  EXPECT_EQ(reading->granted_ttl, 10);
+  EXPECT_GE(reading->ttl, 8);
+  EXPECT_LE(reading->ttl, 10);
+  client.revokeLease(lease);
+  EXPECT_EQ(client.timeToLive(lease), std::nullopt);
+  EXPECT_EQ(client.timeToLive(lease + 1), std::nullopt);
+}
+
 TEST_F(EtcdClientTest, WatchSeesPutsAndDeletesInOrderAndCancelsPromptly) {
   EtcdCluster cluster({.members = 1});
   Client client(optionsFor(cluster.endpoints()));

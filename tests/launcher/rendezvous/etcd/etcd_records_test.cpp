@@ -21,6 +21,10 @@ TEST(EtcdRecords, RecordsRoundTrip) {
   EXPECT_EQ(decodeMember(encode(member)), member);
   const MemberRecord no_hint{"h2:7", 2, std::nullopt, -1, "h2", 1};
   EXPECT_EQ(decodeMember(encode(no_hint)), no_hint);
+  EXPECT_EQ(encode(no_hint).find("lease_ttl_s"), std::string::npos)
+      << "a lease without the margin is written as an older agent wrote it";
+  const MemberRecord judged{"h3:9", 2, std::nullopt, -1, "h3", 1, 2};
+  EXPECT_EQ(decodeMember(encode(judged)), judged);
   const StateRecord state{
       5, false, true, 6, {{"a", 0, 0, 4, "10.0.0.1", 41000}, {"b", 1, 4, 2, "b", 9}}};
   EXPECT_EQ(decodeState(encode(state)), state);

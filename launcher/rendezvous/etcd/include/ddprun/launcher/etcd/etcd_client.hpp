@@ -136,6 +136,15 @@ class Client {
   // revoked), so every key it held is gone.
   bool keepAlive(std::int64_t lease);
   void revokeLease(std::int64_t lease);
+  // etcd's own account of a lease (LeaseTimeToLive, answered by the leader):
+  // whole seconds left, rounded toward zero, and the TTL it was granted;
+  // nullopt when the lease no longer exists.
+  struct LeaseTime {
+    std::int64_t ttl = 0;
+    std::int64_t granted_ttl = 0;
+    bool operator==(const LeaseTime&) const = default;
+  };
+  std::optional<LeaseTime> timeToLive(std::int64_t lease);
 
   // The member that served the last call, as an index into options().members.
   std::size_t currentMember() const { return current_.load(); }

@@ -43,6 +43,11 @@ struct MemberRecord {
   std::int64_t last_round = -1;
   std::string store_host;  // the workers' store it serves when it is node 0
   std::uint16_t store_port = 0;
+  // The keep-alive bound its lease stands for, in seconds, when the lease was
+  // granted a margin longer (etcd_lease_verdict.hpp) so that the others may
+  // revoke it once etcd says it went unrenewed that long; 0: no margin (a TTL
+  // of 1 s, or an agent from before), never revoked by the others.
+  std::int64_t lease_ttl_s = 0;
   bool operator==(const MemberRecord&) const = default;
 };
 

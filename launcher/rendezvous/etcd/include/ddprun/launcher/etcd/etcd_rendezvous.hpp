@@ -42,6 +42,7 @@ namespace etcd_rdzv {
 class EtcdLease;
 class EtcdView;
 class EtcdCoordinator;
+class EtcdLeaseWatch;
 }  // namespace etcd_rdzv
 
 // The etcd client's settings from the flags: the members of --rdzv-endpoint,
@@ -102,6 +103,7 @@ class EtcdRendezvous final : public Rendezvous {
   std::unique_ptr<etcd_rdzv::EtcdLease> lease_;
   std::unique_ptr<etcd_rdzv::EtcdView> view_;
   std::unique_ptr<etcd_rdzv::EtcdCoordinator> coordinator_;
+  std::unique_ptr<etcd_rdzv::EtcdLeaseWatch> lease_watch_;
 
   std::atomic<bool> cancelled_{false};
   std::mutex wait_mutex_;                // guards view_'s creation against cancelWait()
