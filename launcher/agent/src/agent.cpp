@@ -22,6 +22,7 @@
 // thread catches the rendezvous's exception and posts it to the loop. run()
 // never throws, and joins the waiter thread before it returns.
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -216,6 +217,11 @@ void Agent::Impl::spawnWorker(int local_rank) {
   worker.faulthandler = !variable(options.env, proto::env::kPythonFaultHandler).empty();
   if (worker.process.pidfd() < 0) {
     throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);
+  }
+  if (log().should_log(
+          spdlog::level::debug)) {  // LOGLEVEL=DEBUG: the command, not formatted otherwise
+    log().debug("local rank {} (rank {}) started as pid {}: {}", local_rank, rank,
+                worker.process.pid(), fmt::join(options.argv, " "));
   }
   // Never called once the watch is gone: launchAttempt clears the last
   // group's workers, watches included, before it starts the next.

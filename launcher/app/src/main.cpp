@@ -146,6 +146,8 @@ std::string workersPython(const LaunchConfig& config, const launcher::Environmen
       env, [&probe](const std::string& python) { return launcher::findsTorch(python, probe); });
   if (!choice.why.empty()) {
     log().info("workers' Python: {} ({})", choice.path, choice.why);
+  } else {
+    log().debug("workers' Python: {}", choice.path);
   }
   return choice.path;
 }
@@ -392,6 +394,9 @@ int main(int argc, char** argv) {
   if (config.print_completion) {
     std::fputs(launcher::completionScript(*config.print_completion).c_str(), stdout);
     return 0;
+  }
+  if (config.log_level) {
+    log().set_level(spdlog::level::from_str(*config.log_level));
   }
   for (const std::string& warning : config.warnings) {
     log().warn("{}", warning);

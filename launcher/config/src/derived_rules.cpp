@@ -1,6 +1,9 @@
 #include "derived_rules.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <limits>
+#include <utility>
 
 #include "ddprun/launcher/core/option_values.hpp"
 #include "ddprun/launcher/slurm/slurm_launch.hpp"
@@ -83,7 +86,31 @@ void applyEndpoint(LaunchConfig& config) {
   }
 }
 
+// torchrun passes LOGLEVEL to Python's Logger.setLevel, which knows these
+// names only, in capitals (anything else is a ValueError from torchrun); ddprun
+// takes them in any case. NOTSET defers to Python's root logger: WARNING.
+std::string logLevelOf(const std::string& value) {
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"CRITICAL", "critical"}, {"FATAL", "critical"}, {"ERROR", "error"}, {"WARNING", "warning"},
+      {"WARN", "warning"},      {"INFO", "info"},      {"DEBUG", "debug"}, {"NOTSET", "warning"}};
+  std::string upper = value;
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  for (const auto& [python, spdlog_name] : kNames) {
+    if (upper == python) {
+      return spdlog_name;
+    }
+  }
+  throw ConfigError("LOGLEVEL '" + value +
+                    "': not a log level; use DEBUG, INFO, WARNING, ERROR or CRITICAL (as "
+                    "torchrun's Python logging names them)");
+}
+
 void applyEnvOnlyKnobs(LaunchConfig& config, const Environment& env) {
+  if (const auto level = env("LOGLEVEL"); level && !level->empty()) {
+    config.log_level = logLevelOf(*level);
+    config.sources["log_level"] = "env:LOGLEVEL";
+  }
   if (!config.log_line_prefix_template) {
     const auto from_env = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
     if (from_env && !from_env->empty()) {

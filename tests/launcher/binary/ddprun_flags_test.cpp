@@ -100,6 +100,32 @@ TEST_F(DdprunBinaryTest, PrintCompletionPrintsAScriptAndStartsNothing) {
       << outcome.stderr_text;
 }
 
+// LOGLEVEL=WARNING quiets the agent's info lines (the round it joined, the
+// workers it started) and leaves its warnings; DEBUG adds its debug lines.
+TEST_F(DdprunBinaryTest, LoglevelQuietsOrWidensTheAgentsLog) {
+  const std::vector<std::string> job = {"--standalone", "--nproc-per-node", "2", "--no-python",
+                                        "/bin/true"};
+  const Outcome plain = run(job);
+  ASSERT_TRUE(plain.status.success()) << plain.stderr_text;
+  ASSERT_NE(plain.stderr_text.find("[info]"), std::string::npos) << plain.stderr_text;
+
+  extra_env_ = {{"LOGLEVEL", "WARNING"}};
+  const Outcome quiet = run(job);
+  EXPECT_TRUE(quiet.status.success()) << quiet.stderr_text;
+  EXPECT_EQ(quiet.stderr_text.find("[info]"), std::string::npos) << quiet.stderr_text;
+
+  extra_env_ = {{"LOGLEVEL", "DEBUG"}};
+  const Outcome loud = run(job);
+  EXPECT_TRUE(loud.status.success()) << loud.stderr_text;
+  EXPECT_NE(loud.stderr_text.find("[debug]"), std::string::npos) << loud.stderr_text;
+
+  extra_env_ = {{"LOGLEVEL", "loud"}};
+  const Outcome bad = run(job);
+  EXPECT_EQ(bad.status, (ExitStatus{ExitStatus::Kind::Exited, 2}));
+  EXPECT_TRUE(bad.stderr_text.starts_with("ddprun: LOGLEVEL 'loud': not a log level"))
+      << bad.stderr_text;
+}
+
 TEST_F(DdprunBinaryTest, LogsSpecsIsRefusedSayingWhy) {
   const Outcome outcome = run({"--logs-specs", "custom", "--no-python", DDPRUN_FAKE_WORKER});
   EXPECT_EQ(outcome.status.code, 2);

@@ -326,6 +326,23 @@ TEST(CliOptions, UninterruptibleStateTimeoutIsTorchsVariableInSeconds) {
             "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT '-1': must be 0 or more");
 }
 
+// docs/torchrun-contract.md §3.7: LOGLEVEL is torchrun's agent verbosity,
+// Python's level names; ddprun takes them in any case and refuses the rest
+// in one line, where torchrun dies of a ValueError.
+TEST(CliOptions, LoglevelSetsTheAgentsVerbosityAsTorchrunNamesIt) {
+  EXPECT_FALSE(parse({"t.py"}).log_level);
+  EXPECT_FALSE(parse({"t.py"}, {{"LOGLEVEL", ""}}).log_level);
+  EXPECT_EQ(parse({"t.py"}, {{"LOGLEVEL", "WARNING"}}).log_level, "warning");
+  EXPECT_EQ(parse({"t.py"}, {{"LOGLEVEL", "warn"}}).log_level, "warning");
+  EXPECT_EQ(parse({"t.py"}, {{"LOGLEVEL", "DEBUG"}}).log_level, "debug");
+  EXPECT_EQ(parse({"t.py"}, {{"LOGLEVEL", "Error"}}).log_level, "error");
+  EXPECT_EQ(parse({"t.py"}, {{"LOGLEVEL", "CRITICAL"}}).log_level, "critical");
+  EXPECT_EQ(parse({"t.py"}, {{"LOGLEVEL", "NOTSET"}}).log_level, "warning");
+  EXPECT_EQ(parseError({"t.py"}, {{"LOGLEVEL", "loud"}}),
+            "LOGLEVEL 'loud': not a log level; use DEBUG, INFO, WARNING, ERROR or CRITICAL (as "
+            "torchrun's Python logging names them)");
+}
+
 // docs/torchrun-contract.md §7.6: torch's switch, its path or one in the
 // temporary directory; the path alone turns nothing on.
 TEST(CliOptions, FileTimerIsOnWhenTorchsSwitchIsOne) {

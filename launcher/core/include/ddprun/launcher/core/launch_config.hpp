@@ -132,6 +132,10 @@ struct LaunchConfig {
   // as given (exported as TORCHELASTIC_SIGNALS_TO_HANDLE).
   std::vector<int> signals_to_handle;
   std::string signals_to_handle_text = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  // LOGLEVEL (torchrun's verbosity of its agent), as spdlog names the level
+  // ("debug", "info", "warning", "error", "critical"); nullopt: unset, and
+  // ddprun logs at info.
+  std::optional<std::string> log_level;
   // --shutdown-timeout as given (>= 0); nullopt when absent.
   std::optional<int> shutdown_timeout_s;
   // Effective grace before SIGKILL: the flag, else TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30.
