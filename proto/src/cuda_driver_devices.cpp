@@ -45,12 +45,14 @@ VisibleGpus askCudaDriver() {
   // Never closed: once cuInit has run, the driver's own threads run its code.
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (driver == nullptr) {
+    gpus.counted_by = "none";  // nothing that could count is installed
     gpus.why_none = "the CUDA driver (libcuda.so.1) is not installed";
     return gpus;
   }
   auto init = reinterpret_cast<CuInit>(dlsym(driver, "cuInit"));
   auto get_count = reinterpret_cast<CuDeviceGetCount>(dlsym(driver, "cuDeviceGetCount"));
   if (init == nullptr || get_count == nullptr) {
+    gpus.counted_by = "none";
     gpus.why_none = "libcuda.so.1 lacks cuInit/cuDeviceGetCount";
   } else if (const int error = init(0); error != 0) {
     // 100 is CUDA_ERROR_NO_DEVICE: a driver, but nothing visible.

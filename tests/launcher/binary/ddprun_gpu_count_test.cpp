@@ -2,6 +2,7 @@
 // the fake libcuda.so.1 and libnvidia-ml.so.1 (tests/fake_gpu) first on the
 // agent's library path, with NVML and the driver (NVML counts), or the
 // driver alone (it counts). Every case runs the real ddprun binary.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -382,6 +383,25 @@ TEST_F(DdprunGpuFailureTest, DevicesListsTheVisibleGpusAndWhatCountedThem) {
   outcome = runFor({"devices", "--bogus"}, 20s);
   EXPECT_EQ(outcome.status.code, 2);
   EXPECT_EQ(countOf(outcome.stderr_text, "ddprun devices: "), 1) << outcome.stderr_text;
+}
+
+// A machine without NVML or the CUDA driver: nothing counted, and --json
+// says so rather than naming a driver that is not there.
+TEST_F(DdprunGpuFailureTest, DevicesOnAMachineWithoutAGpuLibrarySaysNothingCounted) {
+  for (const char* library : {"libcuda.so.1", "libnvidia-ml.so.1"}) {
+    if (void* found = ::dlopen(library, RTLD_LAZY | RTLD_LOCAL)) {
+      ::dlclose(found);
+      GTEST_SKIP() << library << " is installed on this machine";
+    }
+  }
+  const Outcome outcome = runFor({"devices", "--json"}, 20s);
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  const auto json = nlohmann::json::parse(outcome.stdout_text);
+  EXPECT_EQ(json["count"], 0);
+  EXPECT_EQ(json["counted_by"], "none");
+  EXPECT_NE(json["why_none"].get<std::string>().find("libcuda.so.1) is not installed"),
+            std::string::npos)
+      << outcome.stdout_text;
 }
 
 }  // namespace

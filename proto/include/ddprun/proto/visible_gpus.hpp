@@ -19,8 +19,9 @@ namespace ddprun::proto {
 
 struct VisibleGpus {
   int count = 0;
-  // "NVML", "the CUDA driver", or "CUDA_VISIBLE_DEVICES" when it alone
-  // decided that none is visible.
+  // "NVML", "the CUDA driver", "CUDA_VISIBLE_DEVICES" when it alone decided
+  // that none is visible, or "none" when no library that could count is
+  // installed (why_none says which are missing).
   std::string counted_by;
   // When count is 0: why, naming what was tried and what each said.
   std::string why_none;
