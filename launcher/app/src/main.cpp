@@ -135,21 +135,38 @@ void refuseLogsSpecs(const LaunchConfig& config) {
   }
 }
 
+struct WorkersPython {
+  std::string path;  // empty: the workers are not run by Python
+  std::optional<launcher::TorchVersion> torch;
+};
+
 // The interpreter of Python workers, chosen once, before any node joins: a
-// Python without torch would fail every worker of every attempt.
-std::string workersPython(const LaunchConfig& config, const launcher::Environment& env) {
+// Python without torch would fail every worker of every attempt. Its torch's
+// version decides which NCCL variable the workers get; for $PYTHON_EXEC it
+// is asked only of a real interpreter (the answer is then kept), never of a
+// script.
+WorkersPython workersPython(const LaunchConfig& config, const launcher::Environment& env) {
   if (!launcher::runsUnderPython(config, env)) {
-    return "";
+    return {};
   }
   const launcher::TorchProbeOptions probe = launcher::agentProbeOptions();
-  const launcher::PythonChoice choice = launcher::choosePython(
-      env, [&probe](const std::string& python) { return launcher::findsTorch(python, probe); });
+  std::optional<std::string> origin;
+  const launcher::PythonChoice choice =
+      launcher::choosePython(env, [&probe, &origin](const std::string& python) {
+        origin = launcher::torchOrigin(python, probe);
+        return origin.has_value();
+      });
+  if (!origin && launcher::isCacheableInterpreter(choice.path)) {
+    origin = launcher::torchOrigin(choice.path, probe);
+  }
+  const auto torch = origin ? launcher::torchVersionAt(*origin) : std::nullopt;
   if (!choice.why.empty()) {
     log().info("workers' Python: {} ({})", choice.path, choice.why);
   } else {
-    log().debug("workers' Python: {}", choice.path);
+    log().debug("workers' Python: {}, torch {}", choice.path,
+                torch ? fmt::format("{}.{}", torch->major, torch->minor) : "of unknown version");
   }
-  return choice.path;
+  return {choice.path, torch};
 }
 
 // What is checked before each join. The GPUs are those counted at the start,
@@ -269,11 +286,11 @@ int runAgent(const LaunchConfig& config) {
   if (config.numa_binding) {
     cpu_binding = launcher::bindOnThisMachine(*config.numa_binding, nproc);
   }
-  const std::string python = workersPython(config, launcher::processEnvironment());
+  const auto [python, workers_torch] = workersPython(config, launcher::processEnvironment());
   // Before anything is started too: a --virtual-local-rank worker without a
   // device of its own is refused here.
-  auto environment =
-      launcher::WorkerEnvironment::forLaunch(config, nproc, launcher::inheritedEnvironment());
+  auto environment = launcher::WorkerEnvironment::forLaunch(
+      config, nproc, launcher::inheritedEnvironment(), workers_torch);
   if (config.dry_run) {
     return printPlan(config, nproc, python);
   }

@@ -6,7 +6,9 @@
 
 #include <array>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <regex>
 #include <vector>
 
 #include "ddprun/launcher/process/executable_path.hpp"
@@ -183,16 +185,41 @@ TorchProbeOptions agentProbeOptions() {
   return options;
 }
 
-bool findsTorch(const std::string& python, const TorchProbeOptions& options) {
-  if (options.cache_file &&
-      TorchProbeCache(*options.cache_file).knowsTorchIsFound(python, options.env)) {
-    return true;
+std::optional<std::string> torchOrigin(const std::string& python,
+                                       const TorchProbeOptions& options) {
+  if (options.cache_file) {
+    if (auto kept = TorchProbeCache(*options.cache_file).keptTorchOrigin(python, options.env)) {
+      return kept;
+    }
   }
   const auto answer = askPython(python, options);
-  if (answer && options.cache_file) {
+  if (!answer) {
+    return std::nullopt;
+  }
+  if (options.cache_file) {
     TorchProbeCache(*options.cache_file).remember(python, options.env, *answer);
   }
-  return answer.has_value();
+  return answer->torch_origin;
+}
+
+bool findsTorch(const std::string& python, const TorchProbeOptions& options) {
+  return torchOrigin(python, options).has_value();
+}
+
+std::optional<TorchVersion> torchVersionAt(const std::string& origin) {
+  if (origin.empty()) {
+    return std::nullopt;
+  }
+  // torch/version.py, written by torch's build: `__version__ = '2.6.0+cu124'`.
+  std::ifstream in(fs::path(origin).parent_path() / "version.py");
+  static const std::regex kVersion(R"(^__version__\s*=\s*['"](\d+)\.(\d+))");
+  std::smatch match;
+  for (std::string line; std::getline(in, line);) {
+    if (std::regex_search(line, match, kVersion)) {
+      return TorchVersion{std::stoi(match[1].str()), std::stoi(match[2].str())};
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace ddprun::launcher

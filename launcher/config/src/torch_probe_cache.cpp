@@ -145,19 +145,21 @@ bool isCacheableInterpreter(const std::string& python) {
   return in.read(magic.data(), magic.size()) && magic == std::array<char, 4>{0x7f, 'E', 'L', 'F'};
 }
 
-bool TorchProbeCache::knowsTorchIsFound(const std::string& python, const ProbeEnv& env) const {
+std::optional<std::string> TorchProbeCache::keptTorchOrigin(const std::string& python,
+                                                            const ProbeEnv& env) const {
   const json cache = readCache(file_);
   const auto entry = cache.find(keyOf(python, env));
   if (entry == cache.end() || !entry->is_object() || !entry->contains("stamps") ||
-      !(*entry)["stamps"].is_object() || (*entry)["stamps"].empty()) {
-    return false;
+      !(*entry)["stamps"].is_object() || (*entry)["stamps"].empty() ||
+      !entry->contains("torch_origin") || !(*entry)["torch_origin"].is_string()) {
+    return std::nullopt;
   }
   for (const auto& [path, stamp] : (*entry)["stamps"].items()) {
     if (!stamp.is_string() || stampOf(path) != stamp.get<std::string>()) {
-      return false;
+      return std::nullopt;
     }
   }
-  return true;
+  return (*entry)["torch_origin"].get<std::string>();
 }
 
 void TorchProbeCache::remember(const std::string& python, const ProbeEnv& env,
@@ -174,6 +176,7 @@ void TorchProbeCache::remember(const std::string& python, const ProbeEnv& env,
   }
   json cache = readCache(file_);
   cache[keyOf(python, env)] = {
+      {"torch_origin", answer.torch_origin},
       {"stamps", stamps},
       {"kept_at", static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(
                                              std::chrono::system_clock::now().time_since_epoch())

@@ -18,12 +18,19 @@ constexpr const char* kOmpWarning =
 
 using Merged = std::map<std::string, std::string, std::less<>>;
 
-// torchrun sets both names only when the user set neither: one the user set
-// is theirs, and setting the other could contradict it.
-void defaultNcclAsyncErrorHandling(Merged& merged) {
-  if (!merged.contains(proto::env::kNcclAsyncErrorHandling) &&
-      !merged.contains(proto::env::kLegacyNcclAsyncErrorHandling)) {
+// Set only when the user set neither name: one the user set is theirs, and
+// setting the other could contradict it. Only the name the workers' torch
+// reads, when its version is known (2.2 and later warn at start on the old
+// name, 1.13 to 2.1 read only the old one); both when it is not.
+void defaultNcclAsyncErrorHandling(Merged& merged, const std::optional<TorchVersion>& torch) {
+  if (merged.contains(proto::env::kNcclAsyncErrorHandling) ||
+      merged.contains(proto::env::kLegacyNcclAsyncErrorHandling)) {
+    return;
+  }
+  if (!torch || torch->atLeast(2, 2)) {
     merged.emplace(proto::env::kNcclAsyncErrorHandling, "1");
+  }
+  if (!torch || !torch->atLeast(2, 2)) {
     merged.emplace(proto::env::kLegacyNcclAsyncErrorHandling, "1");
   }
 }
@@ -92,7 +99,7 @@ WorkerEnvironment::WorkerEnvironment(Job job, Variables inherited) : job_(std::m
     merged.emplace(proto::env::kOmpNumThreads, "1");
     notices_.emplace_back(kOmpWarning);
   }
-  defaultNcclAsyncErrorHandling(merged);
+  defaultNcclAsyncErrorHandling(merged, job_.workers_torch);
   defaultForensics(merged);
   if (!job_.socket_interface.empty()) {
     for (auto& [name, value] :
@@ -112,8 +119,10 @@ WorkerEnvironment::WorkerEnvironment(Job job, Variables inherited) : job_(std::m
 }
 
 WorkerEnvironment WorkerEnvironment::forLaunch(const LaunchConfig& config, int nproc,
-                                               Variables inherited) {
+                                               Variables inherited,
+                                               std::optional<TorchVersion> workers_torch) {
   Job job;
+  job.workers_torch = workers_torch;
   job.nproc_per_node = nproc;
   job.max_restarts = config.max_restarts;
   job.role = config.role;

@@ -155,5 +155,35 @@ TEST_F(DdprunInterpreterTest, WorkersWithoutPythonNeverCheckForOne) {
   }
 }
 
+// The workers get only the NCCL error-handling name their torch reads, so a
+// torch 2.2 or later prints no deprecation warning per rank; the version is
+// read from the torch the probe finds ($PYTHON_EXEC's too), here a fake
+// torch 2.6 first on PYTHONPATH; as torch 2.1 it gets the old name.
+TEST_F(DdprunInterpreterTest, WorkersGetOnlyTheNcclNameTheirTorchReads) {
+  const fs::path torch = dir_.path() / "site" / "torch";
+  fs::create_directories(torch);
+  std::ofstream(torch / "__init__.py") << "";
+  std::ofstream(torch / "version.py") << "__version__ = '2.6.0'\n";
+  const std::string names = (dir_.path() / "names.py").string();
+  std::ofstream(names) << "import os\n"
+                       << "for name in ('TORCH_NCCL_ASYNC_ERROR_HANDLING', "
+                          "'NCCL_ASYNC_ERROR_HANDLING'):\n"
+                       << "    print(name, os.environ.get(name, '-'))\n";
+  const std::string python = torchPython("good");
+  extra_env_ = {{"PATH", "/usr/bin:/bin"},
+                {"PYTHON_EXEC", python},
+                {"PYTHONPATH", (dir_.path() / "site").string()}};
+  Outcome outcome = run({"--standalone", "--nproc-per-node", "1", names});
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  EXPECT_EQ(outcome.stdout_text,
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING 1\nNCCL_ASYNC_ERROR_HANDLING -\n");
+
+  std::ofstream(torch / "version.py") << "__version__ = '2.1.2'\n";
+  outcome = run({"--standalone", "--nproc-per-node", "1", names});
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  EXPECT_EQ(outcome.stdout_text,
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING -\nNCCL_ASYNC_ERROR_HANDLING 1\n");
+}
+
 }  // namespace
 }  // namespace ddprun::launcher

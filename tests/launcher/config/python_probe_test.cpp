@@ -84,6 +84,25 @@ TEST_F(PythonProbeTest, ATorchTreeInTheWorkingDirectoryDoesNotCount) {
   EXPECT_FALSE(findsTorch(without_site, uncached(10s)));
 }
 
+// torch's version is read from the version.py beside the __init__.py the
+// probe found, never by importing torch.
+TEST_F(PythonProbeTest, TorchsVersionIsReadBesideTheOriginFound) {
+  const fs::path torch = dir_ / "site" / "torch";
+  fs::create_directories(torch);
+  std::ofstream(torch / "__init__.py") << "raise SystemExit('never imported')\n";
+  std::ofstream(torch / "version.py") << "from typing import Optional\n__version__ = '2.6.0+cpu'\n";
+  const std::string python = script(
+      dir_, "python3",
+      "PYTHONPATH='" + (dir_ / "site").string() + "' exec " + DDPRUN_TORCH_PYTHON + " \"$@\"");
+  const auto origin = torchOrigin(python, uncached(10s));
+  ASSERT_TRUE(origin);
+  EXPECT_EQ(fs::path(*origin), torch / "__init__.py");
+  EXPECT_EQ(torchVersionAt(*origin), (TorchVersion{2, 6}));
+  std::ofstream(torch / "version.py") << "git_version = 'Unknown'\n";
+  EXPECT_EQ(torchVersionAt(*origin), std::nullopt);
+  EXPECT_EQ(torchVersionAt(""), std::nullopt);
+}
+
 // A kept answer is given without starting Python: within 1 ms, where asking
 // Python takes tens. The environment is the test's own, so that no recent
 // directory (a PYTHONPATH made a moment ago) keeps the answer from being kept.

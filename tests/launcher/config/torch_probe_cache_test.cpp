@@ -46,7 +46,7 @@ class TorchProbeCacheTest : public ::testing::Test {
 
   bool keptAfterRemembering() const {
     cache_.remember(kInterpreter, env_, found());
-    return cache_.knowsTorchIsFound(kInterpreter, env_);
+    return cache_.keptTorchOrigin(kInterpreter, env_).has_value();
   }
 
   TempDir dir_{"ddprun-probe-cache"};
@@ -56,53 +56,53 @@ class TorchProbeCacheTest : public ::testing::Test {
 };
 
 TEST_F(TorchProbeCacheTest, AnAnswerHoldsWhileNothingItWasReadFromChanges) {
-  EXPECT_FALSE(cache_.knowsTorchIsFound(kInterpreter, env_));
+  EXPECT_FALSE(cache_.keptTorchOrigin(kInterpreter, env_).has_value());
   ASSERT_TRUE(keptAfterRemembering());
-  EXPECT_TRUE(cache_.knowsTorchIsFound(kInterpreter, env_));
+  EXPECT_EQ(cache_.keptTorchOrigin(kInterpreter, env_), found().torch_origin);
   EXPECT_TRUE(fs::exists(cache_.file()));
 }
 
 TEST_F(TorchProbeCacheTest, AnEditedPthFileMakesItStale) {
   ASSERT_TRUE(keptAfterRemembering());
   std::ofstream(site_ / "editable.pth") << "/src/two\n";
-  EXPECT_FALSE(cache_.knowsTorchIsFound(kInterpreter, env_));
+  EXPECT_FALSE(cache_.keptTorchOrigin(kInterpreter, env_).has_value());
 }
 
 TEST_F(TorchProbeCacheTest, ANewPthFileOrSitecustomizeMakesItStale) {
   ASSERT_TRUE(keptAfterRemembering());
   std::ofstream(site_ / "other.pth") << "/src/other\n";
-  EXPECT_FALSE(cache_.knowsTorchIsFound(kInterpreter, env_));
+  EXPECT_FALSE(cache_.keptTorchOrigin(kInterpreter, env_).has_value());
 
   settle();
   ASSERT_TRUE(keptAfterRemembering());
   std::ofstream(site_ / "sitecustomize.py") << "import sys\n";
-  EXPECT_FALSE(cache_.knowsTorchIsFound(kInterpreter, env_));
+  EXPECT_FALSE(cache_.keptTorchOrigin(kInterpreter, env_).has_value());
 }
 
 TEST_F(TorchProbeCacheTest, TorchRemovedMakesItStale) {
   ASSERT_TRUE(keptAfterRemembering());
   fs::remove_all(site_ / "torch");
-  EXPECT_FALSE(cache_.knowsTorchIsFound(kInterpreter, env_));
+  EXPECT_FALSE(cache_.keptTorchOrigin(kInterpreter, env_).has_value());
 }
 
 TEST_F(TorchProbeCacheTest, AnotherInterpreterOrOtherPythonVariablesAreAnotherQuestion) {
   ASSERT_TRUE(keptAfterRemembering());
-  EXPECT_FALSE(cache_.knowsTorchIsFound("/bin/false", env_));
+  EXPECT_FALSE(cache_.keptTorchOrigin("/bin/false", env_).has_value());
   ProbeEnv other_path = env_;
   other_path[1].second = "/elsewhere";
-  EXPECT_FALSE(cache_.knowsTorchIsFound(kInterpreter, other_path));
+  EXPECT_FALSE(cache_.keptTorchOrigin(kInterpreter, other_path).has_value());
   ProbeEnv other_home = env_;
   other_home[2].second = "/home/y";
-  EXPECT_FALSE(cache_.knowsTorchIsFound(kInterpreter, other_home));
+  EXPECT_FALSE(cache_.keptTorchOrigin(kInterpreter, other_home).has_value());
   // PATH is not one of them: sys.path does not depend on it.
   ProbeEnv other_unrelated = env_;
   other_unrelated[0].second = "/bin";
-  EXPECT_TRUE(cache_.knowsTorchIsFound(kInterpreter, other_unrelated));
+  EXPECT_TRUE(cache_.keptTorchOrigin(kInterpreter, other_unrelated).has_value());
 }
 
 TEST_F(TorchProbeCacheTest, NotFoundAndScriptsAreNeverKept) {
   cache_.remember(kInterpreter, env_, TorchProbeAnswer{false, "", {site_.string()}});
-  EXPECT_FALSE(cache_.knowsTorchIsFound(kInterpreter, env_));
+  EXPECT_FALSE(cache_.keptTorchOrigin(kInterpreter, env_).has_value());
 
   const fs::path shim = dir_ / "python3";
   std::ofstream(shim) << "#!/bin/sh\nexec python3 \"$@\"\n";
@@ -110,7 +110,7 @@ TEST_F(TorchProbeCacheTest, NotFoundAndScriptsAreNeverKept) {
   EXPECT_FALSE(isCacheableInterpreter(shim.string()));
   EXPECT_TRUE(isCacheableInterpreter(kInterpreter));
   cache_.remember(shim.string(), env_, found());
-  EXPECT_FALSE(cache_.knowsTorchIsFound(shim.string(), env_));
+  EXPECT_FALSE(cache_.keptTorchOrigin(shim.string(), env_).has_value());
 }
 
 TEST_F(TorchProbeCacheTest, AnAnswerReadFromFilesChangedAMomentAgoIsNotKept) {
@@ -123,7 +123,7 @@ TEST_F(TorchProbeCacheTest, AnAnswerReadFromFilesChangedAMomentAgoIsNotKept) {
 TEST_F(TorchProbeCacheTest, ACorruptCacheFileIsIgnoredThenReplaced) {
   fs::create_directories(cache_.file().parent_path());
   std::ofstream(cache_.file()) << "{not json";
-  EXPECT_FALSE(cache_.knowsTorchIsFound(kInterpreter, env_));
+  EXPECT_FALSE(cache_.keptTorchOrigin(kInterpreter, env_).has_value());
   EXPECT_TRUE(keptAfterRemembering());
 }
 

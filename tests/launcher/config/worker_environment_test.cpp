@@ -115,6 +115,26 @@ TEST(WorkerEnvironment, BothNcclAsyncErrorHandlingNamesUnlessTheUserSetEither) {
   EXPECT_EQ(vars.at("NCCL_ASYNC_ERROR_HANDLING"), "0");
 }
 
+// Where the workers' torch is known, only the name it reads: 2.2 and later
+// warn at start on the old one, 1.13 to 2.1 read only the old one.
+TEST(WorkerEnvironment, OnlyTheNcclNameTheWorkersTorchReads) {
+  WorkerEnvironment::Job modern = job(2);
+  modern.workers_torch = TorchVersion{2, 2};
+  Vars vars = workerVars(WorkerEnvironment(modern, {}));
+  EXPECT_EQ(vars.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
+  EXPECT_EQ(vars.count("NCCL_ASYNC_ERROR_HANDLING"), 0u) << "torch 2.2 would warn";
+
+  WorkerEnvironment::Job older = job(2);
+  older.workers_torch = TorchVersion{2, 1};
+  vars = workerVars(WorkerEnvironment(older, {}));
+  EXPECT_EQ(vars.at("NCCL_ASYNC_ERROR_HANDLING"), "1");
+  EXPECT_EQ(vars.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"), 0u);
+
+  vars = workerVars(WorkerEnvironment(modern, {{"NCCL_ASYNC_ERROR_HANDLING", "0"}}));
+  EXPECT_EQ(vars.at("NCCL_ASYNC_ERROR_HANDLING"), "0") << "the user's, kept as set";
+  EXPECT_EQ(vars.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"), 0u);
+}
+
 // A hang's forensics are armed unless the user chose: Python's faulthandler
 // (the SIGABRT that stops a hung group then prints every Python stack) and
 // NCCL's Flight Recorder, dumping into the worker's attempt directory.

@@ -52,5 +52,20 @@ TorchProbeOptions agentProbeOptions();
 // Python. Its output goes nowhere; false if it fails, cannot start, or is
 // not done within the deadline (then it is killed).
 bool findsTorch(const std::string& python, const TorchProbeOptions& options);
+// The same question; the answer is where: torch's __init__.py ("" for a
+// torch without one), nullopt when not found.
+std::optional<std::string> torchOrigin(const std::string& python, const TorchProbeOptions& options);
+
+struct TorchVersion {
+  int major = 0;
+  int minor = 0;
+  bool operator==(const TorchVersion&) const = default;
+  bool atLeast(int want_major, int want_minor) const {
+    return major > want_major || (major == want_major && minor >= want_minor);
+  }
+};
+// The version of the torch whose __init__.py is `origin`, from its
+// version.py beside it (read, never imported); nullopt when it says none.
+std::optional<TorchVersion> torchVersionAt(const std::string& origin);
 
 }  // namespace ddprun::launcher

@@ -42,10 +42,10 @@ class TorchProbeCache {
  public:
   explicit TorchProbeCache(std::filesystem::path file) : file_(std::move(file)) {}
 
-  // True when an answer for `python` under `env` is kept and every stamp
-  // still matches; false when there is none, it is stale, or the file cannot
-  // be read.
-  bool knowsTorchIsFound(const std::string& python, const ProbeEnv& env) const;
+  // torch's __init__.py when an answer for `python` under `env` is kept and
+  // every stamp still matches; nullopt when there is none, it is stale, or
+  // the file cannot be read.
+  std::optional<std::string> keptTorchOrigin(const std::string& python, const ProbeEnv& env) const;
 
   // Keeps a "found" answer (nothing for any other, nor one read from a file
   // changed in the last 2 s, whose next change might not move its mtime); a

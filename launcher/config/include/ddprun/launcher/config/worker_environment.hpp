@@ -1,8 +1,9 @@
 // The environment of every worker an agent starts, assembled in one place
 // and in one order: the agent's own environment; then torchrun's defaults
 // where the user set nothing (OMP_NUM_THREADS=1 with several workers per
-// node; TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and NCCL_ASYNC_ERROR_HANDLING=1,
-// the name PyTorch 1.13 to 2.1 read, unless the user set either; the hang
+// node; TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (PyTorch 2.2 and later) or
+// NCCL_ASYNC_ERROR_HANDLING=1 (1.13 to 2.1), whichever the workers' torch
+// reads, both when its version is unknown, unless the user set either; the hang
 // forensics: PYTHONFAULTHANDLER=1, the NCCL Flight Recorder armed with its
 // dumps in each worker's attempt directory, each unless the user set it); then
 // TORCHELASTIC_SIGNALS_TO_HANDLE from --signals-to-handle, as torchrun
@@ -19,10 +20,12 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ddprun/launcher/config/python_interpreter.hpp"
 #include "ddprun/launcher/core/launch_config.hpp"
 #include "ddprun/proto/env_contract.hpp"
 
@@ -51,6 +54,9 @@ class WorkerEnvironment {
     // Where the workers' progress files go (progressEventsFile()); empty:
     // none, DDPRUN_PROGRESS_EVENTS unset.
     std::filesystem::path progress_events_dir;
+    // The Python workers' torch, when known (python_interpreter.hpp): which
+    // NCCL error-handling name it reads.
+    std::optional<TorchVersion> workers_torch;
   };
 
   // `inherited`: the agent's own environment, NAME and value (a later entry
@@ -59,7 +65,8 @@ class WorkerEnvironment {
   WorkerEnvironment(Job job, Variables inherited);
   // The job's values from `config`; across hosts, the socket interface is
   // looked up here (the host name and the endpoint are resolved).
-  static WorkerEnvironment forLaunch(const LaunchConfig& config, int nproc, Variables inherited);
+  static WorkerEnvironment forLaunch(const LaunchConfig& config, int nproc, Variables inherited,
+                                     std::optional<TorchVersion> workers_torch = std::nullopt);
 
   // The contract of local rank `local_rank` of `group`.
   proto::WorkerEnv contract(const WorkerGroup& group, int local_rank,
