@@ -8,7 +8,7 @@ packages=(
   libboost-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
   libtorch-dev libgloo-dev python3-torch zlib1g-dev libssl-dev libhwloc-dev
   dataset-fashion-mnist
-  iproute2 procps zsh
+  iproute2 procps zsh tcsh  # zsh, tcsh: the completion scripts run in the real shells
   slurmctld slurmd slurm-client munge  # a real Slurm cluster in the tests; scontrol for the hostlist tests
   etcd-server etcd-client  # a real etcd cluster in the tests (the etcd rendezvous backend)
   prometheus  # a real Prometheus server scraping a job, and promtool, in the metrics tests

@@ -315,8 +315,13 @@ LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& 
     return config;
   }
   if (const auto shell = reader.get("print_completion")) {
-    if (shell->text != "bash" && shell->text != "zsh") {
-      failValue(shell->what, shell->text, "expected bash or zsh");
+    // The table's values: what --help and completion offer is what is taken.
+    const auto spec = std::find_if(optionTable().begin(), optionTable().end(), [](const auto& s) {
+      return std::string_view(s.dest) == "print_completion";
+    });
+    const std::vector<std::string> shells = choiceList(*spec);
+    if (std::find(shells.begin(), shells.end(), shell->text) == shells.end()) {
+      failValue(shell->what, shell->text, "expected bash, tcsh or zsh");
     }
     config.print_completion = shell->text;
     return config;

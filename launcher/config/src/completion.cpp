@@ -196,16 +196,62 @@ fi
   return out.str();
 }
 
+// What tcsh offers for an option's value: its fixed values, directories, or
+// nothing (tcsh's list types; `n` is none).
+std::string tcshValues(const OptionSpec& spec) {
+  switch (spec.hint) {
+    case ValueHint::kChoices:
+      return "(" + joined(choiceList(spec), " ") + ")";
+    case ValueHint::kDirectory:
+      return "d";
+    case ValueHint::kText:
+      break;
+  }
+  return "n";
+}
+
+// tcsh: one `complete` line. The first pattern that matches wins: the word
+// after an option that takes a value (n/), `--option=value` (c/), then long
+// and short option names, then files. Unlike bash's and zsh's, it does not
+// stop at the training script: tcsh's patterns cannot tell it apart. No
+// comment line: `eval "`ddprun --print-completion tcsh`"` reads the output as
+// one line, which a leading comment would swallow whole.
+std::string tcshScript() {
+  std::ostringstream out;
+  out << "complete ddprun";
+  std::vector<std::string> long_names;
+  std::vector<std::string> short_names = {"h"};
+  for (const OptionSpec& spec : optionTable()) {
+    for (const std::string& name : spellings(spec)) {
+      const bool is_long = name.starts_with("--");
+      (is_long ? long_names : short_names).push_back(name.substr(is_long ? 2 : 1));
+      if (!spec.is_flag) {
+        out << " 'n/" << name << "/" << tcshValues(spec) << "/'";
+        if (is_long) {
+          out << " 'c/" << name << "=/" << tcshValues(spec) << "/'";
+        }
+      }
+    }
+  }
+  long_names.emplace_back("help");
+  out << " 'c/--/(" << joined(long_names, " ") << ")/' 'c/-/(" << joined(short_names, " ")
+      << ")/' 'p/*/f/'\n";
+  return out.str();
+}
+
 }  // namespace
 
 std::string completionScript(std::string_view shell) {
   if (shell == "bash") {
     return bashScript();
   }
+  if (shell == "tcsh") {
+    return tcshScript();
+  }
   if (shell == "zsh") {
     return zshScript();
   }
-  throw ConfigError("--print-completion '" + std::string(shell) + "': expected bash or zsh");
+  throw ConfigError("--print-completion '" + std::string(shell) + "': expected bash, tcsh or zsh");
 }
 
 }  // namespace ddprun::launcher

@@ -33,8 +33,6 @@ std::string askedNproc(const NprocPerNode& nproc) {
       return "cpu";
     case NprocPerNode::Kind::kGpu:
       return "gpu";
-    case NprocPerNode::Kind::kXpu:
-      return "xpu";
     case NprocPerNode::Kind::kAuto:
       return "auto";
     case NprocPerNode::Kind::kGpusElseDefault:

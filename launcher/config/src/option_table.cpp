@@ -15,8 +15,7 @@ using H = ValueHint;
 constexpr OptionSpec kOptions[] = {
     {"--nnodes", "nnodes", false, true, "NNODES", "Nodes: N or MIN:MAX (default 1:1)", G::kSize},
     {"--nproc-per-node,--nproc_per_node", "nproc_per_node", false, true, "NPROC",
-     "Workers per node: int, cpu, gpu, xpu or auto (default 1)", G::kSize, H::kChoices,
-     "auto cpu gpu xpu"},
+     "Workers per node: int, cpu, gpu or auto (default 1)", G::kSize, H::kChoices, "auto cpu gpu"},
     {"--rdzv-backend,--rdzv_backend", "rdzv_backend", false, true, "BACKEND",
      "Rendezvous backend (default static)", G::kRendezvous, H::kChoices,
      "static c10d etcd-v3 etcd etcd-v2"},
@@ -79,7 +78,8 @@ constexpr OptionSpec kOptions[] = {
     {"--virtual-local-rank,--virtual_local_rank", "virtual_local_rank", true, true, "",
      "LOCAL_RANK=0 and one visible GPU per worker", G::kCompatible},
     {"--print-completion,--print_completion", "print_completion", false, false, "SHELL",
-     "Print a bash or zsh completion script and exit", G::kCompatible, H::kChoices, "bash zsh"},
+     "Print a bash, tcsh or zsh completion script and exit", G::kCompatible, H::kChoices,
+     "bash tcsh zsh"},
     // ddprun's own, after torchrun's. Whole name only where a prefix of it
     // is one of torchrun's abbreviations (--max for --max-restarts, --he for
     // --help).

@@ -202,14 +202,14 @@ NprocPerNode parseNprocPerNode(std::string_view what, std::string_view text) {
   if (text == "gpu") {
     return {Kind::kGpu, 0};
   }
-  if (text == "xpu") {
-    return {Kind::kXpu, 0};
+  if (text == "xpu") {  // torchrun's, never offered by --help or completion
+    failValue(what, text, "Intel XPUs are not supported by ddprun; give a count, cpu, gpu or auto");
   }
   if (text == "auto") {
     return {Kind::kAuto, 0};
   }
   if (!toInteger(text)) {
-    failValue(what, text, "expected a positive integer or cpu, gpu, xpu, auto");
+    failValue(what, text, "expected a positive integer or cpu, gpu, auto");
   }
   return {Kind::kCount, parseInt(what, text, 1, std::numeric_limits<int>::max())};
 }

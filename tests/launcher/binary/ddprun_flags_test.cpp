@@ -95,8 +95,9 @@ TEST_F(DdprunBinaryTest, PrintCompletionPrintsAScriptAndStartsNothing) {
   EXPECT_EQ(outcome.stdout_text.rfind("#compdef ddprun\n", 0), 0u);
   outcome = run({"--print-completion", "fish"});
   EXPECT_EQ(outcome.status.code, 2);
-  EXPECT_EQ(
-      outcome.stderr_text.rfind("ddprun: --print-completion 'fish': expected bash or zsh\n", 0), 0u)
+  EXPECT_EQ(outcome.stderr_text.rfind(
+                "ddprun: --print-completion 'fish': expected bash, tcsh or zsh\n", 0),
+            0u)
       << outcome.stderr_text;
 }
 

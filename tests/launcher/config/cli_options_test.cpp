@@ -5,6 +5,8 @@
 #include <csignal>
 #include <functional>
 
+#include "ddprun/launcher/config/cli.hpp"
+#include "ddprun/launcher/config/option_table.hpp"
 #include "launcher_test_util.hpp"
 
 namespace ddprun::launcher {
@@ -284,8 +286,28 @@ TEST(CliOptions, NprocKinds) {
   using Kind = NprocPerNode::Kind;
   EXPECT_EQ(parse({"--nproc-per-node", "gpu", "t.py"}).nproc_per_node.kind, Kind::kGpu);
   EXPECT_EQ(parse({"--nproc-per-node", "cpu", "t.py"}).nproc_per_node.kind, Kind::kCpu);
-  EXPECT_EQ(parse({"--nproc-per-node", "xpu", "t.py"}).nproc_per_node.kind, Kind::kXpu);
+  EXPECT_EQ(parseError({"--nproc-per-node", "xpu", "t.py"}),
+            "--nproc-per-node 'xpu': Intel XPUs are not supported by ddprun; give a count, cpu, "
+            "gpu or auto");
   EXPECT_EQ(parse({"--nproc-per-node", "auto", "t.py"}).nproc_per_node.kind, Kind::kAuto);
+}
+
+// One table answers --help, completion and validation: every value it
+// offers for an option is accepted when given (another flag the value needs
+// may still be missing), and what is refused is never offered.
+TEST(CliOptions, EveryValueTheTableOffersIsAccepted) {
+  for (const OptionSpec& spec : optionTable()) {
+    if (spec.hint != ValueHint::kChoices) {
+      continue;
+    }
+    const std::string flag = canonicalFlag(spec);
+    for (const std::string& value : choiceList(spec)) {
+      const std::string error = parseError({flag, value, "t.py"});
+      EXPECT_EQ(error.find(flag + " '" + value + "'"), std::string::npos) << error;
+      EXPECT_EQ(error.find("not supported"), std::string::npos) << error;
+    }
+  }
+  EXPECT_EQ(helpText().find("xpu"), std::string::npos) << "offered, then refused";
 }
 
 TEST(CliOptions, LogLinePrefixFallsBackToTorchelasticVariable) {

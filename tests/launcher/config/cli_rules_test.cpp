@@ -72,7 +72,7 @@ TEST(CliErrors, OneLineNamingTheFlagForEveryTypedOption) {
       {{"--nnodes", "1:2:3"}, "--nnodes '1:2:3': expected N or MIN:MAX"},
       {{"--nnodes", "two"}, "--nnodes 'two': expected N or MIN:MAX with integers"},
       {{"--nproc_per_node", "tpu"},
-       "--nproc-per-node 'tpu': expected a positive integer or cpu, gpu, xpu, auto"},
+       "--nproc-per-node 'tpu': expected a positive integer or cpu, gpu, auto"},
       {{"--nproc-per-node", "0"}, "--nproc-per-node '0': must be >= 1"},
       {{"--max-restarts", "-1"}, "--max-restarts '-1': must be >= 0"},
       {{"--max_restarts", "x"}, "--max-restarts 'x': not an integer"},
@@ -109,7 +109,7 @@ TEST(CliErrors, OneLineNamingTheFlagForEveryTypedOption) {
       {{"--rdzv-conf", "timeout"}, "--rdzv-conf 'timeout': option 'timeout' has no value"},
       {{"--rdzv-backend", "c10d", "--rdzv-endpoint", "host:port"},
        "--rdzv-endpoint 'host:port': the port must be an integer between 0 and 65535"},
-      {{"--print-completion", "fish"}, "--print-completion 'fish': expected bash or zsh"},
+      {{"--print-completion", "fish"}, "--print-completion 'fish': expected bash, tcsh or zsh"},
       {{"--no-python", "-m"}, "--no-python and --module cannot be used together"},
   };
   for (const auto& [args, expected] : cases) {

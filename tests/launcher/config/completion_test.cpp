@@ -1,7 +1,7 @@
 // --print-completion's scripts, run in the real shells: bash's completion
 // function called as bash calls it (COMP_WORDS/COMP_CWORD), and zsh's
 // through its completion system in a pseudo-terminal (zpty), logging what
-// compadd would offer (zsh_complete.zsh).
+// compadd would offer (zsh_complete.zsh); tcsh's as tcsh registers it.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -92,7 +92,7 @@ TEST_F(CompletionTest, BashCompletesOptionsInBothSpellingsAndFixedValues) {
   EXPECT_EQ(bashOffers({"ddprun", "--start_method", "f"}), (Words{"fork", "forkserver"}));
   EXPECT_EQ(bashOffers({"ddprun", "--numa-binding", ""}),
             (Words{"node", "socket", "exclusive", "core-complex"}));
-  EXPECT_EQ(bashOffers({"ddprun", "--print-completion", ""}), (Words{"bash", "zsh"}));
+  EXPECT_EQ(bashOffers({"ddprun", "--print-completion", ""}), (Words{"bash", "tcsh", "zsh"}));
   EXPECT_EQ(bashOffers({"ddprun", "--log-dir", ""}), (Words{"logs"}));
   EXPECT_EQ(bashOffers({"ddprun", "--rdzv-id", ""}), Words{}) << "free text: nothing to offer";
 }
@@ -111,6 +111,24 @@ TEST_F(CompletionTest, ZshScriptIsValidZsh) {
   run({"zsh", "-n", saveScript("zsh")});  // exits non-zero on a syntax error
 }
 
+// tcsh loads the script (a bad pattern is an error there) and keeps each
+// option's values: `complete ddprun` lists what it registered.
+TEST_F(CompletionTest, TcshLoadsTheScriptWithEachOptionsValues) {
+  const Words listed =
+      run({"tcsh", "-f", "-c", "eval \"`cat " + saveScript("tcsh") + "`\"; complete ddprun"});
+  std::string text;
+  for (const std::string& line : listed) {
+    text += line + "\n";
+  }
+  for (const char* pattern :
+       {"n/--nproc-per-node/(auto cpu gpu)/", "c/--nproc_per_node=/(auto cpu gpu)/",
+        "n/--log-dir/d/", "n/-r/(0 1 2 3)/", "n/--rdzv-id/n/", "p/*/f/"}) {
+    EXPECT_NE(text.find(pattern), std::string::npos) << pattern << " in:\n" << text;
+  }
+  EXPECT_NE(text.find("nproc-per-node nproc_per_node"), std::string::npos) << text;
+  EXPECT_EQ(text.find("xpu"), std::string::npos) << text;
+}
+
 TEST_F(CompletionTest, ZshCompletesOptionsValuesAndTheScript) {
   const Words nproc = zshOffers("ddprun --nproc");
   EXPECT_TRUE(nproc.contains("--nproc-per-node") && nproc.contains("--nproc_per_node"));
@@ -118,7 +136,7 @@ TEST_F(CompletionTest, ZshCompletesOptionsValuesAndTheScript) {
   EXPECT_EQ(zshOffers("ddprun --rdzv-backend "),
             (Words{"static", "c10d", "etcd-v3", "etcd", "etcd-v2"}));
   EXPECT_EQ(zshOffers("ddprun --rdzv_backend=c"), (Words{"c10d"}));
-  EXPECT_EQ(zshOffers("ddprun --print-completion "), (Words{"bash", "zsh"}));
+  EXPECT_EQ(zshOffers("ddprun --print-completion "), (Words{"bash", "tcsh", "zsh"}));
   EXPECT_TRUE(zshOffers("ddprun --standalone tr").contains("train.py"));
   EXPECT_EQ(zshOffers("ddprun --standalone train.py --st"), Words{});
   EXPECT_TRUE(zshOffers("ddprun train.py d").contains("data.txt"));

@@ -22,7 +22,7 @@ namespace ddprun::launcher {
 // value: under Slurm without SLURM_GPUS_ON_NODE, the visible GPUs, else
 // torchrun's default of 1 (docs/torchrun-contract.md §3.12).
 struct NprocPerNode {
-  enum class Kind { kCount, kCpu, kGpu, kXpu, kAuto, kGpusElseDefault };
+  enum class Kind { kCount, kCpu, kGpu, kAuto, kGpusElseDefault };
   Kind kind = Kind::kCount;
   int count = 1;  // meaningful for kCount only
   bool operator==(const NprocPerNode&) const = default;
@@ -69,7 +69,7 @@ struct LaunchConfig {
   // --nnodes N or MIN:MAX; 0 < min <= max. Default 1:1.
   int min_nodes = 1;
   int max_nodes = 1;
-  // --nproc-per-node: int or cpu|gpu|xpu|auto. Default 1.
+  // --nproc-per-node: int or cpu|gpu|auto (xpu is refused). Default 1.
   NprocPerNode nproc_per_node;
   // --rdzv-backend as given (static, c10d, etcd, etcd-v2, or a plug-in name);
   // after --standalone / auto-port it is "c10d".

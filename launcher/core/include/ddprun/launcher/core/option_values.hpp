@@ -35,7 +35,7 @@ bool parseEnvBool(std::string_view what, std::string_view text);
 // --nnodes: "N" or "MIN:MAX" with 0 < MIN <= MAX.
 std::pair<int, int> parseNnodes(std::string_view what, std::string_view text);
 
-// --nproc-per-node: a positive int or cpu|gpu|xpu|auto.
+// --nproc-per-node: a positive int or cpu|gpu|auto; xpu is refused saying why.
 NprocPerNode parseNprocPerNode(std::string_view what, std::string_view text);
 
 // -r/-t: "0".."3", or "i:v,..." with single-digit local ranks (torchrun's regex).
