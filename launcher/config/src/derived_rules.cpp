@@ -106,11 +106,33 @@ std::string logLevelOf(const std::string& value) {
                     "torchrun's Python logging names them)");
 }
 
+// torchrun's agent reads TORCHELASTIC_HEALTH_CHECK_PORT and hands it to a
+// health check server whose open-source version only logs that none was
+// started (a value that is not an integer is logged and ignored). ddprun
+// serves its /healthz there: the endpoint of --metrics-port, which it is
+// when that flag is not given. A value that is not a port is refused.
+void applyHealthCheckPort(LaunchConfig& config, const Environment& env) {
+  constexpr std::string_view kHealthPort = "TORCHELASTIC_HEALTH_CHECK_PORT";
+  const auto given = env(kHealthPort);
+  if (!given || given->empty()) {
+    return;
+  }
+  const int port = parseInt(kHealthPort, *given, 0, 65535);
+  if (config.metrics_port && *config.metrics_port != port) {
+    throw ConfigError(std::string(kHealthPort) + " " + *given + " and --metrics-port " +
+                      std::to_string(*config.metrics_port) +
+                      ": one endpoint serves /healthz and /metrics; give one port");
+  }
+  config.metrics_port = port;
+  config.sources["metrics_port"] = "env:" + std::string(kHealthPort);
+}
+
 void applyEnvOnlyKnobs(LaunchConfig& config, const Environment& env) {
   if (const auto level = env("LOGLEVEL"); level && !level->empty()) {
     config.log_level = logLevelOf(*level);
     config.sources["log_level"] = "env:LOGLEVEL";
   }
+  applyHealthCheckPort(config, env);
   if (!config.log_line_prefix_template) {
     const auto from_env = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
     if (from_env && !from_env->empty()) {

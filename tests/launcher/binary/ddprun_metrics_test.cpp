@@ -163,6 +163,24 @@ TEST_F(DdprunMetricsTest, TheAgentHostingTheRendezvousShowsItsDaemonsMetrics) {
   EXPECT_TRUE(b.wait().success()) << log("b");
 }
 
+// torchrun's TORCHELASTIC_HEALTH_CHECK_PORT: the agent's /healthz answers
+// there while the job runs, with no --metrics-port given.
+TEST_F(DdprunMetricsTest, TheHealthCheckPortServesHealthzWhileTheJobRuns) {
+  const std::uint16_t health = test_support::freeLoopbackPort();
+  const std::string release = (dir_.path() / "release").string();
+  Subprocess a = launch("a",
+                        {"--standalone", "--nproc-per-node", "2", "--no-python", DDPRUN_FAKE_WORKER,
+                         "--ready-to", (dir_.path() / "a").string(), "--after", release},
+                        {{"TORCHELASTIC_HEALTH_CHECK_PORT", std::to_string(health)}});
+  EXPECT_EQ(metricsPort("a"), health) << log("a");
+  ASSERT_TRUE(eventually([&] { return ready("a"); }, 30s)) << log("a");
+  const auto answer = test_support::httpGet(health, "/healthz");
+  EXPECT_EQ(answer.status, 200u) << answer.body;
+  EXPECT_EQ(answer.body, "ok");
+  std::ofstream(release) << "go\n";
+  EXPECT_TRUE(a.wait().success()) << log("a");
+}
+
 // The test needs a real Prometheus: without one it fails, naming the package.
 TEST(PrometheusServerTest, AMissingPrometheusFailsNamingThePackage) {
   ::setenv("DDPRUN_PROMETHEUS", "/nonexistent/prometheus", 1);

@@ -365,6 +365,23 @@ TEST(CliOptions, LoglevelSetsTheAgentsVerbosityAsTorchrunNamesIt) {
             "torchrun's Python logging names them)");
 }
 
+// docs/torchrun-contract.md §3.7: TORCHELASTIC_HEALTH_CHECK_PORT serves the
+// agent's /healthz (the --metrics-port endpoint) on that port.
+TEST(CliOptions, HealthCheckPortIsTheMetricsEndpointsPort) {
+  EXPECT_FALSE(parse({"t.py"}).metrics_port);
+  EXPECT_EQ(parse({"t.py"}, {{"TORCHELASTIC_HEALTH_CHECK_PORT", "9109"}}).metrics_port, 9109);
+  EXPECT_EQ(parse({"t.py"}, {{"TORCHELASTIC_HEALTH_CHECK_PORT", "0"}}).metrics_port, 0);
+  EXPECT_EQ(parse({"--metrics-port", "9109", "t.py"}, {{"TORCHELASTIC_HEALTH_CHECK_PORT", "9109"}})
+                .metrics_port,
+            9109);
+  EXPECT_EQ(
+      parseError({"--metrics-port", "9110", "t.py"}, {{"TORCHELASTIC_HEALTH_CHECK_PORT", "9109"}}),
+      "TORCHELASTIC_HEALTH_CHECK_PORT 9109 and --metrics-port 9110: one endpoint serves "
+      "/healthz and /metrics; give one port");
+  EXPECT_EQ(parseError({"t.py"}, {{"TORCHELASTIC_HEALTH_CHECK_PORT", "http"}}),
+            "TORCHELASTIC_HEALTH_CHECK_PORT 'http': not an integer");
+}
+
 // docs/torchrun-contract.md §7.6: torch's switch, its path or one in the
 // temporary directory; the path alone turns nothing on.
 TEST(CliOptions, FileTimerIsOnWhenTorchsSwitchIsOne) {
