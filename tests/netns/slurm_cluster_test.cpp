@@ -202,7 +202,8 @@ TEST_F(SlurmJobTest, TheWarningSignalMakesTheWorkersSnapshotAndTrainOn) {
   const std::string output = jobOutput(job);
   EXPECT_EQ(output.find(asked), output.rfind(asked)) << "two snapshots for one warning\n" << output;
   std::size_t forwarded = 0;
-  for (auto at = output.find("received SIGUSR1: forwarded to 1 worker(s), which keep running");
+  for (auto at = output.find(
+           "received SIGUSR1: forwarded to local rank(s) [0], which handle it and keep running");
        at != std::string::npos; at = output.find("received SIGUSR1: forwarded", at + 1)) {
     ++forwarded;
   }

@@ -19,11 +19,30 @@ sigset_t onlyUsr1() {
   return set;
 }
 
+// The instance a handler run reaches (one per process).
+std::atomic<SnapshotSignal*> g_instance{nullptr};
+
+// Runs only in a thread that does not block SIGUSR1 (one started before the
+// SnapshotSignal): a request all the same. Its presence also shows in
+// /proc/<pid>/status (SigCgt), where ddprun looks before it forwards the
+// signal: a worker without a handler would die of it.
+void onUsr1(int /*signal*/) {
+  if (SnapshotSignal* instance = g_instance.load()) {
+    instance->requestFromHandler();
+  }
+}
+
 }  // namespace
 
 SnapshotSignal::SnapshotSignal() {
   const sigset_t usr1 = onlyUsr1();
   pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
+  g_instance = this;
+  struct sigaction action {};
+  action.sa_handler = onUsr1;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGUSR1, &action, &previous_);
   waiter_ = std::thread([this] { waitForSignals(); });
 }
 
@@ -31,6 +50,8 @@ SnapshotSignal::~SnapshotSignal() {
   stopping_ = true;
   pthread_kill(waiter_.native_handle(), SIGUSR1);
   waiter_.join();
+  sigaction(SIGUSR1, &previous_, nullptr);
+  g_instance = nullptr;
 }
 
 void SnapshotSignal::answered() {

@@ -2,14 +2,18 @@
 // the wait for the SIGKILLed to die), what follows once every worker has
 // exited (a restart, the next round, or the end), an error on the loop, the
 // handled signals. See agent.cpp for the event flow.
+#include <fmt/ranges.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <csignal>
+#include <string>
+#include <vector>
 
 #include "agent_impl.hpp"
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/core/option_values.hpp"
+#include "ddprun/launcher/supervision/procfs.hpp"
 #include "ddprun/launcher/watchdogs/python_stacks.hpp"
 
 namespace ddprun::launcher {
@@ -230,23 +234,36 @@ void Agent::Impl::waitForSignal() {
 }
 
 // A warning for the workers (SIGUSR1: save a snapshot), not for the agent:
-// passed on to every running worker's process group, which keep running.
-// Stopping workers are not told: they are ending anyway, and a worker that
-// does not handle the signal would end by it instead of by the stop signal.
+// passed on to the process group of each running worker whose main process
+// has a handler for it (or ignores it), which keeps running. One that
+// does not is not told: the signal's default action would end it, and a
+// user's `kill -USR1` of ddprun would end the job (under Slurm such a
+// worker gets Slurm's own copy anyway). Stopping workers are not told:
+// they are ending anyway, by the stop signal.
 void Agent::Impl::forwardToWorkers(int signal) {
   if (phase != Phase::Running) {
     log().info("received {}: not forwarded, {}", signalName(signal),
                phase == Phase::Waiting ? "no workers are running" : "the workers are stopping");
     return;
   }
-  int told = 0;
+  std::vector<int> told;
+  std::vector<int> passed_by;
   for (Worker& worker : workers) {
-    if (!worker.exited && worker.process.signalGroup(signal)) {
-      ++told;
+    if (worker.exited) {
+      continue;
+    }
+    if (!handlesSignal(worker.process.pid(), signal)) {
+      passed_by.push_back(worker.local_rank);
+    } else if (worker.process.signalGroup(signal)) {
+      told.push_back(worker.local_rank);
     }
   }
-  log().info("received {}: forwarded to {} worker(s), which keep running", signalName(signal),
-             told);
+  log().info("received {}: forwarded to local rank(s) [{}], which handle it and keep running{}",
+             signalName(signal), fmt::join(told, ","),
+             passed_by.empty() ? std::string()
+                               : fmt::format("; not to [{}], which do not handle it (it would "
+                                             "end them)",
+                                             fmt::join(passed_by, ",")));
 }
 
 std::vector<int> forwardedOnlySignals(const std::vector<int>& signals_to_handle) {

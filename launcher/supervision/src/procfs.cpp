@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -16,6 +17,20 @@ std::string readAll(const std::string& path) {
 }
 
 }  // namespace
+
+bool handlesSignal(pid_t pid, int signal) {
+  if (signal < 1 || signal > 64) {
+    return false;
+  }
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::uint64_t handled = 0;
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigCgt:", 0) == 0 || line.rfind("SigIgn:", 0) == 0) {
+      handled |= std::stoull(line.substr(7), nullptr, 16);
+    }
+  }
+  return ((handled >> (signal - 1)) & 1U) != 0;
+}
 
 // Fields after "(comm)", which may itself hold blanks and parentheses:
 // state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt

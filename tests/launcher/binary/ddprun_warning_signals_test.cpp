@@ -86,12 +86,43 @@ TEST_F(DdprunWarningSignalsTest, Usr1AndUsr2ReachTheWorkersOnceAndTheyKeepRunnin
     EXPECT_EQ(linesIn(name), 1) << name << ": one signal, forwarded twice";
   }
   EXPECT_EQ(countOf(outcome.stderr_text,
-                    "received SIGUSR1: forwarded to 2 worker(s), which keep running"),
+                    "received SIGUSR1: forwarded to local rank(s) [0,1], which handle it and "
+                    "keep running\n"),
             1)
       << outcome.stderr_text;
-  EXPECT_EQ(countOf(outcome.stderr_text, "received SIGUSR2: forwarded to 2 worker(s)"), 1)
+  EXPECT_EQ(countOf(outcome.stderr_text, "received SIGUSR2: forwarded to local rank(s) [0,1]"), 1)
       << outcome.stderr_text;
   EXPECT_EQ(countOf(outcome.stderr_text, "interrupted"), 0) << outcome.stderr_text;
+}
+
+// A worker without a handler for SIGUSR1 (a Python script that installs
+// none) would die of it: it is not told, keeps running, and the job ends
+// with success, as a user's `kill -USR1` of ddprun should leave it. The log
+// names who was told and who was not.
+TEST_F(DdprunWarningSignalsTest, AWorkerWithoutAHandlerIsNotToldAndKeepsRunning) {
+  const fs::path script = dir_.path() / "rank0_traps.sh";
+  const std::string dir = dir_.path().string();
+  std::ofstream(script) << "#!/bin/sh\n"
+                        << "if [ \"$LOCAL_RANK\" = 0 ]; then\n"
+                        << "  trap 'echo . >> \"" << dir << "/0.usr1\"' USR1\n"
+                        << "fi\n"
+                        << "echo $$ > \"" << dir << "/$LOCAL_RANK.ready\"\n"
+                        << "while [ ! -e \"" << dir << "/finish\" ]; do sleep 0.05; done\n";
+  fs::permissions(script, fs::perms::owner_all);
+  Subprocess ddprun = start({"--standalone", "--nproc-per-node", "2", script.string()});
+  ASSERT_TRUE(test_support::eventually([&] { return everyWorkerReady(2); }, 20s))
+      << readFile(dir_.path() / "stderr");
+  ASSERT_EQ(::kill(ddprun.pid(), SIGUSR1), 0);
+  EXPECT_TRUE(test_support::eventually([&] { return linesIn("0.usr1") == 1; }, 10s))
+      << readFile(dir_.path() / "stderr");
+  finishWorkers();
+  const Outcome outcome = waitFor(ddprun, 20s);
+  EXPECT_TRUE(outcome.status.success()) << outcome.status.describe() << outcome.stderr_text;
+  EXPECT_EQ(countOf(outcome.stderr_text,
+                    "received SIGUSR1: forwarded to local rank(s) [0], which handle it and keep "
+                    "running; not to [1], which do not handle it (it would end them)\n"),
+            1)
+      << outcome.stderr_text;
 }
 
 // Node 0's workers are done; it waits at the exit barrier for node 1's.

@@ -6,10 +6,14 @@
 // SIGUSR1 is blocked in the thread that constructs it, and so in every
 // thread started after (LibTorch's, Gloo's), and is taken by a thread of its
 // own with sigwaitinfo: it never interrupts a system call of Gloo or of the
-// store, and needs no async-signal-safe handler. Construct it first in
-// main(), before any other thread exists. Owns that thread (joined by the
-// destructor). takeRequest() may be called from any thread.
+// store. A handler is installed as well, which only a thread started before
+// it could run (it asks the same); it shows ddprun that the worker handles
+// SIGUSR1, which ddprun forwards only to workers that do. Construct it first
+// in main(), before any other thread exists. Owns that thread (joined by
+// the destructor). takeRequest() may be called from any thread.
 #pragma once
+
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
@@ -34,6 +38,10 @@ class SnapshotSignal {
   // boundary asked a second snapshot one epoch later.
   void answered();
 
+  // From the handler: a request, as the waiter would take it (an atomic
+  // store, async-signal-safe).
+  void requestFromHandler() { requested_ = true; }
+
  private:
   void waitForSignals();
 
@@ -42,6 +50,7 @@ class SnapshotSignal {
   // by the waiter and by answered().
   std::atomic<std::chrono::steady_clock::rep> last_request_{0};
   std::atomic<bool> stopping_{false};
+  struct sigaction previous_ {};  // SIGUSR1's action before, restored by the destructor
   std::thread waiter_;
 };
 

@@ -25,6 +25,13 @@ struct ProcStat {
 // /proc/<pid>/stat, or nullopt when the process is gone (or unreadable).
 std::optional<ProcStat> readProcStat(pid_t pid);
 
+// Whether `pid` has a handler for `signal` or ignores it (SigCgt, SigIgn in
+// /proc/<pid>/status): sent the signal, it does not take the default action
+// (which ends the process for SIGUSR1 and SIGUSR2). A signal it only blocks
+// is not handled: it takes the default action once unblocked (a shell
+// blocks every signal around each fork). False when the process is gone.
+bool handlesSignal(pid_t pid, int signal);
+
 // The children of every thread of `pid` (/proc/<pid>/task/*/children);
 // empty if the kernel lacks that file (CONFIG_PROC_CHILDREN).
 std::vector<pid_t> childrenOf(pid_t pid);
