@@ -20,6 +20,7 @@
 #include "child_runs.hpp"
 #include "ddprun/launcher/process/executable_path.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
+#include "launch_one_run.hpp"
 #include "launch_report.hpp"
 #include "machine.hpp"
 #include "python_workers.hpp"
@@ -30,6 +31,15 @@ namespace ddprun::bench {
 namespace {
 
 namespace fs = std::filesystem;
+using launch::alternate;
+using launch::During;
+using launch::Launcher;
+using launch::launchers;
+using launch::runOnce;
+using launch::RunResult;
+using launch::samplesOf;
+using launch::Setup;
+using launch::Workers;
 
 // An executable on this process's PATH, or an empty path.
 std::filesystem::path onPath(const std::string& name) {
@@ -37,208 +47,12 @@ std::filesystem::path onPath(const std::string& name) {
   return ddprun::launcher::findExecutable(name, path != nullptr ? path : "").value_or("");
 }
 
-// Floor: what the kernel and a shell allow, `sh` starting the same workers in
-// parallel and waiting for them; no launcher can do less and still start them.
-enum class Launcher { Ddprun, Torchrun, Floor };
-
-const char* nameOf(Launcher launcher) {
-  switch (launcher) {
-    case Launcher::Ddprun:
-      return "ddprun";
-    case Launcher::Torchrun:
-      return "torchrun";
-    case Launcher::Floor:
-      return "floor";
-  }
-  return "?";
-}
-
-// $1 workers of the command in $2..., in parallel, then the wait for all;
-// each has its RANK, as the restart's replacements need.
-constexpr char kParallelShell[] =
-    "n=$1; shift; while [ \"$n\" -gt 0 ]; do n=$((n - 1)); RANK=$n \"$@\" & done; wait";
-
 // Targets (issue 30): a launch within these multiples of the floor, restarts
 // within these times.
 constexpr double kPythonLaunchFloors = 1.2;
 constexpr double kProgramLaunchFloors = 2.0;
 constexpr double kPythonRestartMs = 50.0;
 constexpr double kProgramRestartMs = 10.0;
-
-// What every worker runs: a Python script through the launcher's interpreter
-// path, or a program with --no-python.
-struct Workers {
-  std::string label;
-  bool python = false;
-  std::vector<std::string> command;
-  // Given as PYTHON_EXEC, or chosen by ddprun itself as when a user sets
-  // none: it asks the first python3 on PATH (the benchmark's, put first)
-  // whether it finds torch, or uses its kept answer (the probe cache, in the
-  // scratch directory: the first run asks), or asks every launch.
-  enum class Interpreter { kGiven, kProbed, kProbedEachLaunch } interpreter = Interpreter::kGiven;
-};
-
-// `env` with `dir` put first on its PATH.
-void prependToPath(EnvVars& env, const std::string& dir) {
-  for (auto& [name, value] : env) {
-    if (name == "PATH") {
-      value = dir + (value.empty() ? "" : ":" + value);
-      return;
-    }
-  }
-  env.emplace_back("PATH", dir);
-}
-
-struct Setup {
-  LaunchOptions options;
-  std::string python;  // runs the Python workers (and torchrun); empty: none found
-  std::string torch_version;
-  fs::path restart_worker;
-  fs::path true_program;
-  fs::path shell;
-  test_support::TempDir scratch{"launch_bench"};
-  EnvVars base_env;
-  int run_counter = 0;
-  LaunchReport report;
-};
-
-std::vector<std::string> launcherArgv(const Setup& setup, Launcher launcher, const Workers& workers,
-                                      int max_restarts) {
-  const std::string nproc = std::to_string(setup.options.nproc);
-  const std::string restarts = std::to_string(max_restarts);
-  std::vector<std::string> argv;
-  if (launcher == Launcher::Floor) {
-    argv = {setup.shell.string(), "-c", kParallelShell, "sh", nproc};
-    if (workers.python) {
-      argv.insert(argv.end(), {setup.python, "-u"});  // as ddprun runs a script
-    }
-  } else if (launcher == Launcher::Ddprun) {
-    argv = {setup.options.ddprun, "--standalone"};
-    argv.insert(argv.end(), {"--nproc-per-node", nproc, "--max-restarts", restarts});
-    if (!workers.python) {
-      argv.push_back("--no-python");
-    }
-  } else {
-    argv = {setup.python, "-m", "torch.distributed.run", "--standalone"};
-    argv.insert(argv.end(), {"--nproc_per_node", nproc, "--max_restarts", restarts});
-    // Debian's 1.13 crashes at start without -r/-t; 0.1 s is torchrun 2.x's
-    // default monitor interval (1.13's is 5 s).
-    argv.insert(argv.end(), {"--monitor_interval", "0.1", "-r", "9:1", "-t", "9:1"});
-    if (!workers.python) {
-      argv.push_back("--no_python");
-    }
-  }
-  argv.insert(argv.end(), workers.command.begin(), workers.command.end());
-  return argv;
-}
-
-// The launchers measured, and with `floor` the floor after them.
-std::vector<Launcher> launchers(const Setup& setup, bool floor) {
-  std::vector<Launcher> measured{Launcher::Ddprun};
-  if (!setup.options.skip_torchrun && !setup.python.empty() && !setup.torch_version.empty()) {
-    measured.push_back(Launcher::Torchrun);
-  }
-  if (floor) {
-    measured.push_back(Launcher::Floor);
-  }
-  return measured;
-}
-
-Samples& samplesOf(Comparison& row, Launcher launcher) {
-  switch (launcher) {
-    case Launcher::Ddprun:
-      return row.ddprun;
-    case Launcher::Torchrun:
-      return row.torchrun;
-    case Launcher::Floor:
-      return row.floor;
-  }
-  return row.ddprun;
-}
-
-// Runs while the launcher is up; false (with a reason) if the run failed.
-using During = std::function<bool(launcher::Subprocess&, const fs::path& dir, Clock::time_point)>;
-
-struct RunResult {
-  bool ok = false;
-  double ms = 0.0;  // launcher started -> launcher exited
-  fs::path dir;     // the workers' files
-  Clock::time_point started;
-};
-
-void noteFailure(Setup& setup, const std::string& what, const fs::path& log) {
-  constexpr std::size_t kMaxNotes = 20;  // a systematic failure should not flood the report
-  if (setup.report.notes.size() >= kMaxNotes) {
-    return;
-  }
-  const std::string tail = tailOf(log, 8);  // indented to sit inside the list item
-  setup.report.notes.push_back(what + (tail.empty()
-                                           ? "; it printed nothing"
-                                           : "; its output ended:\n  ```\n" + tail + "  ```"));
-}
-
-RunResult runOnce(Setup& setup, Launcher launcher, const Workers& workers, int max_restarts,
-                  const std::string& phase, const EnvVars& extra_env = {},
-                  const During& during = nullptr) {
-  RunResult result;
-  result.dir = setup.scratch.path() /
-               (phase + "." + nameOf(launcher) + "." + std::to_string(++setup.run_counter));
-  fs::create_directory(result.dir);
-  LaunchSpec spec;
-  spec.argv = launcherArgv(setup, launcher, workers, max_restarts);
-  spec.env = setup.base_env;
-  if (workers.interpreter == Workers::Interpreter::kGiven) {
-    spec.env.emplace_back("PYTHON_EXEC", setup.python);
-  } else {
-    prependToPath(spec.env, fs::path(setup.python).parent_path().string());
-    spec.env.emplace_back("XDG_CACHE_HOME", (setup.scratch / "cache").string());
-  }
-  if (workers.interpreter == Workers::Interpreter::kProbedEachLaunch) {
-    spec.env.emplace_back("DDPRUN_PYTHON_PROBE_CACHE", "0");
-  }
-  spec.env.emplace_back("LAUNCH_BENCH_DIR", result.dir.string());
-  spec.env.emplace_back("TMPDIR", result.dir.string());  // torchrun's log dirs go away with it
-  spec.env.insert(spec.env.end(), extra_env.begin(), extra_env.end());
-  spec.log = result.dir / "launcher.log";
-  const std::string what = std::string(nameOf(launcher)) + ", " + phase + ", " + workers.label;
-  auto [process, started] = startLogged(spec);
-  const auto deadline =
-      Clock::now() + std::chrono::milliseconds(static_cast<long>(setup.options.timeout_s * 1000));
-  if (during && !during(process, result.dir, deadline)) {
-    process.stop(std::chrono::milliseconds(5000));
-    noteFailure(setup, what + ": the workers never got going (" + describeStatus(process) + ")",
-                spec.log);
-    return result;
-  }
-  const auto exited = waitExit(process, deadline);
-  if (!exited) {
-    process.stop(std::chrono::milliseconds(5000));
-    noteFailure(setup, what + ": still running after the timeout", spec.log);
-    return result;
-  }
-  if (!succeeded(process)) {
-    noteFailure(setup, what + ": " + describeStatus(process), spec.log);
-    return result;
-  }
-  result.ok = true;
-  result.started = started;
-  result.ms = std::chrono::duration<double, std::milli>(*exited - started).count();
-  return result;
-}
-
-// Run -1 is the untimed warm-up; `record` gets every timed run's result.
-void alternate(const std::vector<Launcher>& order, int runs,
-               const std::function<void(Launcher, int run, const RunResult&)>& record,
-               const std::function<RunResult(Launcher, int run)>& one) {
-  for (int run = -1; run < runs; ++run) {
-    for (Launcher launcher : order) {
-      const RunResult result = one(launcher, run);
-      if (run >= 0) {
-        record(launcher, run, result);
-      }
-    }
-  }
-}
 
 Comparison measureLaunch(Setup& setup, const Workers& workers) {
   std::cerr << "launch_bench: launch, " << workers.label << "..." << std::endl;
