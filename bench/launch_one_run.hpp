@@ -51,12 +51,13 @@ struct Setup {
 };
 
 // Runs while the launcher is up; false (with a reason) if the run failed.
-using During = std::function<bool(launcher::Subprocess&, const std::filesystem::path& dir, Clock::time_point)>;
+using During =
+    std::function<bool(launcher::Subprocess&, const std::filesystem::path& dir, Clock::time_point)>;
 
 struct RunResult {
   bool ok = false;
-  double ms = 0.0;  // launcher started -> launcher exited
-  std::filesystem::path dir;     // the workers' files
+  double ms = 0.0;            // launcher started -> launcher exited
+  std::filesystem::path dir;  // the workers' files
   Clock::time_point started;
 };
 

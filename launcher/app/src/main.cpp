@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ddprun/launcher/agent/agent.hpp"
+#include "ddprun/launcher/app/node_workers.hpp"
 #include "ddprun/launcher/app/rendezvous_backends.hpp"
 #include "ddprun/launcher/app/subcommands.hpp"
 #include "ddprun/launcher/config/cli.hpp"
@@ -52,40 +53,6 @@ namespace {
 using namespace ddprun;
 using launcher::LaunchConfig;
 using launcher::log;
-
-// torchrun's rules: gpu = the visible CUDA devices (an error if none),
-// cpu = the CPU count, auto = GPUs if there are any, else CPUs; under Slurm
-// without SLURM_GPUS_ON_NODE, GPUs if there are any, else torchrun's 1.
-int resolveNproc(const launcher::NprocPerNode& nproc) {
-  using Kind = launcher::NprocPerNode::Kind;
-  const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  switch (nproc.kind) {
-    case Kind::kCount:
-      return nproc.count;
-    case Kind::kCpu:
-      return cpus;
-    case Kind::kGpu: {
-      const launcher::GpuCount gpus = launcher::countVisibleGpus();
-      if (gpus.count == 0) {
-        throw ConfigError("--nproc-per-node gpu: no CUDA GPU is visible: " + gpus.why_none);
-      }
-      log().info("--nproc-per-node gpu: {} GPU(s) visible, counted by {}", gpus.count,
-                 gpus.counted_by);
-      return gpus.count;
-    }
-    case Kind::kAuto: {
-      const launcher::GpuCount gpus = launcher::countVisibleGpus();
-      if (gpus.counted_by.empty()) {  // the count itself failed, not "no GPU"
-        log().warn("--nproc-per-node auto: {}; using the {} CPUs", gpus.why_none, cpus);
-      }
-      return gpus.count > 0 ? gpus.count : cpus;
-    }
-    case Kind::kGpusElseDefault:
-      return std::max(1, launcher::countVisibleGpus().count);
-  }
-  DDPRUN_ASSERT(false, "a --nproc-per-node kind without a count");
-  return 1;
-}
 
 std::string hostName() {
   char name[256] = {};
@@ -132,40 +99,6 @@ void refuseLogsSpecs(const LaunchConfig& config) {
                       ": names a Python entry point (group torchrun.logs_specs) that loads a "
                       "LogsSpecs class, and ddprun has no Python interpreter to load it into");
   }
-}
-
-struct WorkersPython {
-  std::string path;  // empty: the workers are not run by Python
-  std::optional<launcher::TorchVersion> torch;
-};
-
-// The interpreter of Python workers, chosen once, before any node joins: a
-// Python without torch would fail every worker of every attempt. Its torch's
-// version decides which NCCL variable the workers get; for $PYTHON_EXEC it
-// is asked only of a real interpreter (the answer is then kept), never of a
-// script.
-WorkersPython workersPython(const LaunchConfig& config, const launcher::Environment& env) {
-  if (!launcher::runsUnderPython(config, env)) {
-    return {};
-  }
-  const launcher::TorchProbeOptions probe = launcher::agentProbeOptions();
-  std::optional<std::string> origin;
-  const launcher::PythonChoice choice =
-      launcher::choosePython(env, [&probe, &origin](const std::string& python) {
-        origin = launcher::torchOrigin(python, probe);
-        return origin.has_value();
-      });
-  if (!origin && launcher::isCacheableInterpreter(choice.path)) {
-    origin = launcher::torchOrigin(choice.path, probe);
-  }
-  const auto torch = origin ? launcher::torchVersionAt(*origin) : std::nullopt;
-  if (!choice.why.empty()) {
-    log().info("workers' Python: {} ({})", choice.path, choice.why);
-  } else {
-    log().debug("workers' Python: {}, torch {}", choice.path,
-                torch ? fmt::format("{}.{}", torch->major, torch->minor) : "of unknown version");
-  }
-  return {choice.path, torch};
 }
 
 // What is checked before each join. The GPUs are those counted at the start,
@@ -267,7 +200,7 @@ std::string describeTimeline(const launcher::TimelineWriter& timeline) {
 int runAgent(const LaunchConfig& config) {
   refuseLogsSpecs(config);
   launcher::checkStartPaths(config);
-  const int nproc = resolveNproc(config.nproc_per_node);
+  const int nproc = launcher::resolveNproc(config.nproc_per_node);
   if (config.slurm) {
     // The driver is asked only when it decided the count (it was, just now).
     const bool gpus_counted =
@@ -285,7 +218,8 @@ int runAgent(const LaunchConfig& config) {
   if (config.numa_binding) {
     cpu_binding = launcher::bindOnThisMachine(*config.numa_binding, nproc);
   }
-  const auto [python, workers_torch] = workersPython(config, launcher::processEnvironment());
+  const auto [python, workers_torch] =
+      launcher::workersPython(config, launcher::processEnvironment());
   // Before anything is started too: a --virtual-local-rank worker without a
   // device of its own is refused here.
   auto environment = launcher::WorkerEnvironment::forLaunch(
