@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <thread>
 
+#include "ddprun/launcher/config/worker_command.hpp"
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/host/device_count.hpp"
-#include "ddprun/launcher/config/worker_command.hpp"
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::launcher {
@@ -52,11 +52,10 @@ WorkersPython workersPython(const LaunchConfig& config, const Environment& env) 
   }
   const TorchProbeOptions probe = agentProbeOptions();
   std::optional<std::string> origin;
-  const PythonChoice choice =
-      choosePython(env, [&probe, &origin](const std::string& python) {
-        origin = torchOrigin(python, probe);
-        return origin.has_value();
-      });
+  const PythonChoice choice = choosePython(env, [&probe, &origin](const std::string& python) {
+    origin = torchOrigin(python, probe);
+    return origin.has_value();
+  });
   if (!origin && isCacheableInterpreter(choice.path)) {
     origin = torchOrigin(choice.path, probe);
   }
