@@ -245,8 +245,8 @@ int runDaemon(int argc, char** argv) {
     std::unique_ptr<ddprun::rdzv::MetricsEndpoint> metrics;
     if (flags.metrics_port) {
       metrics = std::make_unique<ddprun::rdzv::MetricsEndpoint>(
-          ddprun::rdzv::MetricsEndpointOptions{flags.metrics_host.value_or(flags.server.host),
-                                               *flags.metrics_port},
+          ddprun::rdzv::MetricsEndpointOptions{
+              flags.metrics_host.value_or(flags.server.host), *flags.metrics_port, {}},
           registry);
     }
     server.start();

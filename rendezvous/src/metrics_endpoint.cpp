@@ -68,12 +68,15 @@ Response plainText(http::status status, std::string body, unsigned version) {
 }
 
 // What one GET or HEAD gets; the path's query string, if any, is ignored.
-Response answer(const http::request<http::empty_body>& request, const metrics::Registry& registry) {
+Response answer(const http::request<http::empty_body>& request, const metrics::Registry& registry,
+                const std::function<std::string()>& unhealthy) {
   const std::string_view target(request.target().data(), request.target().size());
   const std::string_view path = target.substr(0, target.find('?'));
   const unsigned version = request.version();
   if (path == "/healthz") {
-    return plainText(http::status::ok, "ok", version);
+    const std::string why = unhealthy ? unhealthy() : std::string();
+    return why.empty() ? plainText(http::status::ok, "ok", version)
+                       : plainText(http::status::service_unavailable, why + "\n", version);
   }
   if (path != "/metrics") {
     return plainText(http::status::not_found, "not found: try /metrics or /healthz\n", version);
@@ -147,9 +150,11 @@ using OpenConnections = std::list<Connection*>;
 // misbehaves. Held by its pending handler; leaves `open` when gone or evicted.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(net::tcp::socket socket, const metrics::Registry& registry, OpenConnections& open)
+  Connection(net::tcp::socket socket, const metrics::Registry& registry,
+             const std::function<std::string()>& unhealthy, OpenConnections& open)
       : stream_(std::move(socket)),
         registry_(registry),
+        unhealthy_(unhealthy),
         open_(open),
         listed_(open.insert(open.end(), this)) {}
   ~Connection() { unlist(); }
@@ -227,9 +232,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
                        "bad request: a " + std::string(request.method_string()) + " with content\n",
                        request.version()));
     } else if (method == http::verb::head) {
-      write(withoutContent(answer(request, registry_)), request.keep_alive());
+      write(withoutContent(answer(request, registry_, unhealthy_)), request.keep_alive());
     } else {
-      write(answer(request, registry_), request.keep_alive());
+      write(answer(request, registry_, unhealthy_), request.keep_alive());
     }
   }
 
@@ -296,6 +301,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::array<char, 1024> dropped_;  // what a lingering client still sends
   Response response_;
   const metrics::Registry& registry_;
+  const std::function<std::string()>& unhealthy_;  // the endpoint's options'
   OpenConnections& open_;
   OpenConnections::iterator listed_;  // open_.end() once it no longer counts
   // Set while waiting for a request; the eviction order.
@@ -330,7 +336,9 @@ struct MetricsEndpoint::Impl {
         net::error_code ignored;
         socket.close(ignored);  // every connection is being answered: the newcomer waits its turn
       } else {
-        std::make_shared<Connection>(std::move(socket), registry, open_connections)->read();
+        std::make_shared<Connection>(std::move(socket), registry, options.unhealthy,
+                                     open_connections)
+            ->read();
       }
       accept();
     });

@@ -3,13 +3,16 @@
 // reason, a 2.1 client under its dialect; and the endpoint's own limits and
 // HTTP: a method other than GET or HEAD, content, obsolete line folding,
 // Expect: 100-continue, HEAD, a header too large, an idle client, a flood of
-// connections, stopping with clients connected.
+// connections, stopping with clients connected; /healthz's 503 with the
+// owner's reason.
 #include "ddprun/rendezvous/metrics_endpoint.hpp"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ddprun/metrics/registry.hpp"
@@ -46,7 +49,7 @@ class MetricsEndpointTest : public ::testing::TestWithParam<int> {
     server_.emplace(options);
     registry_ = metrics::Registry();
     registry_.add([this](metrics::Exposition& out) { server_->collectMetrics(out); });
-    endpoint_.emplace(MetricsEndpointOptions{"127.0.0.1", 0}, registry_);
+    endpoint_.emplace(MetricsEndpointOptions{"127.0.0.1", 0, {}}, registry_);
     server_->start();
     endpoint_->start();
   }
@@ -297,6 +300,25 @@ TEST_P(MetricsEndpointTest, KeepAliveConnectionsHeldBetweenRequestsDoNotLockOutA
   }
   EXPECT_EQ(httpGet(endpoint_->port(), "/metrics", 2s).status, 200u);
   EXPECT_EQ(httpGet(endpoint_->port(), "/metrics", 2s).status, 200u);
+}
+
+// /healthz asks the owner's judgement each time: 503 with its reason while
+// it has one, 200 "ok" again once it has none.
+TEST(MetricsEndpointHealthTest, HealthzIs503WithTheReasonWhileThereIsOne) {
+  metrics::Registry registry;
+  std::atomic<bool> stuck{true};
+  MetricsEndpoint endpoint(
+      MetricsEndpointOptions{"127.0.0.1", 0,
+                             [&] { return stuck ? std::string("the loop is stuck") : ""; }},
+      registry);
+  endpoint.start();
+  const auto unhealthy = httpGet(endpoint.port(), "/healthz");
+  EXPECT_EQ(unhealthy.status, 503u);
+  EXPECT_EQ(unhealthy.body, "the loop is stuck\n");
+  stuck = false;
+  const auto healthy = httpGet(endpoint.port(), "/healthz");
+  EXPECT_EQ(healthy.status, 200u);
+  EXPECT_EQ(healthy.body, "ok");
 }
 
 TEST_P(MetricsEndpointTest, StoppingWithClientsConnectedReturns) {

@@ -33,6 +33,7 @@
 
 #include "agent_impl.hpp"
 #include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/core/loop_heartbeat.hpp"
 #include "ddprun/launcher/core/option_values.hpp"
 
 namespace ddprun::launcher {
@@ -48,6 +49,20 @@ std::string variable(const WorkerEnvironment::Variables& env, std::string_view n
 }
 
 }  // namespace
+
+// /healthz's evidence that this loop turns: a beat a second until finish().
+void Agent::Impl::beat() {
+  if (phase == Phase::Done) {
+    return;
+  }
+  config.heartbeat->beat();
+  heartbeat_timer.expires_after(std::chrono::seconds(1));
+  heartbeat_timer.async_wait([this](const net::error_code& error) {
+    if (!error) {
+      beat();
+    }
+  });
+}
 
 void Agent::Impl::runLoop() {
   for (;;) {
@@ -380,7 +395,13 @@ RunResult Agent::run() {
     asio::post(impl.io, [&impl, newer_attempt] { impl.onGroupOver(newer_attempt); });
   });
   asio::post(impl.io, [&impl] { impl.startAttempt(); });  // under runLoop's exception guard
+  if (impl.config.heartbeat != nullptr) {
+    asio::post(impl.io, [&impl] { impl.beat(); });
+  }
   impl.runLoop();
+  if (impl.config.heartbeat != nullptr) {
+    impl.config.heartbeat->stop();
+  }
   impl.rendezvous.watchGroup({});  // the rendezvous outlives this agent's loop
   impl.joinWaiter();
   return impl.result;

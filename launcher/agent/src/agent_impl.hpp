@@ -101,6 +101,7 @@ struct Agent::Impl {
   void fail(const std::string& why);
   void finish(int exit_code);
   void joinWaiter();
+  void beat();
   void waitForSignal();
   bool onStopRequest(int signal);
   void forwardToWorkers(int signal);
@@ -115,6 +116,7 @@ struct Agent::Impl {
   net::asio::io_context io{1};
   net::asio::signal_set signals;
   net::asio::steady_timer grace;
+  net::asio::steady_timer heartbeat_timer{io};
   std::vector<Worker> workers;
   WorkerRelays relays;
   WorkerWatchdogs watchdogs;

@@ -194,6 +194,7 @@ void Agent::Impl::finish(int exit_code) {
   net::error_code ignored;
   signals.cancel(ignored);
   grace.cancel();
+  heartbeat_timer.cancel();
   watchdogs.stop();
   peers.reset();
   // What is stuck will not die in any wait; the rest was SIGKILLed with it.

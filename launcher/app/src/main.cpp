@@ -236,7 +236,8 @@ int runAgent(const LaunchConfig& config) {
   const std::string host = hostName();
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
   // After the fork (it has a thread), and before the rendezvous goes.
-  launcher::AgentObservers observers(config, nproc, host, *rendezvous);
+  launcher::AgentObservers observers(config, nproc, host, *rendezvous,
+                                     config.no_python ? config.training_script : python);
   const fs::path run_dir = launcher::runLogDir(config);
   // The timeline lives with the logs: --log-dir /dev/null (no run
   // directory) asks for no files at all, so none.
@@ -261,6 +262,7 @@ int runAgent(const LaunchConfig& config) {
   agent_config.cgroup = cgroup.get();
   agent_config.guardian_pidfd = guardian_pidfd;
   agent_config.events = observers.events();
+  agent_config.heartbeat = observers.heartbeat();
   for (const std::string& notice : agent_config.environment.notices()) {
     log().warn("{}", notice);
   }

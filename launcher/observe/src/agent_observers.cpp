@@ -1,11 +1,25 @@
 #include "ddprun/launcher/observe/agent_observers.hpp"
 
+#include <unistd.h>
+
 #include "ddprun/launcher/core/log.hpp"
 
 namespace ddprun::launcher {
 
 AgentObservers::AgentObservers(const LaunchConfig& config, int nproc, const std::string& host,
-                               const Rendezvous& rendezvous) {
+                               const Rendezvous& rendezvous, const std::string& entry_point) {
+  // torchrun's events logger takes its level from LOGLEVEL: its events are
+  // info lines, so WARNING and above quiet them.
+  const bool info_logged =
+      !config.log_level || *config.log_level == "info" || *config.log_level == "debug";
+  if (config.event_log_handler == "console" && info_logged) {
+    torch_events_ = std::make_unique<TorchEventLog>(
+        TorchEventLog::Job{config.rdzv_id, config.role, host, config.rdzv_backend, entry_point,
+                           config.max_restarts},
+        STDERR_FILENO);
+    fan_out_.add(torch_events_.get());
+    observed_ = true;
+  }
   if (config.metrics_port) {
     metrics_ = std::make_unique<AgentMetrics>(
         nproc, config.max_restarts,
@@ -15,7 +29,8 @@ AgentObservers::AgentObservers(const LaunchConfig& config, int nproc, const std:
     registry_.add([&rendezvous](metrics::Exposition& out) { rendezvous.collectMetrics(out); });
     endpoint_ = std::make_unique<rdzv::MetricsEndpoint>(
         rdzv::MetricsEndpointOptions{config.metrics_host.value_or(""),
-                                     static_cast<std::uint16_t>(*config.metrics_port)},
+                                     static_cast<std::uint16_t>(*config.metrics_port),
+                                     [this] { return heartbeat_.stalled(); }},
         registry_);
     endpoint_->start();
     log().info("serving metrics on http://{}/metrics", endpoint_->listenAddress());

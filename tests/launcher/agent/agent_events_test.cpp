@@ -1,14 +1,19 @@
 // What an agent tells its observer (AgentConfig::events), with real worker
 // processes (fake_worker) and a scripted rendezvous: the order of a run with
-// one crash and one restart, and that a fan-out tells each observer the same.
+// one crash and one restart, that a fan-out tells each observer the same, and
+// the heartbeat /healthz judges the loop by (AgentConfig::heartbeat).
 #include "ddprun/launcher/core/agent_events.hpp"
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ddprun/launcher/agent/agent.hpp"
+#include "ddprun/launcher/core/loop_heartbeat.hpp"
+#include "ddprun/test_support/eventually.hpp"
 #include "fake_rendezvous.hpp"
 #include "fake_worker_config.hpp"
 
@@ -132,6 +137,44 @@ TEST(AgentEventsTest, AFailureInARoundThatLostNobodyCountsItsRestart) {
     EXPECT_EQ(restartsTold(recorder), std::vector<std::string>{"restart 1/1"}) << alone;
     EXPECT_EQ(rendezvous.failureChecks().size(), alone ? 0U : 1U);
   }
+}
+
+// While run() runs, the loop beats: the heartbeat judges the agent stuck
+// only past the bound (judged as if that much later), never now; once run()
+// returns there is no loop to judge.
+TEST(AgentEventsTest, TheLoopBeatsWhileTheAgentRuns) {
+  using namespace std::chrono_literals;
+  FakeRendezvous rendezvous(singleNode(1));
+  WorkerEnvironment::Job job;
+  job.run_id = "heartbeat";
+  AgentConfig config = testing::fakeWorkerConfig(rendezvous, 1, {"--tick", "100", "25"}, 0, job,
+                                                 {{"PATH", "/usr/bin:/bin"}});
+  LoopHeartbeat heartbeat;
+  config.heartbeat = &heartbeat;
+  const auto past_the_bound = [&] {
+    return heartbeat.stalled(LoopHeartbeat::Clock::now() + LoopHeartbeat::kStallBound + 5s);
+  };
+  EXPECT_EQ(past_the_bound(), "");  // not running yet: nothing to judge
+  std::optional<RunResult> result;
+  std::thread agent([&] { result = Agent(std::move(config)).run(); });
+  const bool beaten = test_support::eventually([&] { return !past_the_bound().empty(); }, 10s);
+  EXPECT_EQ(heartbeat.stalled(), "");
+  agent.join();
+  EXPECT_TRUE(beaten) << "the loop never beat";
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->exit_code, 0);
+  EXPECT_EQ(past_the_bound(), "");
+}
+
+TEST(LoopHeartbeatTest, StalledPastTheBoundSaysForHowLong) {
+  using namespace std::chrono_literals;
+  LoopHeartbeat heartbeat;
+  const auto now = LoopHeartbeat::Clock::now();
+  heartbeat.beat(now);
+  EXPECT_EQ(heartbeat.stalled(now + LoopHeartbeat::kStallBound), "");
+  EXPECT_EQ(heartbeat.stalled(now + 12s), "the agent's loop has not turned for 12 s");
+  heartbeat.stop();
+  EXPECT_EQ(heartbeat.stalled(now + 12s), "");
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // The ddprun executable's flags as a torchrun user types them: abbreviated,
 // --help, --print-completion, --virtual-local-rank seen from real workers,
 // and the flag it refuses (--logs-specs) with its reason; --metrics-port's
-// mistakes, each one line.
+// mistakes, each one line; LOGLEVEL and --event-log-handler console.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "ddprun/test_support/daemon_process.hpp"
@@ -125,6 +127,66 @@ TEST_F(DdprunBinaryTest, LoglevelQuietsOrWidensTheAgentsLog) {
   EXPECT_EQ(bad.status, (ExitStatus{ExitStatus::Kind::Exited, 2}));
   EXPECT_TRUE(bad.stderr_text.starts_with("ddprun: LOGLEVEL 'loud': not a log level"))
       << bad.stderr_text;
+}
+
+// The states of the torchrun events (--event-log-handler console) on
+// ddprun's stderr, one JSON line each, in the order written.
+std::vector<std::string> torchEventStates(const std::string& console) {
+  std::vector<std::string> states;
+  std::istringstream lines(console);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("{\"name\":\"torchelastic.worker.status.")) {
+      const auto event = nlohmann::json::parse(line);
+      states.push_back(event["source"].get<std::string>() + " " +
+                       event["metadata"]["state"].get<std::string>());
+    }
+  }
+  return states;
+}
+
+// torchrun prints its events on the console with --event-log-handler
+// console; ddprun prints each round, each worker's start and end, each
+// restart and the end of the job there, and nothing without the flag.
+TEST_F(DdprunBinaryTest, EventLogHandlerConsolePrintsTorchrunsEvents) {
+  const std::vector<std::string> job = {"--standalone",
+                                        "--nproc-per-node",
+                                        "2",
+                                        "--max-restarts",
+                                        "1",
+                                        "--no-python",
+                                        DDPRUN_FAKE_WORKER,
+                                        "--only-rank",
+                                        "1",
+                                        "--only-attempt",
+                                        "0",
+                                        "--exit",
+                                        "3"};
+  std::vector<std::string> with_events = {"--event-log-handler", "console"};
+  with_events.insert(with_events.end(), job.begin(), job.end());
+  const Outcome outcome = run(with_events);
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  std::vector<std::string> states = torchEventStates(outcome.stderr_text);
+  ASSERT_EQ(states.size(), 12u) << outcome.stderr_text;
+  // How one attempt's worker starts and ends interleave is the kernel's
+  // choice: each attempt's four worker events are compared sorted.
+  std::sort(states.begin() + 1, states.begin() + 5);
+  std::sort(states.begin() + 7, states.begin() + 11);
+  EXPECT_EQ(states,
+            (std::vector<std::string>{"AGENT RENDEZVOUS", "WORKER FAILED", "WORKER STARTED",
+                                      "WORKER STARTED", "WORKER SUCCEEDED", "AGENT RESTARTING",
+                                      "AGENT RENDEZVOUS", "WORKER STARTED", "WORKER STARTED",
+                                      "WORKER SUCCEEDED", "WORKER SUCCEEDED", "AGENT SUCCEEDED"}))
+      << outcome.stderr_text;
+
+  const Outcome quiet = run(job);
+  ASSERT_TRUE(quiet.status.success()) << quiet.stderr_text;
+  EXPECT_TRUE(torchEventStates(quiet.stderr_text).empty()) << quiet.stderr_text;
+
+  // torchrun's events logger takes its level from LOGLEVEL too.
+  extra_env_ = {{"LOGLEVEL", "WARNING"}};
+  const Outcome warnings_only = run(with_events);
+  ASSERT_TRUE(warnings_only.status.success()) << warnings_only.stderr_text;
+  EXPECT_TRUE(torchEventStates(warnings_only.stderr_text).empty()) << warnings_only.stderr_text;
 }
 
 TEST_F(DdprunBinaryTest, LogsSpecsIsRefusedSayingWhy) {

@@ -1,5 +1,6 @@
 // The HTTP endpoint Prometheus scrapes: GET /metrics (the registry's text,
-// Content-Type text/plain; version=0.0.4) and GET /healthz ("ok"), HEAD of
+// Content-Type text/plain; version=0.0.4) and GET /healthz ("ok", or 503 with
+// the reason MetricsEndpointOptions::unhealthy gives), HEAD of
 // either, any other path 404 and any other method 405, over Boost.Beast, on
 // a port of its own, never the store's.
 //
@@ -15,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -25,6 +27,9 @@ namespace ddprun::rdzv {
 struct MetricsEndpointOptions {
   std::string host;        // empty: every address (IPv6 dual-stack, else IPv4)
   std::uint16_t port = 0;  // 0: an ephemeral port, see port()
+  // Asked on the endpoint's thread at each /healthz: why the process is not
+  // healthy, or "" when it is. Unset: always healthy.
+  std::function<std::string()> unhealthy;
 };
 
 class MetricsEndpoint {

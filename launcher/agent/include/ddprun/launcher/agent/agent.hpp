@@ -40,6 +40,7 @@ namespace ddprun::launcher {
 
 class WorkerCgroup;
 class AgentEvents;
+class LoopHeartbeat;
 
 struct AgentConfig {
   int nproc_per_node = 1;
@@ -91,6 +92,9 @@ struct AgentConfig {
   // Who watches the agent's life (the metrics, the timeline), told on the
   // loop thread; borrowed; null: nobody.
   AgentEvents* events = nullptr;
+  // Beaten about once a second from the loop while run() runs, for
+  // /healthz; borrowed; null: nobody asks.
+  LoopHeartbeat* heartbeat = nullptr;
 };
 
 class Agent {

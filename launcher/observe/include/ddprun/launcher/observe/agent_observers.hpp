@@ -1,5 +1,7 @@
 // Who watches this agent's life, from the flags: the metrics endpoint
-// (--metrics-port: AgentMetrics behind a MetricsEndpoint), and those main
+// (--metrics-port: AgentMetrics behind a MetricsEndpoint, whose /healthz
+// says whether the agent's loop turns: LoopHeartbeat), torchrun's events
+// on stderr (--event-log-handler console: TorchEventLog), and those main
 // adds (the timeline). Every observer is told through one AgentEventsFanOut,
 // which is what AgentConfig::events gets.
 //
@@ -15,7 +17,9 @@
 
 #include "ddprun/launcher/core/agent_events.hpp"
 #include "ddprun/launcher/core/launch_config.hpp"
+#include "ddprun/launcher/core/loop_heartbeat.hpp"
 #include "ddprun/launcher/observe/agent_metrics.hpp"
+#include "ddprun/launcher/observe/torch_events.hpp"
 #include "ddprun/metrics/registry.hpp"
 #include "ddprun/rendezvous/metrics_endpoint.hpp"
 
@@ -25,9 +29,10 @@ class AgentObservers {
  public:
   // Throws NetworkError when the metrics cannot listen on their port. The
   // metrics include those of the rendezvous `rendezvous` hosts, if any; it
-  // outlives this object.
+  // outlives this object. `entry_point`: what the workers run first (the
+  // interpreter, or the executable with --no-python), as events name it.
   AgentObservers(const LaunchConfig& config, int nproc, const std::string& host,
-                 const Rendezvous& rendezvous);
+                 const Rendezvous& rendezvous, const std::string& entry_point);
   ~AgentObservers();
   AgentObservers(const AgentObservers&) = delete;
   AgentObservers& operator=(const AgentObservers&) = delete;
@@ -40,12 +45,17 @@ class AgentObservers {
 
   // What AgentConfig::events gets: null when nobody watches.
   AgentEvents* events() { return observed_ ? &fan_out_ : nullptr; }
+  // What AgentConfig::heartbeat gets: the beat /healthz judges the agent by
+  // (LoopHeartbeat); null without a metrics endpoint.
+  LoopHeartbeat* heartbeat() { return endpoint_ ? &heartbeat_ : nullptr; }
 
  private:
   AgentEventsFanOut fan_out_;
   bool observed_ = false;
+  std::unique_ptr<TorchEventLog> torch_events_;
   std::unique_ptr<AgentMetrics> metrics_;
   metrics::Registry registry_;
+  LoopHeartbeat heartbeat_;  // before the endpoint that reads it
   std::unique_ptr<rdzv::MetricsEndpoint> endpoint_;
 };
 
