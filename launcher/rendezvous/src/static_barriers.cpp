@@ -42,6 +42,24 @@ std::string StaticRendezvous::missingRanks(const std::string& name, int first) {
   return missing;
 }
 
+// "; <why>" for each node rank from `first` that has not joined because its
+// agent was refused (refuseIfUnlikeNodeZero); "" for steps other than the
+// join, and for more ranks than are asked after one by one.
+std::string StaticRendezvous::refusals(const std::string& name, int first) {
+  constexpr int kAskedAtMost = 32;
+  std::string reasons;
+  if (name != "node" || options_.nnodes - first > kAskedAtMost) {
+    return reasons;
+  }
+  for (int rank = std::max(first, 1); rank < options_.nnodes; ++rank) {
+    const std::string refused = key("refused/" + std::to_string(rank));
+    if (!client_->check({key("node/" + std::to_string(rank))}) && client_->check({refused})) {
+      reasons += "; " + proto::visible(client_->get(refused));
+    }
+  }
+  return reasons;
+}
+
 // Waits for every node's "<name>/<rank>" key, saying which node ranks it
 // still waits for and for what ("to join the store at ..."); `timeout` (how
 // long the whole wait may take) is for the message.
@@ -51,9 +69,10 @@ void StaticRendezvous::waitForNodes(const std::string& name, int first, TimePoin
   WaitNotice notice(
       [&] {
         const std::string missing = missingForNotice(name, first);
-        return missing.empty() ? missing
-                               : "node rank(s) " + missing + " of " +
-                                     std::to_string(options_.nnodes) + " " + waiting_for;
+        return missing.empty()
+                   ? missing
+                   : "node rank(s) " + missing + " of " + std::to_string(options_.nnodes) + " " +
+                         waiting_for + refusals(name, first);
       },
       deadline);
   try {
@@ -92,7 +111,7 @@ std::string StaticRendezvous::timeoutMessage(const std::string& name, int first,
   if (client_->check({key("error")})) {
     message += "; " + proto::visible(client_->get(key("error")));  // node 0's words
   }
-  return message;
+  return message + refusals(name, first);
 }
 
 void StaticRendezvous::beforeAttempt(int attempt) {

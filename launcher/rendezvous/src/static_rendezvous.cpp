@@ -259,6 +259,9 @@ WorkerGroup StaticRendezvous::join(int next_attempt) {
     throw NetworkError("the static rendezvous was cancelled");
   }
   claimNodeRank();
+  if (options_.node_rank != 0) {
+    refuseIfUnlikeNodeZero(deadline);
+  }
   client_->set(key("node/" + std::to_string(options_.node_rank)),
                std::to_string(options_.nproc_per_node) + " " + options_.hostname + " " +
                    std::to_string(next_attempt));
@@ -316,6 +319,37 @@ void StaticRendezvous::claimNodeRank() {
   // timeout message say why.
   client_->set(key("error"), message);
   throw ConfigError(message);
+}
+
+// Node 0's --nproc-per-node is the job's. A node that differs is refused
+// before it joins: it gives its node rank back and leaves its reason in
+// "refused/<rank>", so node 0 and the nodes that agree keep waiting, say why,
+// and take a corrected agent started in its place.
+void StaticRendezvous::refuseIfUnlikeNodeZero(TimePoint deadline) {
+  const std::string rank = std::to_string(options_.node_rank);
+  WaitNotice notice([this] { return "node rank 0 to join the store at " + storeAddress(); },
+                    deadline);
+  try {
+    waitForKeys({key("node/0")}, notice);
+  } catch (const TimeoutError&) {
+    throw TimeoutError(timeoutMessage("node", 0, "join", options_.join_timeout));
+  }
+  const NodeKey node0 = parseNode(client_->get(key("node/0")));
+  if (node0.nproc == options_.nproc_per_node) {
+    client_->deleteKey(key("refused/" + rank));  // an earlier, wrong agent's
+    return;
+  }
+  const std::string message =
+      "node rank " + rank + " (" + options_.hostname + ") has --nproc-per-node " +
+      std::to_string(options_.nproc_per_node) + " but node rank 0 (" + node0.host + ") has " +
+      std::to_string(node0.nproc) +
+      ": a static job runs the same count on every node (torchrun assumes homogeneous "
+      "nodes); start node rank " +
+      rank + " again with --nproc-per-node " + std::to_string(node0.nproc) +
+      ", the other nodes wait for it";
+  client_->set(key("refused/" + rank), message);
+  client_->deleteKey(key("claim/" + rank));
+  throw ConfigError("static rendezvous refused this node: " + message);
 }
 
 void StaticRendezvous::checkNodes(const std::vector<std::string>& values) const {

@@ -1,7 +1,8 @@
 // Static multi-node rendezvous with "nodes" as threads of one process on
 // 127.0.0.1: group environments, node 0 starting last, a missing node, a
-// duplicated node rank, mismatched --nproc-per-node, the exit barrier keeping
-// node 0's store up, and the per-attempt clear barrier.
+// duplicated node rank, a node refused for its --nproc-per-node while the
+// others wait, the exit barrier keeping node 0's store up, and the
+// per-attempt clear barrier.
 #include "ddprun/launcher/rendezvous/static_rendezvous.hpp"
 
 #include <arpa/inet.h>
@@ -168,17 +169,45 @@ TEST(StaticRendezvousTest, DuplicateNodeRankIsAClearError) {
   EXPECT_NE(timeout.find("claimed by more than one agent"), std::string::npos) << timeout;
 }
 
-TEST(StaticRendezvousTest, MismatchedNprocIsAClearError) {
+// Node 0's --nproc-per-node is the job's: a node that differs is refused in
+// one line, node 0 keeps waiting and its timeout says why, and an agent
+// started again with the right count joins in the refused one's place.
+TEST(StaticRendezvousTest, ANodeUnlikeNodeZeroIsRefusedAndTheOthersWaitForItsFix) {
   const std::uint16_t port = freePort();
-  Node node0 = makeNode(0, 2, 2, port);
-  Node node1 = makeNode(1, 2, 3, port);
+  Node node0 = makeNode(0, 2, 2, port, 5s);
   auto join0 = joinAsync(*node0);
+  Node wrong = makeNode(1, 2, 3, port, 5s);
+  auto join_wrong = joinAsync(*wrong);
+  EXPECT_EQ(errorOf<ConfigError>(join_wrong),
+            "static rendezvous refused this node: node rank 1 (host-1) has --nproc-per-node 3 "
+            "but node rank 0 (host-0) has 2: a static job runs the same count on every node "
+            "(torchrun assumes homogeneous nodes); start node rank 1 again with "
+            "--nproc-per-node 2, the other nodes wait for it");
+  EXPECT_EQ(join0.wait_for(300ms), std::future_status::timeout);  // still waiting
+
+  Node fixed = makeNode(1, 2, 2, port, 5s);
+  const WorkerGroup group1 = fixed->join();
+  EXPECT_EQ(group1.world_size, 4);
+  EXPECT_EQ(group1.base_rank, 2);
+  EXPECT_EQ(join0.get().world_size, 4);
+}
+
+TEST(StaticRendezvousTest, NodeZerosTimeoutNamesTheRefusedNode) {
+  const std::uint16_t port = freePort();
+  Node node0 = makeNode(0, 3, 2, port, 1s);
+  auto join0 = joinAsync(*node0);
+  Node wrong = makeNode(2, 3, 4, port, 1s);
+  EXPECT_THROW(wrong->join(), ConfigError);
+  Node node1 = makeNode(1, 3, 2, port, 1s);
   auto join1 = joinAsync(*node1);
-  const std::string error0 = errorOf<ConfigError>(join0);
-  const std::string error1 = errorOf<ConfigError>(join1);
-  EXPECT_NE(error0.find("same --nproc-per-node"), std::string::npos) << error0;
-  EXPECT_NE(error0.find("node rank 1 (host-1) has 3"), std::string::npos) << error0;
-  EXPECT_NE(error1.find("node rank 0 (host-0) has 2"), std::string::npos) << error1;
+  for (auto* join : {&join0, &join1}) {
+    const std::string timeout = errorOf<TimeoutError>(*join);
+    EXPECT_NE(timeout.find("node rank(s) 2 of 3 did not join"), std::string::npos) << timeout;
+    EXPECT_NE(timeout.find("; node rank 2 (host-2) has --nproc-per-node 4 but node rank 0 "
+                           "(host-0) has 2"),
+              std::string::npos)
+        << timeout;
+  }
 }
 
 TEST(StaticRendezvousTest, ExitBarrierKeepsTheStoreUpUntilTheLastNode) {

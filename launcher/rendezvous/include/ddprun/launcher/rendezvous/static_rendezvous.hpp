@@ -124,9 +124,11 @@ class StaticRendezvous final : public Rendezvous {
   std::vector<std::string> perNodeKeys(const std::string& name, int first) const;
   void connect(TimePoint deadline);
   void claimNodeRank();
+  void refuseIfUnlikeNodeZero(TimePoint deadline);
   void checkNodes(const std::vector<std::string>& values) const;
   std::string missingForNotice(const std::string& name, int first);
   std::string missingRanks(const std::string& name, int first);
+  std::string refusals(const std::string& name, int first);
   void waitForNodes(const std::string& name, int first, TimePoint deadline, Duration timeout,
                     const std::string& waiting_for, const std::string& did_not);
   void waitForKeys(const std::vector<std::string>& keys, WaitNotice& notice);
