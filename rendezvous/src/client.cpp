@@ -333,12 +333,14 @@ std::string StoreClient::localAddress() const {
   if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
     throw NetworkError("store client " + peer_ + ": getsockname failed: " + std::strerror(errno));
   }
-  char text[INET6_ADDRSTRLEN] = {};
-  const void* raw =
-      address.ss_family == AF_INET6
-          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&address)->sin6_addr)
-          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&address)->sin_addr);
-  ::inet_ntop(address.ss_family, raw, text, sizeof(text));
+  // getnameinfo keeps a link-local address's zone ("fe80::12%eth0"), without
+  // which no other host can reach it.
+  char text[NI_MAXHOST] = {};
+  const int failed = ::getnameinfo(reinterpret_cast<const sockaddr*>(&address), length, text,
+                                   sizeof(text), nullptr, 0, NI_NUMERICHOST);
+  if (failed != 0) {
+    throw NetworkError("store client " + peer_ + ": getnameinfo failed: " + gai_strerror(failed));
+  }
   return text;
 }
 

@@ -127,9 +127,11 @@ class NetnsJobTest : public ::testing::Test {
   // `ddprun <args>` named `name` on `host`, exactly as a user would type it
   // there. Its stdout and stderr (workers' output included) go to
   // <tmp>/<name>/agent.log; $TMPDIR (where ddprun puts its logs by default)
-  // is <tmp>/<name>; `path_front` is put before the usual PATH.
+  // is <tmp>/<name>; `path_front` is put before the usual PATH; `extra_env`
+  // is added to the environment.
   Subprocess ddprunOn(const std::string& name, const std::string& host,
-                      const std::vector<std::string>& args, const std::string& path_front = "") {
+                      const std::vector<std::string>& args, const std::string& path_front = "",
+                      const Variables& extra_env = {}) {
     const fs::path dir = dirOf(name);
     fs::create_directories(dir);
     std::vector<std::string> argv = {DDPRUN_BINARY};
@@ -141,6 +143,7 @@ class NetnsJobTest : public ::testing::Test {
     if (gloo_socket_ifname_) {
       options.env.emplace_back("GLOO_SOCKET_IFNAME", *gloo_socket_ifname_);
     }
+    options.env.insert(options.env.end(), extra_env.begin(), extra_env.end());
     const int log =
         ::open((dir / "agent.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     options.stdout_fd = log;

@@ -173,6 +173,11 @@ void NetLab::writeHostsFiles() const {
     for (const auto& [host, position] : hosts_) {
       const bool loopback = host == self && loopback_named_.contains(host);
       hosts << (loopback ? "127.0.1.1" : address(host)) << " " << host << "\n";
+      if (const auto names = other_names_.find(host); names != other_names_.end()) {
+        for (const std::string& name : names->second) {
+          hosts << address(host) << " " << name << "\n";
+        }
+      }
     }
     const fs::path dir = fs::path(kNetnsEtc) / namespaceOf(self);
     fs::create_directories(dir);
@@ -183,6 +188,26 @@ void NetLab::writeHostsFiles() const {
 void NetLab::nameItselfLoopback(const std::string& host) {
   position(host);  // throws for a host of another lab
   loopback_named_.insert(host);
+  writeHostsFiles();
+}
+
+void NetLab::useLinkLocalOnly() {
+  for (const auto& [host, position] : hosts_) {
+    const std::string ns = namespaceOf(host);
+    ip({"-n", ns, "addr", "flush", "dev", kInterface});
+    ip({"-n", ns, "-6", "addr", "add", "fe80::" + std::to_string(10 + position) + "/64", "dev",
+        kInterface, "nodad"});
+  }
+}
+
+std::string NetLab::linkLocalAddress(const std::string& host) const {
+  return "fe80::" + std::to_string(10 + position(host)) + "%" + kInterface;
+}
+
+void NetLab::addNames(const std::string& host, const std::vector<std::string>& names) {
+  position(host);  // throws for a host of another lab
+  auto& known = other_names_[host];
+  known.insert(known.end(), names.begin(), names.end());
   writeHostsFiles();
 }
 

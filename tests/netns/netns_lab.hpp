@@ -88,6 +88,18 @@ class NetLab {
   // /etc/hosts: to 127.0.1.1 only; the other hosts still resolve it to its
   // address. Call before starting anything on the lab.
   void nameItselfLoopback(const std::string& host);
+  // From now on every host also resolves `names` to `host`'s address, as a
+  // Kubernetes headless service's names resolve to its pod ("job-node-0-0.job").
+  // Call before starting anything on the lab.
+  void addNames(const std::string& host, const std::vector<std::string>& names);
+  // Every host's eth0 loses its IPv4 address and gets the IPv6 link-local
+  // address fe80::<10 + its position> (no duplicate detection, so it is
+  // usable at once): the hosts then reach each other only as
+  // fe80::N%eth0, and no name resolves to such an address.
+  void useLinkLocalOnly();
+  // `host`'s link-local address with its scope, as another host writes it:
+  // "fe80::11%eth0".
+  std::string linkLocalAddress(const std::string& host) const;
   // Sets the bridge's end of the host's veth down or up: down, the host is
   // cut off without a word (no FIN, no RST reaches anyone).
   void setLink(const std::string& host, bool up);
@@ -105,6 +117,8 @@ class NetLab {
   std::map<std::string, int> hosts_;
   std::set<std::string> loopback_named_;  // nameItselfLoopback's hosts
   std::vector<std::string> created_;      // namespaces to delete
+  // addNames' names, by host.
+  std::map<std::string, std::vector<std::string>> other_names_;
 };
 
 }  // namespace ddprun::netns_test

@@ -22,6 +22,7 @@
 #include "ddprun/proto/errors.hpp"
 #include "derived_rules.hpp"
 #include "help_formatter.hpp"
+#include "operator_env.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -235,6 +236,9 @@ void readLogOptions(const Reader& in, LaunchConfig& config) {
   if (const auto supplied = in.get("local_ranks_filter"); supplied && !supplied->text.empty()) {
     config.local_ranks_filter = parseRankList(supplied->what, supplied->text);
   }
+  if (const auto supplied = in.get("ranks_filter"); supplied && !supplied->text.empty()) {
+    config.ranks_filter = parseRankList(supplied->what, supplied->text, "ranks");
+  }
   config.duplicate_stdout_filters = parseFilterList(in.text("duplicate_stdout_filters", ""));
   config.duplicate_stderr_filters = parseFilterList(in.text("duplicate_stderr_filters", ""));
   if (const auto specs = in.get("logs_specs")) {
@@ -308,7 +312,10 @@ LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& 
   } catch (const CLI::ParseError& error) {
     throw ConfigError(error.what());
   }
-  const Reader reader(raw, env);
+  // Read as torchrun reads the environment, but for the values Kubernetes'
+  // operators write that torchrun misreads (operator_env.hpp).
+  const Environment read_env = withOperatorSpellings(env);
+  const Reader reader(raw, read_env);
   // Like --help, these act at once: no script is needed, nothing else is read.
   if (reader.flag("version")) {
     config.show_version = true;
@@ -331,6 +338,7 @@ LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& 
   readLogOptions(reader, config);
   readMetricsOptions(reader, config);
   config.sources = suppliedSources(reader);
+  noteOperatorSpellings(config, env);
   takeScript(app.remaining(), config);
   applyDerivedRules(config, env, make_run_id);
   checkMetricsPort(config);

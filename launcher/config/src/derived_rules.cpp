@@ -9,6 +9,7 @@
 #include "ddprun/launcher/slurm/slurm_launch.hpp"
 #include "ddprun/proto/env_contract.hpp"
 #include "ddprun/proto/errors.hpp"
+#include "operator_env.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -198,6 +199,7 @@ void applyDerivedRules(LaunchConfig& config, const Environment& env,
                        const RunIdGenerator& make_run_id) {
   checkConflicts(config);
   applySlurmRules(config, env);
+  applyOperatorMaster(config, env);
   applyStandalone(config, make_run_id);
   const bool endpoint_given = !config.rdzv_endpoint.empty();
   applyEndpoint(config);

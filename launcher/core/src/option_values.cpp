@@ -1,5 +1,7 @@
 #include "ddprun/launcher/core/option_values.hpp"
 
+#include <arpa/inet.h>
+
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -257,6 +259,23 @@ std::string formatEndpoint(std::string_view host, int port) {
   return (v6 ? "[" + std::string(host) + "]" : std::string(host)) + ":" + std::to_string(port);
 }
 
+namespace {
+
+// An IPv6 address with its zone, "fe80::1%eth0": a link-local address means
+// nothing without the interface it is reached through (RFC 4007).
+bool isScopedIpv6(std::string_view host) {
+  const auto percent = host.find('%');
+  if (percent == std::string_view::npos) {
+    return false;
+  }
+  static const std::regex kZone("^[A-Za-z0-9_.-]+$");
+  in6_addr address{};
+  return ::inet_pton(AF_INET6, std::string(host.substr(0, percent)).c_str(), &address) == 1 &&
+         std::regex_match(std::string(host.substr(percent + 1)), kZone);
+}
+
+}  // namespace
+
 Endpoint parseEndpoint(std::string_view what, std::string_view text, int default_port) {
   const auto endpoint = trim(text);
   if (endpoint.empty()) {
@@ -285,8 +304,10 @@ Endpoint parseEndpoint(std::string_view what, std::string_view text, int default
     port = std::stoi(std::string(*port_text));
   }
   static const std::regex kHost("^[A-Za-z0-9_.:-]+$");
-  if (!std::regex_match(std::string(host), kHost)) {
-    failValue(what, text, "the host must be a DNS name, an IPv4 address or an IPv6 address");
+  if (!std::regex_match(std::string(host), kHost) && !isScopedIpv6(host)) {
+    failValue(what, text,
+              "the host must be a DNS name, an IPv4 address or an IPv6 address (a link-local "
+              "one with its interface: fe80::1%eth0)");
   }
   return {std::string(host), port};
 }
@@ -308,12 +329,15 @@ std::vector<int> parseSignals(std::string_view what, std::string_view text) {
   return numbers;
 }
 
-std::set<int> parseRankList(std::string_view what, std::string_view text) {
+std::set<int> parseRankList(std::string_view what, std::string_view text,
+                            std::string_view ranks_named) {
   std::set<int> ranks;
   for (const auto item : split(text, ',')) {
     const auto value = toInteger(item);
     if (!value || *value < 0 || *value > std::numeric_limits<int>::max()) {
-      failValue(what, text, "expected a comma-separated list of local ranks (integers >= 0)");
+      failValue(
+          what, text,
+          "expected a comma-separated list of " + std::string(ranks_named) + " (integers >= 0)");
     }
     ranks.insert(static_cast<int>(*value));
   }

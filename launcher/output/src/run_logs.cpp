@@ -118,8 +118,8 @@ WorkerOutput RunLogs::operator()(int local_rank, int rank, int attempt) {
 }
 
 // -r sends a stream to its file only, -t to its file and the console with
-// a prefix, neither to the console only; --local-ranks-filter limits the
-// console, never the files. Layout: <run>/attempt_N/<local_rank>/. Without
+// a prefix, neither to the console only; --local-ranks-filter and
+// --ranks-filter limit the console, never the files. Layout: <run>/attempt_N/<local_rank>/. Without
 // a run directory (--log-dir /dev/null) there are no files: -r drops the
 // stream and -t leaves the console only.
 WorkerOutput workerOutput(const LaunchConfig& config, const fs::path& run_dir,
@@ -133,7 +133,9 @@ WorkerOutput workerOutput(const LaunchConfig& config, const fs::path& run_dir,
   }
   const auto redirect = static_cast<int>(config.redirects.forLocalRank(local_rank));
   const auto tee = static_cast<int>(config.tee.forLocalRank(local_rank));
-  const bool shown = !config.local_ranks_filter || config.local_ranks_filter->contains(local_rank);
+  const bool shown =
+      (!config.local_ranks_filter || config.local_ranks_filter->contains(local_rank)) &&
+      (!config.ranks_filter || config.ranks_filter->contains(rank));
   const std::string prefix =
       expandPrefix(config.log_line_prefix_template.value_or("[${role_name}${local_rank}]:"), config,
                    local_rank, rank, hostname);

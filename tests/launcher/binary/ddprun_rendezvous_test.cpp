@@ -1,9 +1,13 @@
 // The ddprun executable's rendezvous as a user meets it, on loopback with
 // fake workers: a static --rdzv-endpoint is the store, --rdzv-conf errors are
 // one line and exit 2, a worker that cannot start under c10d is one line (not
-// an abort), and an agent that waits says for what, where and how long.
+// an abort), an agent that waits says for what, where and how long, a static
+// node with the wrong --nproc-per-node is refused while the others wait, and
+// --ranks-filter picks global ranks across nodes.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -23,6 +27,12 @@ using testing::contains;
 using testing::DdprunBinaryTest;
 using testing::Outcome;
 
+// This machine's name, as a static agent gives it.
+std::string hostName() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 ? name : "localhost";
+}
+
 class DdprunRendezvousTest : public DdprunBinaryTest {
  protected:
   // Waits until ddprun's stderr holds `part`; false after `timeout`.
@@ -30,6 +40,36 @@ class DdprunRendezvousTest : public DdprunBinaryTest {
     return test_support::eventually([&] { return contains(stderrText(), part); }, timeout, 10ms);
   }
   std::string stderrText() const { return readFile(dir_.path() / "stderr"); }
+
+  // Another agent than start()'s, its output in <name>.stdout and <name>.stderr.
+  Subprocess startNamed(const std::string& name, std::vector<std::string> args) {
+    SpawnOptions options;
+    options.argv = {DDPRUN_BINARY};
+    options.argv.insert(options.argv.end(), args.begin(), args.end());
+    options.env = {{"PATH", "/usr/bin:/bin"}};
+    const int out = ::open((dir_.path() / (name + ".stdout")).c_str(), O_WRONLY | O_CREAT, 0600);
+    const int err = ::open((dir_.path() / (name + ".stderr")).c_str(), O_WRONLY | O_CREAT, 0600);
+    options.stdout_fd = out;
+    options.stderr_fd = err;
+    Subprocess child(options);
+    ::close(out);
+    ::close(err);
+    return child;
+  }
+  std::string outputOf(const std::string& name, const std::string& stream) const {
+    return readFile(dir_.path() / (name + "." + stream));
+  }
+
+  // A static node of a 2-node job on `endpoint` whose workers each print one line.
+  static std::vector<std::string> staticNode(const std::string& endpoint, int node_rank, int nproc,
+                                             std::vector<std::string> flags = {}) {
+    std::vector<std::string> args = {
+        "--nnodes", "2",           "--node-rank", std::to_string(node_rank), "--rdzv-endpoint",
+        endpoint,   "--rdzv-conf", "timeout=30",  "--nproc-per-node",        std::to_string(nproc)};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--no-python", DDPRUN_FAKE_WORKER, "--chatter", "1"});
+    return args;
+  }
 };
 
 // Two static agents on loopback, node 1 started first: node 0 hosts the
@@ -247,6 +287,60 @@ TEST_F(DdprunRendezvousTest, AWorkerThatCannotStartIsSaidBeforeTheExitBarrier) {
   EXPECT_TRUE(stderrShows("cannot run '/no/such/program'", 5s)) << stderrText();
   node0.signalGroup(SIGKILL);
   node1.signalGroup(SIGKILL);
+}
+
+// Node 0's --nproc-per-node is the job's: node 1 started with another count
+// exits 2 in one line, node 0 keeps waiting and says why, and node 1 started
+// again with the right count finishes the job with it.
+TEST_F(DdprunRendezvousTest, AStaticNodeWithAnotherNprocIsRefusedAndNodeZeroWaitsForItsFix) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
+  Subprocess node0 = start(staticNode(endpoint, 0, 2));
+  Subprocess wrong = startNamed("wrong", staticNode(endpoint, 1, 3));
+  const auto refused = wrong.waitFor(20s);
+  ASSERT_TRUE(refused) << "the wrong node still runs";
+  EXPECT_EQ(refused->shellCode(), 2);
+  const std::string line = outputOf("wrong", "stderr");
+  EXPECT_TRUE(contains(line, "ddprun: static rendezvous refused this node: node rank 1 (" +
+                                 hostName() + ") has --nproc-per-node 3 but node rank 0 (" +
+                                 hostName() + ") has 2"))
+      << line;
+  EXPECT_TRUE(stderrShows("start node rank 1 again with --nproc-per-node 2", 10s)) << stderrText();
+  EXPECT_FALSE(node0.tryWait()) << "node 0 ended with the wrong node: " << stderrText();
+
+  Subprocess fixed = startNamed("fixed", staticNode(endpoint, 1, 2));
+  for (Subprocess* agent : {&node0, &fixed}) {
+    const auto status = agent->waitFor(30s);
+    ASSERT_TRUE(status) << "an agent never finished";
+    EXPECT_TRUE(status->success()) << status->describe() << "\n" << stderrText();
+  }
+  EXPECT_TRUE(contains(outputOf("fixed", "stdout"), "rank 3 line 0"))
+      << outputOf("fixed", "stdout");
+}
+
+// --ranks-filter names global ranks: on a 2-node job of 2 workers each,
+// "3" shows node 1's second worker and nothing of node 0; the log files keep
+// every rank.
+TEST_F(DdprunRendezvousTest, RanksFilterPicksGlobalRanksOnEveryNode) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
+  const auto logs = dir_.path() / "logs";
+  const std::vector<std::string> flags = {"--ranks-filter", "3",     "--log-dir",
+                                          logs.string(),    "--tee", "1"};
+  Subprocess node0 = startNamed("node0", staticNode(endpoint, 0, 2, flags));
+  Subprocess node1 = startNamed("node1", staticNode(endpoint, 1, 2, flags));
+  for (Subprocess* agent : {&node0, &node1}) {
+    const auto status = agent->waitFor(30s);
+    ASSERT_TRUE(status) << "an agent never finished";
+    EXPECT_TRUE(status->success()) << status->describe();
+  }
+  EXPECT_EQ(outputOf("node0", "stdout"), "");
+  EXPECT_EQ(outputOf("node1", "stdout"), "[default1]:rank 3 line 0 end\n");
+  int rank_lines_in_files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(logs)) {
+    if (entry.path().filename() == "stdout.log") {
+      rank_lines_in_files += testing::countOf(readFile(entry.path()), " end\n");
+    }
+  }
+  EXPECT_EQ(rank_lines_in_files, 4);
 }
 
 }  // namespace

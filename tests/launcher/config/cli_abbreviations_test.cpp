@@ -41,7 +41,7 @@ TEST(CliAbbreviations, PrefixesInBothSpellingsAndWithEquals) {
 TEST(CliAbbreviations, AmbiguousPrefixesNameTheirCandidatesOncePerOption) {
   EXPECT_EQ(parseError({"--r", "x", "t.py"}),
             "ambiguous option: --r could match --rdzv-backend, --rdzv-endpoint, --rdzv-id, "
-            "--rdzv-conf, --role, --run-path, --redirects");
+            "--rdzv-conf, --role, --run-path, --redirects, --ranks-filter");
   EXPECT_EQ(parseError({"--rdzv_", "x", "t.py"}),
             "ambiguous option: --rdzv_ could match --rdzv_backend, --rdzv_endpoint, --rdzv_id, "
             "--rdzv_conf");

@@ -62,6 +62,7 @@ const std::vector<std::string> kTaken = {
     "--log-dir",
     "--log-line-prefix-template",
     "--local-ranks-filter",
+    "--ranks-filter",
     "--duplicate-stdout-filters",
     "--duplicate-stderr-filters",
     "--local-addr",
@@ -131,6 +132,7 @@ TEST(CliEmptyValues, TakenEmptyValuesLeaveTheNextArgumentAlone) {
   EXPECT_FALSE(taken("--log-d=").log_dir);
   EXPECT_FALSE(taken("--log-line-prefix-template=").log_line_prefix_template);
   EXPECT_FALSE(taken("--local-ranks-filter=").local_ranks_filter);
+  EXPECT_FALSE(taken("--ranks-filter=").ranks_filter);
   EXPECT_TRUE(taken("--duplicate-stdout-filters=").duplicate_stdout_filters.empty());
   EXPECT_FALSE(taken("--local-addr=").local_addr);
 }

@@ -70,6 +70,8 @@ std::vector<ValueCase> valueCases() {
        "<${rank}>"},
       {"--local-ranks-filter", "--local_ranks_filter", "PET_LOCAL_RANKS_FILTER", "2,0",
        [](auto& c) { return join(c.local_ranks_filter.value_or(std::set<int>{})); }, "0,2"},
+      {"--ranks-filter", "--ranks_filter", "PET_RANKS_FILTER", "9,0",
+       [](auto& c) { return join(c.ranks_filter.value_or(std::set<int>{})); }, "0,9"},
       {"--duplicate-stdout-filters", "--duplicate_stdout_filters", "PET_DUPLICATE_STDOUT_FILTERS",
        "loss,,x", [](auto& c) { return c.duplicate_stdout_filters.at(0); }, "loss,x"},
       {"--duplicate-stderr-filters", "--duplicate_stderr_filters", "PET_DUPLICATE_STDERR_FILTERS",

@@ -88,6 +88,8 @@ TEST(CliErrors, OneLineNamingTheFlagForEveryTypedOption) {
       {{"--local-ranks-filter", "0,a"},
        "--local-ranks-filter '0,a': expected a comma-separated list of local ranks (integers >= "
        "0)"},
+      {{"--ranks-filter", "-1"},
+       "--ranks-filter '-1': expected a comma-separated list of ranks (integers >= 0)"},
       {{"--node-rank", "-1"}, "--node-rank '-1': must be >= 0"},
       {{"--master-port", "70000"}, "--master-port '70000': must be between 0 and 65535"},
       {{"--numa-binding", "all"},

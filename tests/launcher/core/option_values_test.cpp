@@ -32,7 +32,9 @@ TEST(EndpointParser, AcceptedForms) {
       {"a-b.c_d:29500", "a-b.c_d", 29500},
       {"[::1]", "::1", 29400},
       {"[::1]:80", "::1", 80},
-      {"[fe80::1%eth0]", "<error>", 0},
+      {"[fe80::1%eth0]", "fe80::1%eth0", 29400},  // link-local, with its interface
+      {"[fe80::1%eth0]:29603", "fe80::1%eth0", 29603},
+      {"[fe80::1%2]:1", "fe80::1%2", 1},
       {"::1", ":", 1},  // unbracketed IPv6 splits on the last colon, as torchrun does
   };
   for (const auto& [text, host, port] : cases) {
@@ -47,12 +49,17 @@ TEST(EndpointParser, AcceptedForms) {
 
 TEST(EndpointParser, Errors) {
   const std::string bad_port = "the port must be an integer between 0 and 65535";
-  const std::string bad_host = "the host must be a DNS name, an IPv4 address or an IPv6 address";
+  const std::string bad_host =
+      "the host must be a DNS name, an IPv4 address or an IPv6 address (a link-local one with "
+      "its interface: fe80::1%eth0)";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"host:", bad_port},   {"host:65536", bad_port}, {"host:123456", bad_port},
-      {"host:-1", bad_port}, {"host:1a", bad_port},    {"[::1]:x", bad_port},
-      {"ho st:1", bad_host}, {":1", bad_host},         {"h/x", bad_host},
-      {"[]:1", bad_host},
+      {"host:", bad_port},         {"host:65536", bad_port},
+      {"host:123456", bad_port},   {"host:-1", bad_port},
+      {"host:1a", bad_port},       {"[::1]:x", bad_port},
+      {"ho st:1", bad_host},       {":1", bad_host},
+      {"h/x", bad_host},           {"[]:1", bad_host},
+      {"[host%eth0]:1", bad_host}, {"[fe80::1%eth 0]:1", bad_host},
+      {"[fe80::1%]:1", bad_host},
   };
   for (const auto& [text, why] : cases) {
     EXPECT_EQ(errorOf([&] { parseEndpoint("--rdzv-endpoint", text, 29400); }),

@@ -68,7 +68,8 @@ class StoreClient {
   // the descriptor stays valid for the thread using it).
   void interrupt();
   // This end's IP address as the server sees it routed (getsockname), e.g.
-  // the address other nodes can reach this host at.
+  // the address other nodes can reach this host at; a link-local IPv6
+  // address with its zone ("fe80::12%eth0").
   std::string localAddress() const;
 
  private:

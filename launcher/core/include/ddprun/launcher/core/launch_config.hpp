@@ -113,6 +113,9 @@ struct LaunchConfig {
   std::optional<std::string> log_line_prefix_template;
   // --local-ranks-filter; nullopt = every local rank reaches the console.
   std::optional<std::set<int>> local_ranks_filter;
+  // --ranks-filter: the same by global rank (the rank of the current round);
+  // a worker reaches the console when both filters let it.
+  std::optional<std::set<int>> ranks_filter;
   // --duplicate-stdout-filters / --duplicate-stderr-filters substrings (",," is a comma).
   std::vector<std::string> duplicate_stdout_filters;
   std::vector<std::string> duplicate_stderr_filters;

@@ -61,8 +61,10 @@ std::string formatSeconds(std::chrono::milliseconds duration);
 // blanks around names ignored; unknown names and SIGKILL/SIGSTOP are errors.
 std::vector<int> parseSignals(std::string_view what, std::string_view text);
 
-// --local-ranks-filter: comma list of ints >= 0; "" means all (nullopt upstream).
-std::set<int> parseRankList(std::string_view what, std::string_view text);
+// --local-ranks-filter, --ranks-filter: comma list of ints >= 0; "" means
+// all (nullopt upstream). `ranks_named` names them in the error ("local ranks", "ranks").
+std::set<int> parseRankList(std::string_view what, std::string_view text,
+                            std::string_view ranks_named = "local ranks");
 
 // --duplicate-*-filters: comma list, ",," is a literal comma, empty items dropped.
 std::vector<std::string> parseFilterList(std::string_view text);
