@@ -343,10 +343,9 @@ void StaticRendezvous::refuseIfUnlikeNodeZero(TimePoint deadline) {
       "node rank " + rank + " (" + options_.hostname + ") has --nproc-per-node " +
       std::to_string(options_.nproc_per_node) + " but node rank 0 (" + node0.host + ") has " +
       std::to_string(node0.nproc) +
-      ": a static job runs the same count on every node (torchrun assumes homogeneous "
-      "nodes); start node rank " +
-      rank + " again with --nproc-per-node " + std::to_string(node0.nproc) +
-      ", the other nodes wait for it";
+      ": a static job gives every node the same block of ranks; start node rank " + rank +
+      " again with --nproc-per-node " + std::to_string(node0.nproc) +
+      " (the other nodes wait for it), or use --rdzv-backend c10d for nodes of different sizes";
   client_->set(key("refused/" + rank), message);
   client_->deleteKey(key("claim/" + rank));
   throw ConfigError("static rendezvous refused this node: " + message);
@@ -363,8 +362,8 @@ void StaticRendezvous::checkNodes(const std::vector<std::string>& values) const 
   }
   if (!mismatches.empty()) {
     throw ConfigError(
-        "static rendezvous needs the same --nproc-per-node on every node (torchrun "
-        "assumes homogeneous nodes): node rank " +
+        "static rendezvous needs the same --nproc-per-node on every node (a static job "
+        "gives every node the same block of ranks): node rank " +
         std::to_string(options_.node_rank) + " (" + options_.hostname + ") has " +
         std::to_string(options_.nproc_per_node) + " but " + mismatches);
   }

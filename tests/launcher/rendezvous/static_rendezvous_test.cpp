@@ -180,9 +180,9 @@ TEST(StaticRendezvousTest, ANodeUnlikeNodeZeroIsRefusedAndTheOthersWaitForItsFix
   auto join_wrong = joinAsync(*wrong);
   EXPECT_EQ(errorOf<ConfigError>(join_wrong),
             "static rendezvous refused this node: node rank 1 (host-1) has --nproc-per-node 3 "
-            "but node rank 0 (host-0) has 2: a static job runs the same count on every node "
-            "(torchrun assumes homogeneous nodes); start node rank 1 again with "
-            "--nproc-per-node 2, the other nodes wait for it");
+            "but node rank 0 (host-0) has 2: a static job gives every node the same block of "
+            "ranks; start node rank 1 again with --nproc-per-node 2 (the other nodes wait for "
+            "it), or use --rdzv-backend c10d for nodes of different sizes");
   EXPECT_EQ(join0.wait_for(300ms), std::future_status::timeout);  // still waiting
 
   Node fixed = makeNode(1, 2, 2, port, 5s);
