@@ -16,6 +16,7 @@ packages=(
   debootstrap systemd man-db  # the package test: a fresh Debian 12 chroot, systemd-analyze, man -w
   elfutils gdb  # eu-stack (gdb without it): every local worker's stacks, taken before a hung one is killed
   python3-yaml  # deploy/kubernetes's manifests, read by their test
+  openssh-server openssh-client  # --hostfile's tests: an sshd on each test host, ssh to it
   clang-format clang-tidy  # deploy/check-format.sh (which CI runs) and deploy/tidy.sh; version 14
 )
 # The libFuzzer target (-DDDPRUN_FUZZ=ON) needs clang; install on request.

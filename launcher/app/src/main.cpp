@@ -34,6 +34,7 @@
 #include "ddprun/launcher/host/device_count.hpp"
 #include "ddprun/launcher/host/health_check.hpp"
 #include "ddprun/launcher/host/numa_binding.hpp"
+#include "ddprun/launcher/multihost/multihost_launch.hpp"
 #include "ddprun/launcher/observe/agent_observers.hpp"
 #include "ddprun/launcher/observe/timeline_format.hpp"
 #include "ddprun/launcher/observe/timeline_writer.hpp"
@@ -197,7 +198,24 @@ std::string describeTimeline(const launcher::TimelineWriter& timeline) {
                             : "no timeline";
 }
 
+// --hostfile: this process starts and supervises the job's agent on every host.
+int runHostfileLaunch(const LaunchConfig& config) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : launcher::inheritedEnvironment()) {
+    names.push_back(name);
+  }
+  const auto job = launcher::multihostJob(config, launcher::processEnvironment(), names);
+  if (config.dry_run) {
+    std::printf("%s\n", launcher::multihostPlanJson(config, job).c_str());
+    return 0;
+  }
+  return launcher::runMultihost(config, job);
+}
+
 int runAgent(const LaunchConfig& config) {
+  if (config.hostfile) {
+    return runHostfileLaunch(config);
+  }
   refuseLogsSpecs(config);
   launcher::checkStartPaths(config);
   const int nproc = launcher::resolveNproc(config.nproc_per_node);
@@ -233,6 +251,9 @@ int runAgent(const LaunchConfig& config) {
   const int guardian_pidfd =
       launcher::forkAgentUnderGuardian(cgroup.get(), config.signals_to_handle);
   log().info("process clean-up: child subreaper, guardian pid {}, {}", getppid(), cgroup_note);
+  if (config.stdin_hangup) {
+    launcher::hangUpWhenStdinEnds();
+  }
   const std::string host = hostName();
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
   // After the fork (it has a thread), and before the rendezvous goes.

@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <sstream>
 
 #include "abbreviations.hpp"
 #include "ddprun/launcher/config/option_table.hpp"
@@ -228,6 +229,29 @@ void checkMetricsPort(const LaunchConfig& config) {
   }
 }
 
+// --hostfile and its company; the hosts themselves are read by the launch.
+void readMultihostOptions(const Reader& in, LaunchConfig& config) {
+  config.hostfile = in.nonEmpty("hostfile");
+  config.include_hosts = in.text("include", "");
+  config.exclude_hosts = in.text("exclude", "");
+  if (const auto ssh = in.get("ssh_command")) {
+    std::istringstream words(ssh->text);
+    config.ssh_command.clear();
+    for (std::string word; words >> word;) {
+      config.ssh_command.push_back(word);
+    }
+  }
+  config.stdin_hangup = in.flag("stdin_hangup");
+  for (const char* dest : {"include", "exclude", "ssh_command"}) {
+    if (!config.hostfile && in.get(dest)) {
+      throw ConfigError(in.get(dest)->what + " needs --hostfile");
+    }
+  }
+  if (!config.include_hosts.empty() && !config.exclude_hosts.empty()) {
+    throw ConfigError("--include and --exclude cannot be used together");
+  }
+}
+
 void readLogOptions(const Reader& in, LaunchConfig& config) {
   config.log_dir = in.nonEmpty("log_dir");
   config.redirects = in.parsed("redirects", parseStdSpec).value_or(StdSpec{});
@@ -303,6 +327,7 @@ LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& 
   RawCommandLine raw(app);
   LaunchConfig config;
   args = argparseToCli11(std::move(args));
+  const std::vector<std::string> canonical = args;
   std::reverse(args.begin(), args.end());  // CLI11's vector overload expects reversed order
   try {
     app.parse(args);
@@ -337,7 +362,10 @@ LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& 
   readWorkerOptions(reader, config);
   readLogOptions(reader, config);
   readMetricsOptions(reader, config);
+  readMultihostOptions(reader, config);
   config.sources = suppliedSources(reader);
+  config.option_args.assign(canonical.begin(),
+                            canonical.end() - static_cast<std::ptrdiff_t>(app.remaining().size()));
   noteOperatorSpellings(config, env);
   takeScript(app.remaining(), config);
   applyDerivedRules(config, env, make_run_id);

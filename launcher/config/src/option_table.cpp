@@ -109,6 +109,25 @@ constexpr OptionSpec kOptions[] = {
      G::kDdprun},
     {"--metrics-host,--metrics_host", "metrics_host", false, false, "ADDR",
      "Address the metrics listen on (default: every address)", G::kDdprun},
+    // The multi-host launch (docs/multihost.md): whole names only, so that
+    // no abbreviation of torchrun's options changes meaning.
+    {"--hostfile", "hostfile", false, false, "FILE",
+     "Start one agent per host of FILE ('HOST slots=N' lines) over ssh, this process hosting "
+     "the c10d rendezvous",
+     G::kDdprun, H::kText, "", true},
+    {"--include", "include", false, false, "SPEC",
+     "Only these hosts and slots of --hostfile: HOST[:SLOT,...][@HOST...]", G::kDdprun, H::kText,
+     "", true},
+    {"--exclude", "exclude", false, false, "SPEC",
+     "All of --hostfile but these hosts and slots: HOST[:SLOT,...][@HOST...]", G::kDdprun, H::kText,
+     "", true},
+    {"--ssh-command,--ssh_command", "ssh_command", false, false, "CMD",
+     "How --hostfile reaches a host: CMD HOST COMMAND (default: ssh -o BatchMode=yes and "
+     "keep-alives)",
+     G::kDdprun, H::kText, "", true},
+    {"--stdin-hangup,--stdin_hangup", "stdin_hangup", true, false, "",
+     "Stop the job as on SIGHUP once stdin reaches its end (--hostfile's remote agents)",
+     G::kDdprun, H::kText, "", true},
     // Whole name only: torchrun has no --version, and `--v` is its
     // --virtual-local-rank.
     {"--version", "version", true, false, "", "Print ddprun's version and exit (never abbreviated)",

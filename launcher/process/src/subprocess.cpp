@@ -170,6 +170,9 @@ struct ChildSetup {
   sigset_t none;  // only now: no handler of the agent's is left to run here
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (options.stdin_fd >= 0) {
+    dup2(options.stdin_fd, STDIN_FILENO);
+  }
   if (options.stdout_fd >= 0) {
     dup2(options.stdout_fd, STDOUT_FILENO);
   }

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/core/option_values.hpp"
@@ -153,6 +154,19 @@ int forkAgentUnderGuardian(WorkerCgroup* cgroup, const std::vector<int>& agent_h
   const int wait_status = superviseAgent(agent, waited);
   killWhatIsLeft(agent, wait_status, cgroup);
   mirror(wait_status);
+}
+
+void hangUpWhenStdinEnds() {
+  std::thread([] {
+    char buffer[256];
+    for (;;) {
+      const ssize_t got = ::read(STDIN_FILENO, buffer, sizeof buffer);
+      if (got == 0 || (got < 0 && errno != EINTR)) {
+        break;
+      }
+    }
+    ::kill(::getpid(), SIGHUP);
+  }).detach();
 }
 
 }  // namespace ddprun::launcher

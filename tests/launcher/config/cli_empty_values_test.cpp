@@ -31,6 +31,10 @@ const std::vector<std::pair<std::string, std::string>> kRefused = {
     {"--logs-specs", "NAME"},
     {"--signals-to-handle", "SIGNALS"},
     {"--metrics-host", "ADDR"},
+    {"--hostfile", "FILE"},
+    {"--include", "SPEC"},
+    {"--exclude", "SPEC"},
+    {"--ssh-command", "CMD"},
     // integers and numbers
     {"--nnodes", "NNODES"},
     {"--max-restarts", "N"},

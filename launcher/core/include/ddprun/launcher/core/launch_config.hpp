@@ -169,6 +169,22 @@ struct LaunchConfig {
   bool virtual_local_rank = false;
   // --event-log-handler: null, console or dynamic_rendezvous. Default null.
   std::string event_log_handler = "null";
+  // The multi-host launch (docs/multihost.md): --hostfile, its host and slot
+  // selection (--include, --exclude: DeepSpeed's syntax, unparsed here) and
+  // how a host is reached (--ssh-command, split on blanks).
+  std::optional<std::string> hostfile;
+  std::string include_hosts;
+  std::string exclude_hosts;
+  // The default never asks for a password, and finds a dead session within
+  // 15 s (3 unanswered keep-alives 5 s apart).
+  std::vector<std::string> ssh_command = {
+      "ssh", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"};
+  // --stdin-hangup: stdin's end stops the job as SIGHUP does.
+  bool stdin_hangup = false;
+  // ddprun's own options as given before the script, each canonical with its
+  // value detached ("--max-restarts" "3"): what --hostfile passes on to the
+  // agents it starts, less what it sets itself.
+  std::vector<std::string> option_args;
   // Positional script (path, module with -m, executable with --no-python) and
   // everything after it, verbatim.
   std::string training_script;

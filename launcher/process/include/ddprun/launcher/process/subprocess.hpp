@@ -63,6 +63,7 @@ class SpawnError : public Error {
 struct SpawnOptions {
   std::vector<std::string> argv;  // argv[0] is looked up on PATH if it has no '/'
   std::vector<std::pair<std::string, std::string>> env;  // the child's whole environment
+  int stdin_fd = -1;     // dup2'ed to 0 when >= 0; otherwise inherited
   int stdout_fd = -1;    // dup2'ed to 1 when >= 0; otherwise inherited
   int stderr_fd = -1;    // dup2'ed to 2 when >= 0; otherwise inherited
   int death_signal = 9;  // sent to the child when the agent's thread that spawned it dies

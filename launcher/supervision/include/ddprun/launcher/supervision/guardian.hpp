@@ -36,4 +36,11 @@ class WorkerCgroup;
 // ddprun::Error when it cannot fork.
 int forkAgentUnderGuardian(WorkerCgroup* cgroup, const std::vector<int>& agent_handles);
 
+// --stdin-hangup: from now on, stdin reaching its end (the ssh session of a
+// --hostfile launch closed, its launching process gone) is a SIGHUP to this
+// process, which stops the job as the user's SIGHUP would. A detached
+// thread blocks reading stdin (whatever it reads is dropped). Call in the
+// agent, after the fork.
+void hangUpWhenStdinEnds();
+
 }  // namespace ddprun::launcher

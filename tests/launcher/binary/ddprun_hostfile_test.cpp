@@ -1,0 +1,163 @@
+// `ddprun --hostfile` as a user runs it, on this machine: "localhost" runs its
+// agent as a child, and the other hosts are reached through a stand-in for
+// ssh (fake_ssh.sh: the command runs here, in a session of its own, as sshd
+// would run it there). The plan --dry-run prints, a bad hostfile line, a job
+// to its end with every line prefixed by its host, a worker's failure as the
+// launch's status, and Ctrl-C or kill -9 of the launching process leaving
+// nothing behind on any "host".
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "ddprun/test_support/eventually.hpp"
+#include "ddprun_binary_fixture.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using test_support::readFile;
+using testing::contains;
+using testing::DdprunBinaryTest;
+using testing::Outcome;
+
+// Live processes (not zombies) whose command line holds `marker`; with
+// `program`, only those running it (argv[0] ends with it).
+int processesWith(const std::string& marker, const std::string& program = "") {
+  int found = 0;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    std::ifstream cmdline(entry.path() / "cmdline");
+    std::string text((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const bool zombie = line.rfind(')') != std::string::npos && line.size() > line.rfind(')') + 2 &&
+                        line[line.rfind(')') + 2] == 'Z';
+    const std::string argv0 = text.substr(0, text.find('\0'));
+    if (!zombie && text.find(marker) != std::string::npos && argv0.ends_with(program)) {
+      ++found;
+    }
+  }
+  return found;
+}
+
+class DdprunHostfileTest : public DdprunBinaryTest {
+ protected:
+  void SetUp() override {
+    // The "remote" agents run the ddprun their PATH finds, as on a real host.
+    extra_env_ = {{"PATH", fs::path(DDPRUN_BINARY).parent_path().string() + ":/usr/bin:/bin"}};
+    std::ofstream(hostfile()) << "# the test's two hosts\nlocalhost slots=2\nnode2 slots=2\n";
+  }
+
+  std::string hostfile() const { return (dir_.path() / "hosts").string(); }
+
+  std::vector<std::string> launch(std::vector<std::string> worker_args) {
+    std::vector<std::string> args = {"--hostfile",    hostfile(),           "--ssh-command",
+                                     DDPRUN_FAKE_SSH, "--shutdown-timeout", "5",
+                                     "--no-python",   DDPRUN_FAKE_WORKER};
+    args.insert(args.end(), worker_args.begin(), worker_args.end());
+    return args;
+  }
+};
+
+TEST_F(DdprunHostfileTest, DryRunPrintsEachHostsSlotsAndCommand) {
+  std::ofstream(hostfile()) << "localhost slots=2\nnode2 slots=4\n";
+  const Outcome outcome = run({"--dry-run", "--hostfile", hostfile(), "--exclude", "node2:1",
+                               "--max-restarts", "2", "--no-python", DDPRUN_FAKE_WORKER});
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  const auto plan = nlohmann::json::parse(outcome.stdout_text);
+  EXPECT_EQ(plan["nnodes"], "2");
+  EXPECT_EQ(plan["rendezvous_hosted_here"], true);
+  ASSERT_EQ(plan["hosts"].size(), 2u);
+  EXPECT_EQ(plan["hosts"][0]["host"], "localhost");
+  EXPECT_EQ(plan["hosts"][0]["over_ssh"], false);
+  EXPECT_EQ(plan["hosts"][1]["slots"], nlohmann::json({0, 2, 3}));
+  const std::string remote = plan["hosts"][1]["command"];
+  EXPECT_TRUE(
+      remote.starts_with("ssh -o BatchMode=yes -o ServerAliveInterval=5 -o "
+                         "ServerAliveCountMax=3 node2 "))
+      << remote;
+  for (const char* part : {"CUDA_VISIBLE_DEVICES=0,2,3", "--nproc-per-node=3", "--nnodes=2",
+                           "--rdzv-backend=c10d", "--stdin-hangup", "--max-restarts 2"}) {
+    EXPECT_TRUE(contains(remote, part)) << part << " in " << remote;
+  }
+}
+
+TEST_F(DdprunHostfileTest, ABadHostfileLineIsOneLineAndExitTwo) {
+  std::ofstream(hostfile()) << "localhost slots=2\nnode2 slots=many\n";
+  const Outcome outcome = run(launch({}));
+  EXPECT_EQ(outcome.status.shellCode(), 2);
+  EXPECT_EQ(outcome.stderr_text, "ddprun: hostfile " + hostfile() +
+                                     " line 2 'node2 slots=many': expected 'HOST slots=N' with "
+                                     "N >= 1\n");
+}
+
+// Each host's two workers, whichever ranks the c10d round gave them.
+TEST_F(DdprunHostfileTest, TwoHostsRunTheJobToItsEndEachLineWithItsHost) {
+  const Outcome outcome = runFor(launch({"--chatter", "1"}), 60s);
+  ASSERT_TRUE(outcome.status.success()) << outcome.status.describe() << outcome.stderr_text;
+  const bool localhost_first = contains(outcome.stdout_text, "localhost: rank 0 line 0 end\n");
+  const std::string first = localhost_first ? "localhost" : "node2";
+  const std::string second = localhost_first ? "node2" : "localhost";
+  for (const std::string& line :
+       {first + ": rank 0 line 0 end\n", first + ": rank 1 line 0 end\n",
+        second + ": rank 2 line 0 end\n", second + ": rank 3 line 0 end\n"}) {
+    EXPECT_TRUE(contains(outcome.stdout_text, line)) << line << " in:\n" << outcome.stdout_text;
+  }
+}
+
+// Which host runs rank 3 is the c10d round's choice (the order the agents
+// joined): the line names whichever it was, and that host's agent said so.
+TEST_F(DdprunHostfileTest, AWorkersFailureIsTheLaunchsStatusNamingItsHost) {
+  const Outcome outcome = runFor(launch({"--only-rank", "3", "--exit", "7"}), 60s);
+  EXPECT_EQ(outcome.status.shellCode(), 7) << outcome.stderr_text;
+  std::smatch named;
+  const std::regex last("ddprun: host (localhost|node2): its agent exited with code 7\n$");
+  ASSERT_TRUE(std::regex_search(outcome.stderr_text, named, last)) << outcome.stderr_text;
+  EXPECT_TRUE(contains(outcome.stderr_text, named[1].str() + ":   rank      : 3 (local_rank: 1)"))
+      << outcome.stderr_text;
+}
+
+// Ctrl-C stops every host's agent, which stop their workers; kill -9 of
+// the launching process ends its children, and each "remote" agent sees its
+// session's input end and stops: nothing is left anywhere, agents included.
+TEST_F(DdprunHostfileTest, CtrlCOrKillNineOfTheLaunchLeavesNothing) {
+  const fs::path ready = dir_.path() / "ready";
+  fs::create_directories(ready);
+  for (const int signal : {SIGINT, SIGKILL}) {
+    SCOPED_TRACE(signal);
+    fs::remove_all(ready);
+    fs::create_directories(ready);
+    const std::string marker = (dir_.path() / ("never-" + std::to_string(signal))).string();
+    Subprocess launch_process = start(launch({"--ready-to", ready.string(), "--after", marker}));
+    ASSERT_TRUE(test_support::eventually(
+        [&] { return std::distance(fs::directory_iterator(ready), fs::directory_iterator()) == 2; },
+        30s))
+        << readFile(dir_.path() / "stderr");
+    ASSERT_TRUE(
+        test_support::eventually([&] { return processesWith(marker, "fake_worker") == 4; }, 30s))
+        << "expected 4 workers, saw " << processesWith(marker, "fake_worker");
+    ::kill(launch_process.pid(), signal);
+    const ExitStatus status = launch_process.wait();
+    if (signal == SIGINT) {
+      EXPECT_EQ(status.shellCode(), 130) << readFile(dir_.path() / "stderr");
+    }
+    EXPECT_TRUE(test_support::eventually([&] { return processesWith(marker) == 0; }, 20s))
+        << processesWith(marker) << " process(es) left after signal " << signal << "\n"
+        << readFile(dir_.path() / "stderr");
+  }
+}
+
+}  // namespace
+}  // namespace ddprun::launcher
