@@ -1,10 +1,10 @@
 // `ddprun --hostfile` across real test hosts over real ssh: an sshd (Debian's
 // openssh-server, the test's own key) on h1 and h2, and the launch typed on
 // h0 with a hostfile of the two. A 2-host x 2-worker `train` job runs from
-// that one command to its end; kill -9 of the launching process leaves
-// nothing on either host; and a host whose sshd dies mid-job (its session
-// with it) ends the job in one line naming it, leaving nothing, or, with
-// --nnodes 1:2, leaves the other host to train on alone to the end.
+// that one command to its end; Ctrl-C or kill -9 of the launching process
+// leaves nothing on either host; and a host whose sshd dies mid-job (its
+// session with it) ends the job in one line naming it, leaving nothing, or,
+// with --nnodes 1:2, leaves the other host to train on alone to the end.
 #include <signal.h>
 
 #include <fstream>
@@ -87,18 +87,28 @@ TEST_F(NetnsHostfileTest, OneCommandTrainsTwoHostsToTheEnd) {
   EXPECT_TRUE(contains(text, "h1: ") && contains(text, "h2: ")) << text;
 }
 
-TEST_F(NetnsHostfileTest, KillNineOfTheLaunchLeavesNothingOnEitherHost) {
+// Ctrl-C stops every host's agent and its workers (exit 130); kill -9 of
+// the launching process ends its ssh clients, each sshd ends its session,
+// and the agent there sees its input end and stops. Either way nothing of
+// the job is left on any host.
+TEST_F(NetnsHostfileTest, CtrlCOrKillNineOfTheLaunchLeavesNothingOnEitherHost) {
   startLab();
   const std::string marker = snapshot();
-  Subprocess launched = launch(trainProgram(1000));
-  ASSERT_TRUE(
-      test_support::eventually([&] { return contains(log("launch"), "| snapshot saved"); }, 120s))
-      << log("launch");
-  ::kill(launched.pid(), SIGKILL);
-  launched.wait();
-  EXPECT_TRUE(test_support::eventually([&] { return processesWith(marker) == 0; }, 30s))
-      << processesWith(marker) << " process(es) left\n"
-      << log("launch");
+  for (const int signal : {SIGINT, SIGKILL}) {
+    SCOPED_TRACE(signal);
+    Subprocess launched = launch(trainProgram(100000));
+    ASSERT_TRUE(
+        test_support::eventually([&] { return contains(log("launch"), "| snapshot saved"); }, 120s))
+        << log("launch");
+    ::kill(launched.pid(), signal);
+    const ExitStatus status = launched.wait();
+    if (signal == SIGINT) {
+      EXPECT_EQ(status.shellCode(), 130) << log("launch");
+    }
+    EXPECT_TRUE(test_support::eventually([&] { return processesWith(marker) == 0; }, 30s))
+        << processesWith(marker) << " process(es) left\n"
+        << log("launch");
+  }
 }
 
 TEST_F(NetnsHostfileTest, AHostWhoseSshdDiesEndsTheJobNamingIt) {

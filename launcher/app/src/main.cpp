@@ -371,7 +371,10 @@ int main(int argc, char** argv) {
   if (config.log_level) {
     log().set_level(spdlog::level::from_str(*config.log_level));
   }
-  for (const std::string& warning : config.warnings) {
+  // A --hostfile launch runs no agent here: the rules' words about this
+  // process's own rendezvous would not be about the job (its agents say theirs).
+  for (const std::string& warning :
+       config.hostfile ? std::vector<std::string>() : config.warnings) {
     log().warn("{}", warning);
   }
   try {

@@ -8,7 +8,8 @@
 namespace ddprun::launcher {
 namespace {
 
-constexpr std::string_view kExportedPrefixes[] = {"NCCL_", "GLOO_", "PYTHON", "CUDA_", "TORCH_"};
+constexpr std::string_view kExportedPrefixes[] = {"NCCL_", "GLOO_",  "PYTHON",
+                                                  "CUDA_", "TORCH_", "PET_"};
 constexpr std::string_view kExportedNames[] = {"PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
                                                "CONDA_PREFIX", "LOGLEVEL"};
 constexpr std::string_view kEnvFile = ".ddprun_env";

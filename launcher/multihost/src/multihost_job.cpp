@@ -62,12 +62,7 @@ std::vector<std::string> agentOptions(const LaunchConfig& config) {
     }
     const OptionSpec& spec = *found->second;
     const std::size_t width = spec.is_flag ? 1 : 2;
-    if (listed(kRefused, spec.dest)) {
-      throw ConfigError(canonicalFlag(spec) +
-                        " cannot be used with --hostfile: the hostfile says how many workers "
-                        "each host runs, and the launch sets the rendezvous");
-    }
-    if (!listed(kLaunchersOwn, spec.dest)) {
+    if (!listed(kRefused, spec.dest) && !listed(kLaunchersOwn, spec.dest)) {
       kept.insert(kept.end(), args.begin() + static_cast<std::ptrdiff_t>(i),
                   args.begin() + static_cast<std::ptrdiff_t>(std::min(i + width, args.size())));
     }
@@ -96,6 +91,33 @@ std::string thisHost() {
   return ::gethostname(name, sizeof name - 1) == 0 ? name : "localhost";
 }
 
+// A flag, or its PET_ variable, that contradicts the launch is refused.
+void refuseContradictions(const LaunchConfig& config) {
+  for (const OptionSpec& spec : optionTable()) {
+    if (!listed(kRefused, spec.dest) || !given(config, spec.dest)) {
+      continue;
+    }
+    const std::string& source = config.sources.at(spec.dest);
+    const std::string named = source == "flag"
+                                  ? canonicalFlag(spec)
+                                  : source.substr(4) + " (" + canonicalFlag(spec) + ")";
+    throw ConfigError(named +
+                      " cannot be used with --hostfile: the hostfile says how many workers each "
+                      "host runs, and the launch sets the rendezvous");
+  }
+}
+
+// What the agents would read from the PET_ variables passed on, but is the
+// launch's to set: dropped from what they get.
+void dropLaunchersOwn(std::vector<std::pair<std::string, std::string>>& exported) {
+  for (const OptionSpec& spec : optionTable()) {
+    if (spec.env_backed && (listed(kLaunchersOwn, spec.dest) || listed(kRefused, spec.dest))) {
+      std::erase_if(exported,
+                    [&](const auto& variable) { return variable.first == petName(spec); });
+    }
+  }
+}
+
 }  // namespace
 
 bool hostsRendezvous(const LaunchConfig& config) { return !given(config, "rdzv_endpoint"); }
@@ -106,6 +128,7 @@ MultihostJob multihostJob(const LaunchConfig& config, const Environment& env,
     throw ConfigError("--rdzv-backend " + config.rdzv_backend +
                       " with --hostfile: the launch runs a c10d rendezvous");
   }
+  refuseContradictions(config);
   MultihostJob job;
   const std::vector<HostSlots> hosts = readHostfile(*config.hostfile);
   job.hosts = selectHosts(hosts, config.include_hosts, config.exclude_hosts);
@@ -125,6 +148,7 @@ MultihostJob multihostJob(const LaunchConfig& config, const Environment& env,
   job.working_dir = std::filesystem::current_path().string();
   job.exported =
       exportedVariables(names, env, env("HOME").value_or(""), job.working_dir, job.secret);
+  dropLaunchersOwn(job.exported);
   job.ssh_command = config.ssh_command;
   job.local_ddprun = std::filesystem::read_symlink("/proc/self/exe").string();
   return job;

@@ -103,6 +103,22 @@ TEST_F(DdprunHostfileTest, ABadHostfileLineIsOneLineAndExitTwo) {
                                      "N >= 1\n");
 }
 
+// What the launch sets itself is refused, from a flag or its PET_ variable.
+TEST_F(DdprunHostfileTest, WhatTheLaunchSetsItselfIsRefusedInOneLine) {
+  const std::string why =
+      " cannot be used with --hostfile: the hostfile says how many workers each host runs, and "
+      "the launch sets the rendezvous\n";
+  std::vector<std::string> args = launch({});
+  args.insert(args.begin(), {"--node-rank", "1"});
+  Outcome outcome = run(args);
+  EXPECT_EQ(outcome.status.shellCode(), 2);
+  EXPECT_EQ(outcome.stderr_text, "ddprun: --node-rank" + why);
+  extra_env_.emplace_back("PET_NPROC_PER_NODE", "4");
+  outcome = run(launch({}));
+  EXPECT_EQ(outcome.status.shellCode(), 2);
+  EXPECT_EQ(outcome.stderr_text, "ddprun: PET_NPROC_PER_NODE (--nproc-per-node)" + why);
+}
+
 // Each host's two workers, whichever ranks the c10d round gave them.
 TEST_F(DdprunHostfileTest, TwoHostsRunTheJobToItsEndEachLineWithItsHost) {
   const Outcome outcome = runFor(launch({"--chatter", "1"}), 60s);
@@ -115,6 +131,22 @@ TEST_F(DdprunHostfileTest, TwoHostsRunTheJobToItsEndEachLineWithItsHost) {
         second + ": rank 2 line 0 end\n", second + ": rank 3 line 0 end\n"}) {
     EXPECT_TRUE(contains(outcome.stdout_text, line)) << line << " in:\n" << outcome.stdout_text;
   }
+}
+
+// --include picks hosts and GPUs: each host runs a worker per slot it was
+// given, and a narrowed host's workers see only its slots.
+TEST_F(DdprunHostfileTest, IncludeGivesEachHostItsGpusAndAWorkerPerGpu) {
+  std::ofstream(hostfile()) << "localhost slots=4\nnode2 slots=4\nnode3 slots=4\n";
+  const Outcome outcome = runFor({"--hostfile", hostfile(), "--include", "localhost:1,3@node2:2",
+                                  "--ssh-command", DDPRUN_FAKE_SSH, "--no-python", "/usr/bin/env"},
+                                 60s);
+  ASSERT_TRUE(outcome.status.success()) << outcome.status.describe() << outcome.stderr_text;
+  EXPECT_EQ(testing::countOf(outcome.stdout_text, "localhost: CUDA_VISIBLE_DEVICES=1,3\n"), 2)
+      << outcome.stdout_text;
+  EXPECT_EQ(testing::countOf(outcome.stdout_text, "node2: CUDA_VISIBLE_DEVICES=2\n"), 1)
+      << outcome.stdout_text;
+  EXPECT_EQ(testing::countOf(outcome.stdout_text, ": WORLD_SIZE=3\n"), 3) << outcome.stdout_text;
+  EXPECT_FALSE(contains(outcome.stdout_text, "node3: ")) << outcome.stdout_text;
 }
 
 // Which host runs rank 3 is the c10d round's choice (the order the agents

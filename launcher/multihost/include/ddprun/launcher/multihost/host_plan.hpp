@@ -51,7 +51,8 @@ std::vector<HostAgent> planHostAgents(const MultihostJob& job);
 
 // The variables of `env` an agent on another host needs: NCCL_*, GLOO_*,
 // PYTHON*, CUDA_* (but CUDA_VISIBLE_DEVICES, which the selection sets),
-// TORCH_*, PATH, LD_LIBRARY_PATH, VIRTUAL_ENV, CONDA_PREFIX, LOGLEVEL; then
+// TORCH_*, PET_* (ddprun's own settings), PATH, LD_LIBRARY_PATH, VIRTUAL_ENV,
+// CONDA_PREFIX, LOGLEVEL; then
 // the KEY=VALUE lines of `home`/.ddprun_env and `working_dir`/.ddprun_env
 // (the latter wins), which go into `secret`. `names` lists what `env` holds.
 std::vector<std::pair<std::string, std::string>> exportedVariables(
