@@ -100,6 +100,9 @@ class Launch {
     const std::string prefix = agent.plan.host + ": ";
     relay(agent, std::exchange(out_read.fd, -1), &consoles_.out, prefix);
     relay(agent, std::exchange(err_read.fd, -1), &consoles_.err, prefix);
+    if (agent.process->pidfd() < 0) {
+      throw Error("cannot watch " + agent.plan.host + "'s agent: this kernel has no pidfd_open");
+    }
     agent.exit_watch =
         std::make_unique<asio::posix::stream_descriptor>(io_, ::dup(agent.process->pidfd()));
     agent.exit_watch->async_wait(asio::posix::stream_descriptor::wait_read,
@@ -246,6 +249,9 @@ class Launch {
     const bool any_succeeded = std::any_of(agents_.begin(), agents_.end(), [](const auto& agent) {
       return agent->status && agent->status->success();
     });
+    if (!any_succeeded) {
+      std::fprintf(stderr, "ddprun: every host was lost; nothing finished the job\n");
+    }
     return any_succeeded ? 0 : 1;
   }
 
