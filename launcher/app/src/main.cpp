@@ -252,7 +252,7 @@ int runAgent(const LaunchConfig& config) {
       launcher::forkAgentUnderGuardian(cgroup.get(), config.signals_to_handle);
   log().info("process clean-up: child subreaper, guardian pid {}, {}", getppid(), cgroup_note);
   if (config.stdin_hangup) {
-    launcher::hangUpWhenStdinEnds();
+    launcher::hangUpWhenStdinEnds(config.signals_to_handle);
   }
   const std::string host = hostName();
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
@@ -329,7 +329,9 @@ int runAgent(const LaunchConfig& config) {
   if (result.signal != 0) {
     reportInterrupted(result);
   }
-  return exit_code;
+  // A --hostfile agent's status reaches the launch through ssh, whose own
+  // 255 means its session failed: the job's 255 must not read as that.
+  return config.stdin_hangup && exit_code == 255 ? 254 : exit_code;
 }
 
 }  // namespace

@@ -250,6 +250,12 @@ void readMultihostOptions(const Reader& in, LaunchConfig& config) {
   if (!config.include_hosts.empty() && !config.exclude_hosts.empty()) {
     throw ConfigError("--include and --exclude cannot be used together");
   }
+  if (config.ssh_command.empty()) {
+    throw ConfigError("--ssh-command: no command in it");
+  }
+  if (config.hostfile && !in.get("rdzv_backend")) {
+    config.rdzv_backend = "c10d";  // the launch's agents meet so; no static rule applies
+  }
 }
 
 void readLogOptions(const Reader& in, LaunchConfig& config) {

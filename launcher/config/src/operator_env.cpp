@@ -50,8 +50,8 @@ void noteOperatorSpellings(LaunchConfig& config, const Environment& env) {
 
 void applyOperatorMaster(LaunchConfig& config, const Environment& env) {
   const auto addr = env("MASTER_ADDR");
-  if (config.rdzv_backend != "static" || !config.rdzv_endpoint.empty() || config.max_nodes < 2 ||
-      config.sources.contains("master_addr") || !addr || addr->empty()) {
+  if (config.hostfile || config.rdzv_backend != "static" || !config.rdzv_endpoint.empty() ||
+      config.max_nodes < 2 || config.sources.contains("master_addr") || !addr || addr->empty()) {
     return;
   }
   config.master_addr = *addr;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
-#include <regex>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -15,6 +15,9 @@ namespace ddprun::launcher {
 namespace {
 
 constexpr std::size_t kMaxHostfileBytes = 1 << 20;
+// More slots than any machine has GPUs or cores: a typo, refused before a
+// selection would list them all.
+constexpr int kMaxSlots = 4096;
 
 std::string_view trimmed(std::string_view text) {
   const auto first = text.find_first_not_of(" \t\r");
@@ -29,6 +32,26 @@ int count(std::string_view text) {
   int value = -1;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   return error == std::errc() && end == text.data() + text.size() && value >= 0 ? value : -1;
+}
+
+// "HOST slots=N", then anything: the host and its slots; nullopt when the
+// line is not that or N is out of range.
+std::optional<HostSlots> hostLine(std::string_view line) {
+  const auto blank = line.find_first_of(" \t");
+  if (blank == std::string_view::npos) {
+    return std::nullopt;
+  }
+  std::string_view rest = trimmed(line.substr(blank));
+  constexpr std::string_view kSlots = "slots=";
+  if (!rest.starts_with(kSlots)) {
+    return std::nullopt;
+  }
+  rest.remove_prefix(kSlots.size());
+  const int slots = count(rest.substr(0, rest.find_first_of(" \t")));
+  if (slots < 1 || slots > kMaxSlots) {
+    return std::nullopt;
+  }
+  return HostSlots{std::string(line.substr(0, blank)), slots};
 }
 
 [[noreturn]] void badSpec(std::string_view what, std::string_view spec, const std::string& why) {
@@ -112,27 +135,30 @@ void applyItem(std::string_view what, std::string_view spec, std::string_view it
 }  // namespace
 
 std::vector<HostSlots> parseHostfile(std::string_view text, const std::string& path) {
-  static const std::regex kLine(R"(^(\S+)\s+slots=([0-9]+)(\s.*)?$)");
   std::vector<HostSlots> hosts;
   std::set<std::string> seen;
   std::istringstream lines{std::string(text)};
   int number = 0;
   for (std::string raw; std::getline(lines, raw);) {
     ++number;
-    const std::string line(trimmed(raw));
+    const std::string_view line = trimmed(raw);
     if (line.empty() || line.front() == '#') {
       continue;
     }
     const std::string where = "hostfile " + proto::visible(path) + " line " +
                               std::to_string(number) + " '" + proto::visible(line) + "'";
-    std::smatch match;
-    if (!std::regex_match(line, match, kLine) || count(match[2].str()) < 1) {
-      throw ConfigError(where + ": expected 'HOST slots=N' with N >= 1");
+    const auto host = hostLine(line);
+    if (!host) {
+      throw ConfigError(where +
+                        ": expected 'HOST slots=N' with 1 <= N <= " + std::to_string(kMaxSlots));
     }
-    if (!seen.insert(match[1].str()).second) {
-      throw ConfigError(where + ": " + match[1].str() + " is listed twice");
+    if (host->host.front() == '-') {
+      throw ConfigError(where + ": a host name cannot start with '-' (ssh would read an option)");
     }
-    hosts.push_back({match[1].str(), count(match[2].str())});
+    if (!seen.insert(host->host).second) {
+      throw ConfigError(where + ": " + host->host + " is listed twice");
+    }
+    hosts.push_back(*host);
   }
   if (hosts.empty()) {
     throw ConfigError("hostfile " + proto::visible(path) +

@@ -28,6 +28,8 @@ constexpr int kSshFailed = 255;
 // Seconds beyond the shutdown timeout the other agents get to end on their
 // own after one failed (their rendezvous's keep-alive finds a lost node).
 constexpr int kSettleMargin = 30;
+// How long the agents' last lines are awaited once every agent has ended.
+constexpr std::chrono::seconds kDrain{1};
 
 // One host's agent: its process, the end of its stdin this process holds
 // (closed: a remote agent's session input ends, --stdin-hangup), and how it ended.
@@ -37,7 +39,7 @@ struct RunningAgent {
   std::optional<OwnedFd> stdin_writer;
   std::unique_ptr<asio::posix::stream_descriptor> exit_watch;
   std::optional<ExitStatus> status;
-  int open_streams = 2;
+  bool stopped_here = false;  // this process stopped it: its status is no root cause
 };
 
 std::pair<OwnedFd, OwnedFd> makePipe() {
@@ -98,8 +100,8 @@ class Launch {
     }
     agent.process.emplace(options);
     const std::string prefix = agent.plan.host + ": ";
-    relay(agent, std::exchange(out_read.fd, -1), &consoles_.out, prefix);
-    relay(agent, std::exchange(err_read.fd, -1), &consoles_.err, prefix);
+    relay(std::exchange(out_read.fd, -1), &consoles_.out, prefix);
+    relay(std::exchange(err_read.fd, -1), &consoles_.err, prefix);
     if (agent.process->pidfd() < 0) {
       throw Error("cannot watch " + agent.plan.host + "'s agent: this kernel has no pidfd_open");
     }
@@ -109,13 +111,16 @@ class Launch {
                                  [this, &agent](const net::error_code&) { onExit(agent); });
   }
 
-  void relay(RunningAgent& agent, int fd, Console* console, const std::string& prefix) {
+  void relay(int fd, Console* console, const std::string& prefix) {
     LineRelay::Sinks sinks;
     sinks.console = console;
     sinks.prefix = prefix;
-    std::make_shared<LineRelay>(io_, fd, std::move(sinks), [&agent] {
-      --agent.open_streams;
-    })->start();
+    relays_.push_back(std::make_shared<LineRelay>(io_, fd, std::move(sinks), [this] {
+      if (exited_ == agents_.size() && allRelayed()) {
+        grace_.cancel();  // the drain is over before its time
+      }
+    }));
+    relays_.back()->start();
   }
 
   // The agents of a failed job end on their own (the rendezvous tells
@@ -160,14 +165,24 @@ class Launch {
     });
   }
 
-  // The job's status is its first failure's, as one node's agent's is; an
-  // agent that ended because the job failed elsewhere exits 1, so the first
-  // failure with another status names the root cause where there is one.
+  // The job's status is its first failure's, as one node's agent's is. An
+  // agent that ended because the job failed elsewhere exits 1, and one this
+  // process stopped says only that: the first failure that is neither names
+  // the root cause where there is one.
   const RunningAgent* rootCause() const {
-    const auto own = std::find_if(failures_.begin(), failures_.end(), [](const RunningAgent* a) {
-      return a->status->shellCode() != 1;
-    });
-    return own != failures_.end() ? *own : failures_.empty() ? nullptr : failures_.front();
+    const auto first = [&](auto&& is_cause) -> const RunningAgent* {
+      const auto found = std::find_if(failures_.begin(), failures_.end(), is_cause);
+      return found != failures_.end() ? *found : nullptr;
+    };
+    if (const auto* own = first([](const RunningAgent* a) {
+          return !a->stopped_here && a->status->shellCode() != 1;
+        })) {
+      return own;
+    }
+    if (const auto* any = first([](const RunningAgent* a) { return !a->stopped_here; })) {
+      return any;
+    }
+    return failures_.empty() ? nullptr : failures_.front();
   }
 
   static bool isLost(const RunningAgent& agent) {
@@ -187,7 +202,7 @@ class Launch {
       if (error) {
         return;
       }
-      if (stopping_) {
+      if (signal_ != 0) {
         log().warn("{} again: killing every agent started here now", signalName(signal));
         killAll();
       } else {
@@ -209,6 +224,7 @@ class Launch {
         continue;
       }
       agent->stdin_writer.reset();
+      agent->stopped_here = true;
       if (!agent->plan.over_ssh) {
         agent->process->signalGroup(signal == 0 ? SIGTERM : signal);
       }
@@ -230,11 +246,31 @@ class Launch {
     }
   }
 
+  bool allRelayed() const {
+    return std::all_of(relays_.begin(), relays_.end(),
+                       [](const auto& relay) { return relay->finished(); });
+  }
+
+  // Every agent has ended. Their lines still in the pipes are read for a
+  // moment; a pipe something else still holds open (a daemonised ssh helper)
+  // must not keep this process waiting.
   void finish() {
     grace_.cancel();
     settle_.cancel();
     net::error_code ignored;
     signals_.cancel(ignored);
+    if (allRelayed()) {
+      return;
+    }
+    grace_.expires_after(kDrain);
+    grace_.async_wait([this](const net::error_code& error) {
+      if (!error) {
+        for (const auto& relay : relays_) {
+          relay->stop();
+        }
+        io_.stop();
+      }
+    });
   }
 
   int exitStatus() const {
@@ -263,6 +299,7 @@ class Launch {
   asio::steady_timer grace_;   // a stop's: then SIGKILL
   asio::steady_timer settle_;  // after a failure: then stop the rest
   std::vector<std::unique_ptr<RunningAgent>> agents_;
+  std::vector<std::shared_ptr<LineRelay>> relays_;
   std::size_t exited_ = 0;
   std::vector<const RunningAgent*> failures_;  // in the order they ended
   bool stopping_ = false;

@@ -54,7 +54,10 @@ std::string StaticRendezvous::refusals(const std::string& name, int first) {
   for (int rank = std::max(first, 1); rank < options_.nnodes; ++rank) {
     const std::string refused = key("refused/" + std::to_string(rank));
     if (!client_->check({key("node/" + std::to_string(rank))}) && client_->check({refused})) {
-      reasons += "; " + proto::visible(client_->get(refused));
+      const std::string reason = client_->get(refused);  // "" once a corrected agent came
+      if (!reason.empty()) {
+        reasons += "; " + proto::visible(reason);
+      }
     }
   }
   return reasons;

@@ -336,7 +336,9 @@ void StaticRendezvous::refuseIfUnlikeNodeZero(TimePoint deadline) {
   }
   const NodeKey node0 = parseNode(client_->get(key("node/0")));
   if (node0.nproc == options_.nproc_per_node) {
-    client_->deleteKey(key("refused/" + rank));  // an earlier, wrong agent's
+    // An earlier, wrong agent's reason is spent. Emptied, never deleted: a
+    // node reading it between its CHECK and its GET must not wait for it.
+    client_->set(key("refused/" + rank), "");
     return;
   }
   const std::string message =

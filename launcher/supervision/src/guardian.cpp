@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -156,8 +157,16 @@ int forkAgentUnderGuardian(WorkerCgroup* cgroup, const std::vector<int>& agent_h
   mirror(wait_status);
 }
 
-void hangUpWhenStdinEnds() {
-  std::thread([] {
+void hangUpWhenStdinEnds(const std::vector<int>& handled) {
+  std::signal(SIGPIPE, SIG_IGN);
+  int stop = SIGHUP;
+  for (const int candidate : {SIGHUP, SIGTERM, SIGINT}) {
+    if (std::find(handled.begin(), handled.end(), candidate) != handled.end()) {
+      stop = candidate;
+      break;
+    }
+  }
+  std::thread([stop] {
     char buffer[256];
     for (;;) {
       const ssize_t got = ::read(STDIN_FILENO, buffer, sizeof buffer);
@@ -165,7 +174,7 @@ void hangUpWhenStdinEnds() {
         break;
       }
     }
-    ::kill(::getpid(), SIGHUP);
+    ::kill(::getpid(), stop);
   }).detach();
 }
 

@@ -100,7 +100,7 @@ TEST_F(DdprunHostfileTest, ABadHostfileLineIsOneLineAndExitTwo) {
   EXPECT_EQ(outcome.status.shellCode(), 2);
   EXPECT_EQ(outcome.stderr_text, "ddprun: hostfile " + hostfile() +
                                      " line 2 'node2 slots=many': expected 'HOST slots=N' with "
-                                     "N >= 1\n");
+                                     "1 <= N <= 4096\n");
 }
 
 // What the launch sets itself is refused, from a flag or its PET_ variable.
@@ -117,6 +117,29 @@ TEST_F(DdprunHostfileTest, WhatTheLaunchSetsItselfIsRefusedInOneLine) {
   outcome = run(launch({}));
   EXPECT_EQ(outcome.status.shellCode(), 2);
   EXPECT_EQ(outcome.stderr_text, "ddprun: PET_NPROC_PER_NODE (--nproc-per-node)" + why);
+}
+
+// The launch's own rendezvous is c10d: a MASTER_ADDR in the environment
+// (read by the static rules only) and an endpoint without a port (c10d's
+// default) are no contradiction.
+TEST_F(DdprunHostfileTest, NoStaticRuleAppliesToTheLaunch) {
+  extra_env_.emplace_back("MASTER_ADDR", "somewhere");
+  Outcome outcome = run({"--dry-run", "--nnodes", "1:2", "--hostfile", hostfile(), "--no-python",
+                         DDPRUN_FAKE_WORKER});
+  EXPECT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  outcome = run({"--dry-run", "--rdzv-endpoint", "ddprund-host", "--hostfile", hostfile(),
+                 "--no-python", DDPRUN_FAKE_WORKER});
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  EXPECT_EQ(nlohmann::json::parse(outcome.stdout_text)["rdzv_endpoint"], "ddprund-host");
+}
+
+// A job whose status is 255 is no lost host: ssh's own 255 means its session
+// failed, so a remote agent says 254 instead; a local one says 255.
+TEST_F(DdprunHostfileTest, AJobEndingWith255IsNotALostHost) {
+  const Outcome outcome = runFor(launch({"--exit", "255"}), 60s);
+  EXPECT_TRUE(outcome.status.shellCode() == 254 || outcome.status.shellCode() == 255)
+      << outcome.status.describe() << outcome.stderr_text;
+  EXPECT_FALSE(contains(outcome.stderr_text, "the host is lost")) << outcome.stderr_text;
 }
 
 // Each host's two workers, whichever ranks the c10d round gave them.

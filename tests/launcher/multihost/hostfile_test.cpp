@@ -37,11 +37,16 @@ TEST(Hostfile, ReadsDeepSpeedsFormat) {
 
 TEST(Hostfile, ABadLineIsNamedWithItsNumber) {
   EXPECT_EQ(errorOf([] { parseHostfile("a slots=1\nb slots=x\n", "hosts"); }),
-            "hostfile hosts line 2 'b slots=x': expected 'HOST slots=N' with N >= 1");
+            "hostfile hosts line 2 'b slots=x': expected 'HOST slots=N' with 1 <= N <= 4096");
   EXPECT_EQ(errorOf([] { parseHostfile("a\n", "hosts"); }),
-            "hostfile hosts line 1 'a': expected 'HOST slots=N' with N >= 1");
+            "hostfile hosts line 1 'a': expected 'HOST slots=N' with 1 <= N <= 4096");
   EXPECT_EQ(errorOf([] { parseHostfile("a slots=0\n", "hosts"); }),
-            "hostfile hosts line 1 'a slots=0': expected 'HOST slots=N' with N >= 1");
+            "hostfile hosts line 1 'a slots=0': expected 'HOST slots=N' with 1 <= N <= 4096");
+  EXPECT_EQ(errorOf([] { parseHostfile("a slots=4097\n", "hosts"); }),
+            "hostfile hosts line 1 'a slots=4097': expected 'HOST slots=N' with 1 <= N <= 4096");
+  EXPECT_EQ(errorOf([] { parseHostfile("-oProxyCommand=x slots=1\n", "hosts"); }),
+            "hostfile hosts line 1 '-oProxyCommand=x slots=1': a host name cannot start with '-' "
+            "(ssh would read an option)");
   EXPECT_EQ(errorOf([] { parseHostfile("a slots=1\na slots=2\n", "hosts"); }),
             "hostfile hosts line 2 'a slots=2': a is listed twice");
   EXPECT_EQ(errorOf([] { parseHostfile("# nothing\n\n", "hosts"); }),

@@ -38,9 +38,11 @@ int forkAgentUnderGuardian(WorkerCgroup* cgroup, const std::vector<int>& agent_h
 
 // --stdin-hangup: from now on, stdin reaching its end (the ssh session of a
 // --hostfile launch closed, its launching process gone) is a SIGHUP to this
-// process, which stops the job as the user's SIGHUP would. A detached
-// thread blocks reading stdin (whatever it reads is dropped). Call in the
-// agent, after the fork.
-void hangUpWhenStdinEnds();
+// process, which stops the job as the user's SIGHUP would (SIGTERM, or
+// SIGINT, when `handled` lacks SIGHUP). SIGPIPE is ignored, so that a line
+// written to the gone session cannot end the agent before it has stopped
+// its workers. A detached thread blocks reading stdin (whatever it reads is
+// dropped). Call in the agent, after the fork.
+void hangUpWhenStdinEnds(const std::vector<int>& handled);
 
 }  // namespace ddprun::launcher
