@@ -11,35 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "ddprun/test_support/proc_status.hpp"
 #include "netns_train_fixture.hpp"
 #include "sshd_lab.hpp"
 
 namespace ddprun::netns_test {
 namespace {
 
-// Live processes (not zombies) whose command line holds `marker`.
-int processesWith(const std::string& marker) {
-  int found = 0;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string pid = entry.path().filename();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
-    std::ifstream cmdline(entry.path() / "cmdline");
-    const std::string text((std::istreambuf_iterator<char>(cmdline)),
-                           std::istreambuf_iterator<char>());
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    const auto close = line.rfind(')');
-    const bool zombie =
-        close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
-    if (!zombie && text.find(marker) != std::string::npos) {
-      ++found;
-    }
-  }
-  return found;
-}
+using test_support::processesWith;
 
 class NetnsHostfileTest : public NetnsTrainTest {
  protected:

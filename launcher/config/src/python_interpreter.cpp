@@ -1,10 +1,8 @@
 #include "ddprun/launcher/config/python_interpreter.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
-#include <array>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -12,6 +10,7 @@
 #include <vector>
 
 #include "ddprun/launcher/process/executable_path.hpp"
+#include "ddprun/launcher/process/memory_file.hpp"
 #include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/proto/errors.hpp"
 
@@ -29,33 +28,6 @@ constexpr const char* kFindTorch =
     "s = importlib.util.find_spec('torch'); "
     "sys.stdout.write(chr(0).join([(s and s.origin) or ''] + sys.path)); "
     "sys.exit(s is None)";
-
-// The probe's stdout: a memory file, so that a long sys.path never blocks it.
-class CaptureFile {
- public:
-  CaptureFile() : fd_(::memfd_create("ddprun-python-probe", MFD_CLOEXEC)) {}
-  ~CaptureFile() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-  }
-  CaptureFile(const CaptureFile&) = delete;
-  CaptureFile& operator=(const CaptureFile&) = delete;
-
-  int fd() const { return fd_; }
-  std::string contents() const {
-    std::string text;
-    std::array<char, 4096> buffer{};
-    ssize_t n = 0;
-    for (off_t at = 0; (n = ::pread(fd_, buffer.data(), buffer.size(), at)) > 0; at += n) {
-      text.append(buffer.data(), static_cast<std::size_t>(n));
-    }
-    return text;
-  }
-
- private:
-  int fd_;
-};
 
 TorchProbeAnswer parseAnswer(const std::string& output) {
   TorchProbeAnswer answer;
@@ -77,12 +49,13 @@ TorchProbeAnswer parseAnswer(const std::string& output) {
 // probe failed: it is then passed by as well).
 std::optional<TorchProbeAnswer> askPython(const std::string& python,
                                           const TorchProbeOptions& options) {
-  const CaptureFile output;
+  // A memory file, so that a long sys.path never blocks the probe.
+  const MemoryFile output("ddprun-python-probe");
   const int discard = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   SpawnOptions spawn;
   spawn.argv = {python, "-c", kFindTorch};
   spawn.env = options.env;
-  spawn.stdout_fd = output.fd() >= 0 ? output.fd() : discard;
+  spawn.stdout_fd = output.fd();
   spawn.stderr_fd = discard;
   const auto status = runWithin(spawn, options.deadline);
   if (discard >= 0) {
@@ -91,7 +64,7 @@ std::optional<TorchProbeAnswer> askPython(const std::string& python,
   if (!status || !status->success()) {
     return std::nullopt;
   }
-  return parseAnswer(output.fd() >= 0 ? output.contents() : "");
+  return parseAnswer(output.text());
 }
 
 struct ActiveEnvironment {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ddprun/test_support/eventually.hpp"
+#include "ddprun/test_support/proc_status.hpp"
 #include "ddprun_binary_fixture.hpp"
 
 namespace ddprun::launcher {
@@ -23,34 +24,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using test_support::processesWith;
 using test_support::readFile;
 using testing::contains;
 using testing::DdprunBinaryTest;
 using testing::Outcome;
-
-// Live processes (not zombies) whose command line holds `marker`; with
-// `program`, only those running it (argv[0] ends with it).
-int processesWith(const std::string& marker, const std::string& program = "") {
-  int found = 0;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string pid = entry.path().filename();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
-    std::ifstream cmdline(entry.path() / "cmdline");
-    std::string text((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    const bool zombie = line.rfind(')') != std::string::npos && line.size() > line.rfind(')') + 2 &&
-                        line[line.rfind(')') + 2] == 'Z';
-    const std::string argv0 = text.substr(0, text.find('\0'));
-    if (!zombie && text.find(marker) != std::string::npos && argv0.ends_with(program)) {
-      ++found;
-    }
-  }
-  return found;
-}
 
 class DdprunHostfileTest : public DdprunBinaryTest {
  protected:

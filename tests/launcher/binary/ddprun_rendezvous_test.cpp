@@ -4,7 +4,6 @@
 // an abort), an agent that waits says for what, where and how long, a static
 // node with the wrong --nproc-per-node is refused while the others wait, and
 // --ranks-filter picks global ranks across nodes.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -40,25 +39,6 @@ class DdprunRendezvousTest : public DdprunBinaryTest {
     return test_support::eventually([&] { return contains(stderrText(), part); }, timeout, 10ms);
   }
   std::string stderrText() const { return readFile(dir_.path() / "stderr"); }
-
-  // Another agent than start()'s, its output in <name>.stdout and <name>.stderr.
-  Subprocess startNamed(const std::string& name, std::vector<std::string> args) {
-    SpawnOptions options;
-    options.argv = {DDPRUN_BINARY};
-    options.argv.insert(options.argv.end(), args.begin(), args.end());
-    options.env = {{"PATH", "/usr/bin:/bin"}};
-    const int out = ::open((dir_.path() / (name + ".stdout")).c_str(), O_WRONLY | O_CREAT, 0600);
-    const int err = ::open((dir_.path() / (name + ".stderr")).c_str(), O_WRONLY | O_CREAT, 0600);
-    options.stdout_fd = out;
-    options.stderr_fd = err;
-    Subprocess child(options);
-    ::close(out);
-    ::close(err);
-    return child;
-  }
-  std::string outputOf(const std::string& name, const std::string& stream) const {
-    return readFile(dir_.path() / (name + "." + stream));
-  }
 
   // A static node of a 2-node job on `endpoint` whose workers each print one line.
   static std::vector<std::string> staticNode(const std::string& endpoint, int node_rank, int nproc,
@@ -295,7 +275,7 @@ TEST_F(DdprunRendezvousTest, AWorkerThatCannotStartIsSaidBeforeTheExitBarrier) {
 TEST_F(DdprunRendezvousTest, AStaticNodeWithAnotherNprocIsRefusedAndNodeZeroWaitsForItsFix) {
   const std::string endpoint = "127.0.0.1:" + std::to_string(test_support::freeLoopbackPort());
   Subprocess node0 = start(staticNode(endpoint, 0, 2));
-  Subprocess wrong = startNamed("wrong", staticNode(endpoint, 1, 3));
+  Subprocess wrong = start(staticNode(endpoint, 1, 3), "wrong");
   const auto refused = wrong.waitFor(20s);
   ASSERT_TRUE(refused) << "the wrong node still runs";
   EXPECT_EQ(refused->shellCode(), 2);
@@ -307,7 +287,7 @@ TEST_F(DdprunRendezvousTest, AStaticNodeWithAnotherNprocIsRefusedAndNodeZeroWait
   EXPECT_TRUE(stderrShows("start node rank 1 again with --nproc-per-node 2", 10s)) << stderrText();
   EXPECT_FALSE(node0.tryWait()) << "node 0 ended with the wrong node: " << stderrText();
 
-  Subprocess fixed = startNamed("fixed", staticNode(endpoint, 1, 2));
+  Subprocess fixed = start(staticNode(endpoint, 1, 2), "fixed");
   for (Subprocess* agent : {&node0, &fixed}) {
     const auto status = agent->waitFor(30s);
     ASSERT_TRUE(status) << "an agent never finished";
@@ -325,8 +305,8 @@ TEST_F(DdprunRendezvousTest, RanksFilterPicksGlobalRanksOnEveryNode) {
   const auto logs = dir_.path() / "logs";
   const std::vector<std::string> flags = {"--ranks-filter", "3",     "--log-dir",
                                           logs.string(),    "--tee", "1"};
-  Subprocess node0 = startNamed("node0", staticNode(endpoint, 0, 2, flags));
-  Subprocess node1 = startNamed("node1", staticNode(endpoint, 1, 2, flags));
+  Subprocess node0 = start(staticNode(endpoint, 0, 2, flags), "node0");
+  Subprocess node1 = start(staticNode(endpoint, 1, 2, flags), "node1");
   for (Subprocess* agent : {&node0, &node1}) {
     const auto status = agent->waitFor(30s);
     ASSERT_TRUE(status) << "an agent never finished";

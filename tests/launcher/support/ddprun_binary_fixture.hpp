@@ -36,7 +36,10 @@ using test_support::readFile;
 
 class DdprunBinaryTest : public ::testing::Test {
  protected:
-  Subprocess start(std::vector<std::string> args) {
+  // ddprun with `args`, its stdout and stderr in the test's directory as
+  // "stdout" and "stderr", or "<name>.stdout" and "<name>.stderr" when
+  // several run at once.
+  Subprocess start(std::vector<std::string> args, const std::string& name = "") {
     SpawnOptions options;
     options.argv = {DDPRUN_BINARY};
     options.argv.insert(options.argv.end(), args.begin(), args.end());
@@ -46,15 +49,23 @@ class DdprunBinaryTest : public ::testing::Test {
       options.env.emplace_back("PATH", "/usr/bin:/bin");
     }
     const int stderr_fd =
-        ::open((dir_.path() / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ::open(outputPath(name, "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     const int stdout_fd =
-        ::open((dir_.path() / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ::open(outputPath(name, "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     options.stderr_fd = stderr_fd;
     options.stdout_fd = stdout_fd;
     Subprocess child(options);
     ::close(stderr_fd);
     ::close(stdout_fd);
     return child;
+  }
+
+  std::filesystem::path outputPath(const std::string& name, const std::string& stream) const {
+    return dir_.path() / (name.empty() ? stream : name + "." + stream);
+  }
+  // What start(args, name) wrote to `stream` ("stdout" or "stderr").
+  std::string outputOf(const std::string& name, const std::string& stream) const {
+    return readFile(outputPath(name, stream));
   }
 
   Outcome run(std::vector<std::string> args) {

@@ -1,7 +1,6 @@
 #include "ddprun/test_support/command.hpp"
 
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,45 +8,10 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "ddprun/launcher/process/memory_file.hpp"
+
 namespace ddprun::test_support {
 namespace {
-
-// An in-memory file the child writes to, closed on every path out. Memory
-// rather than a pipe: nothing has to drain it while the child runs, so a
-// chatty command never blocks on a full pipe.
-class CaptureFile {
- public:
-  CaptureFile() : fd_(::memfd_create("ddprun-command-output", MFD_CLOEXEC)) {
-    if (fd_ < 0) {
-      throw std::system_error(errno, std::generic_category(), "memfd_create");
-    }
-  }
-  ~CaptureFile() { ::close(fd_); }
-  CaptureFile(const CaptureFile&) = delete;
-  CaptureFile& operator=(const CaptureFile&) = delete;
-
-  int fd() const { return fd_; }
-
-  // Everything written to it so far.
-  std::string text() const {
-    std::string text;
-    char buffer[4096];
-    for (off_t offset = 0;;) {
-      const ssize_t got = ::pread(fd_, buffer, sizeof(buffer), offset);
-      if (got < 0 && errno == EINTR) {
-        continue;
-      }
-      if (got <= 0) {
-        return text;
-      }
-      text.append(buffer, static_cast<std::size_t>(got));
-      offset += got;
-    }
-  }
-
- private:
-  int fd_;
-};
 
 std::string joined(const std::vector<std::string>& argv) {
   std::string text;
@@ -60,8 +24,8 @@ std::string joined(const std::vector<std::string>& argv) {
 }  // namespace
 
 CommandResult runCommand(const std::vector<std::string>& argv, const CommandOptions& options) {
-  const CaptureFile out;
-  const CaptureFile err;
+  const launcher::MemoryFile out("ddprun-command-output");
+  const launcher::MemoryFile err("ddprun-command-errors");
   launcher::SpawnOptions spawn;
   spawn.argv = argv;
   spawn.env = options.env;

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -74,5 +76,29 @@ std::optional<pid_t> childNamed(pid_t parent, const std::string& name) {
 }
 
 pid_t ddprunAgentOf(pid_t ddprun) { return childNamed(ddprun, "ddprun").value_or(ddprun); }
+
+int processesWith(const std::string& marker, const std::string& program) {
+  int found = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    std::ifstream cmdline(entry.path() / "cmdline");
+    const std::string text((std::istreambuf_iterator<char>(cmdline)),
+                           std::istreambuf_iterator<char>());
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    const bool zombie =
+        close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+    const std::string argv0 = text.substr(0, text.find('\0'));
+    if (!zombie && text.find(marker) != std::string::npos && argv0.ends_with(program)) {
+      ++found;
+    }
+  }
+  return found;
+}
 
 }  // namespace ddprun::test_support

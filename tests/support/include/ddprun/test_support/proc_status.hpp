@@ -1,6 +1,7 @@
 // What /proc says about a live process (a daemon under test, a launcher
-// under a benchmark): its memory, its CPU time, its children by name, and
-// which of ddprun's two processes is the agent. Stateless.
+// under a benchmark): its memory, its CPU time, its children by name,
+// which of ddprun's two processes is the agent, and the processes whose
+// command line holds a marker. Stateless.
 #pragma once
 
 #include <sys/types.h>
@@ -32,6 +33,11 @@ double cpuSecondsOf(pid_t pid);
 // A child of `parent` whose command name (/proc/<pid>/comm) is `name`;
 // nullopt when it has none (yet, or any more).
 std::optional<pid_t> childNamed(pid_t parent, const std::string& name);
+
+// Live processes (not zombies) whose command line holds `marker`, every
+// process of the machine read; with `program`, only those whose argv[0]
+// ends with it. What a test counts to show nothing of a job is left.
+int processesWith(const std::string& marker, const std::string& program = "");
 
 // ddprun's agent process: the child named ddprun of the pid ddprun was
 // started as (which stays behind as its guardian); that pid if there is none
