@@ -32,9 +32,16 @@ void EtcdLeaseWatch::run() {
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     lock.unlock();
-    follow(view_.read([this](const EtcdView::Snapshot& snapshot) {
-      return leasesToWatch(snapshot, keys_, agent_id_);
-    }));
+    // The members' records are decoded again only when the view has moved:
+    // the revision is read first, so a change that lands meanwhile is seen
+    // again next turn.
+    const std::int64_t revision = view_.revision();
+    if (revision != followed_revision_) {
+      follow(view_.read([this](const EtcdView::Snapshot& snapshot) {
+        return leasesToWatch(snapshot, keys_, agent_id_);
+      }));
+      followed_revision_ = revision;
+    }
     auto next = Clock::now() + kTurn;
     for (auto& [id, tracked] : tracked_) {
       if (!tracked.forgotten && tracked.ask_at <= Clock::now()) {

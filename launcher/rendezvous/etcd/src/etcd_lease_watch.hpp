@@ -53,6 +53,7 @@ class EtcdLeaseWatch {
   Keys keys_;
   std::string agent_id_;
   std::map<std::int64_t, Tracked> tracked_;  // by lease id; the thread's own
+  std::int64_t followed_revision_ = -1;      // the view's revision tracked_ follows
 
   std::mutex mutex_;
   std::condition_variable wake_;
