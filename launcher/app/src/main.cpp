@@ -29,6 +29,7 @@
 #include "ddprun/launcher/config/worker_command.hpp"
 #include "ddprun/launcher/config/worker_environment.hpp"
 #include "ddprun/launcher/core/agent_events.hpp"
+#include "ddprun/launcher/core/environment.hpp"
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/core/rendezvous.hpp"
 #include "ddprun/launcher/host/device_count.hpp"
@@ -54,12 +55,6 @@ namespace {
 using namespace ddprun;
 using launcher::LaunchConfig;
 using launcher::log;
-
-std::string hostName() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
 
 namespace fs = std::filesystem;
 
@@ -254,7 +249,7 @@ int runAgent(const LaunchConfig& config) {
   if (config.stdin_hangup) {
     launcher::hangUpWhenStdinEnds(config.signals_to_handle);
   }
-  const std::string host = hostName();
+  const std::string host = launcher::thisHostName();
   const auto rendezvous = launcher::makeRendezvous(config, {nproc, host});
   // After the fork (it has a thread), and before the rendezvous goes.
   launcher::AgentObservers observers(config, nproc, host, *rendezvous,
@@ -373,10 +368,7 @@ int main(int argc, char** argv) {
   if (config.log_level) {
     log().set_level(spdlog::level::from_str(*config.log_level));
   }
-  // A --hostfile launch runs no agent here: the rules' words about this
-  // process's own rendezvous would not be about the job (its agents say theirs).
-  for (const std::string& warning :
-       config.hostfile ? std::vector<std::string>() : config.warnings) {
+  for (const std::string& warning : config.warnings) {
     log().warn("{}", warning);
   }
   try {

@@ -176,7 +176,9 @@ void applyFileTimer(LaunchConfig& config, const Environment& env) {
 }
 
 void collectWarnings(LaunchConfig& config, bool endpoint_given) {
-  if (config.rdzv_backend == "static") {
+  // A --hostfile launch runs no agent here: these words about this process's
+  // own rendezvous would not be about the job (its agents say theirs).
+  if (config.rdzv_backend == "static" || config.hostfile) {
     return;
   }
   if (!endpoint_given) {

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
+#include "ddprun/launcher/core/environment.hpp"
+
 namespace ddprun::launcher {
 namespace {
 
@@ -49,16 +51,8 @@ bool changedRecently(const std::string& path) {
   return changed > std::chrono::system_clock::now() - kSettled;
 }
 
-std::string hostName() {
-  std::array<char, 256> name{};
-  if (::gethostname(name.data(), name.size() - 1) != 0) {
-    return "";
-  }
-  return name.data();
-}
-
 std::string keyOf(const std::string& python, const ProbeEnv& env) {
-  std::string key = hostName() + "\n" + python;
+  std::string key = thisHostName() + "\n" + python;
   for (const char* variable : kPathVariables) {
     key += "\n";
     key += variable;

@@ -1,5 +1,8 @@
 #include "ddprun/launcher/core/environment.hpp"
 
+#include <unistd.h>
+
+#include <array>
 #include <cstdlib>
 
 namespace ddprun::launcher {
@@ -12,6 +15,14 @@ Environment processEnvironment() {
     }
     return std::string(value);
   };
+}
+
+std::string thisHostName() {
+  std::array<char, 256> name{};
+  if (::gethostname(name.data(), name.size() - 1) != 0) {
+    return "localhost";
+  }
+  return name.data();
 }
 
 Environment mapEnvironment(std::map<std::string, std::string, std::less<>> variables) {

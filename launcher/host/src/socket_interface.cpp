@@ -11,6 +11,7 @@
 #include <boost/asio/ip/udp.hpp>
 #include <cstring>
 
+#include "ddprun/launcher/core/environment.hpp"
 #include "ddprun/proto/env_contract.hpp"
 
 namespace ddprun::launcher {
@@ -200,11 +201,7 @@ std::optional<IpAddress> systemSourceAddress(const IpAddress& peer, int port, st
   return std::nullopt;
 }
 
-std::string systemHostName() {
-  std::array<char, 256> name{};
-  ::gethostname(name.data(), name.size() - 1);
-  return name.data();
-}
+std::string systemHostName() { return thisHostName(); }
 
 }  // namespace
 

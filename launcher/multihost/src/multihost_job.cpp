@@ -9,6 +9,7 @@
 
 #include "ddprun/launcher/config/cli.hpp"
 #include "ddprun/launcher/config/option_table.hpp"
+#include "ddprun/launcher/core/environment.hpp"
 #include "ddprun/launcher/multihost/multihost_launch.hpp"
 #include "ddprun/proto/errors.hpp"
 
@@ -86,11 +87,6 @@ std::string nnodesOf(const LaunchConfig& config, std::size_t hosts) {
              : std::to_string(config.min_nodes) + ":" + std::to_string(config.max_nodes);
 }
 
-std::string thisHost() {
-  char name[256] = {};
-  return ::gethostname(name, sizeof name - 1) == 0 ? name : "localhost";
-}
-
 // A flag, or its PET_ variable, that contradicts the launch is refused.
 void refuseContradictions(const LaunchConfig& config) {
   for (const OptionSpec& spec : optionTable()) {
@@ -139,7 +135,7 @@ MultihostJob multihostJob(const LaunchConfig& config, const Environment& env,
   }
   job.nnodes = nnodesOf(config, job.hosts.size());
   // Hosted here: on a free port, chosen when the launch binds it (0 until then).
-  job.rdzv_endpoint = hostsRendezvous(config) ? thisHost() + ":0" : config.rdzv_endpoint;
+  job.rdzv_endpoint = hostsRendezvous(config) ? thisHostName() + ":0" : config.rdzv_endpoint;
   job.rdzv_id = given(config, "rdzv_id") ? config.rdzv_id : randomUuid();
   job.agent_options = agentOptions(config);
   job.program = {config.training_script};

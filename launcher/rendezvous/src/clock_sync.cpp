@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "ddprun/launcher/core/environment.hpp"
 #include "ddprun/proto/json_parse.hpp"
 #include "ddprun/proto/rendezvous_protocol.hpp"
 #include "ddprun/rendezvous/client.hpp"
@@ -25,14 +26,6 @@ std::optional<std::int64_t> steadyNanoseconds(const std::string& answer) {
     return std::nullopt;
   }
   return parsed["steady_ns"].get<std::int64_t>();
-}
-
-std::string hostName() {
-  std::array<char, 256> name{};
-  if (::gethostname(name.data(), name.size() - 1) != 0) {
-    return "localhost";
-  }
-  return name.data();
 }
 
 }  // namespace
@@ -97,7 +90,7 @@ ClockOffset ownClock() {
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
   return {std::chrono::nanoseconds(0), std::chrono::nanoseconds(0),
-          "the monotonic clock of " + hostName() + (boot.empty() ? "" : ", boot " + boot)};
+          "the monotonic clock of " + thisHostName() + (boot.empty() ? "" : ", boot " + boot)};
 }
 
 }  // namespace ddprun::launcher

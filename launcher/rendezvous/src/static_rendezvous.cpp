@@ -7,6 +7,7 @@
 #include <sstream>
 #include <utility>
 
+#include "ddprun/launcher/core/environment.hpp"
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/core/option_values.hpp"
 #include "ddprun/launcher/rendezvous/store_peer_channel.hpp"
@@ -26,14 +27,6 @@ using Duration = StaticRendezvous::Duration;
 namespace protocol = proto::rendezvous;
 
 std::string within(Duration timeout) { return " within " + describeSeconds(timeout); }
-
-std::string localHostname() {
-  std::array<char, 256> name{};
-  if (::gethostname(name.data(), name.size() - 1) != 0) {
-    return "localhost";
-  }
-  return name.data();
-}
 
 void validate(const StaticRendezvousOptions& options) {
   if (options.nnodes < 1) {
@@ -76,7 +69,7 @@ StaticRendezvous::StaticRendezvous(StaticRendezvousOptions options)
     : options_(std::move(options)), port_(options_.port) {
   validate(options_);
   if (options_.hostname.empty()) {
-    options_.hostname = localHostname();
+    options_.hostname = thisHostName();
   }
   if (options_.node_rank == 0) {
     // Every address, so agents and workers on other nodes can reach it.

@@ -18,6 +18,9 @@ using Environment = std::function<std::optional<std::string>(std::string_view)>;
 // Reads the real environment (getenv) at lookup time.
 Environment processEnvironment();
 
+// This machine's host name (gethostname); "localhost" when it has none.
+std::string thisHostName();
+
 // A fixed set of variables, for tests and for callers that snapshot the environment.
 Environment mapEnvironment(std::map<std::string, std::string, std::less<>> variables);
 
