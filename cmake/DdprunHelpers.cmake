@@ -22,6 +22,18 @@ if(DDPRUN_SANITIZE)
   add_link_options(-fsanitize=address,undefined -fno-sanitize=vptr)
 endif()
 
+# ddprun_program(target): a program started on every launch (ddprun) or by
+# every test (ddprund). libstdc++ and libgcc are linked statically and a
+# shared library only when the program calls it (--as-needed): at each start
+# the dynamic loader maps, relocates and resolves the symbols of every shared
+# library, which cost ddprun about half of its start-up (docs/benchmarks.md).
+# Not under the sanitizers, whose runtimes expect the shared libstdc++.
+function(ddprun_program target)
+  if(NOT DDPRUN_SANITIZE)
+    target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc LINKER:--as-needed)
+  endif()
+endfunction()
+
 # ddprun_add_library(NAME name SRCS ... PUBLIC_DEPS ... PRIVATE_DEPS ...)
 # Creates ddprun_<name> with the alias ddprun::<name>, a PUBLIC include/ and a
 # PRIVATE src/.

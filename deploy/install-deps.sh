@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libboost-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
+  libboost-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
   libtorch-dev libgloo-dev python3-torch zlib1g-dev libssl-dev libhwloc-dev
   dataset-fashion-mnist
   iproute2 procps zsh tcsh  # zsh, tcsh: the completion scripts run in the real shells
