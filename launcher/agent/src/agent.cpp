@@ -168,6 +168,7 @@ void Agent::Impl::launchAttempt(const WorkerGroup& next) {
   openPeerChannel();
   result.failures.clear();
   failure_checked = false;
+  stop_signals.clear();
   unproductive_counted = false;
   ++result.attempts;
   result.started = true;
@@ -257,7 +258,12 @@ void Agent::Impl::onExit(std::size_t index) {
   worker.exited = true;
   watchdogs.workerExited(index);
   --running;
-  const bool stopped_by_us = phase == Phase::Stopping && status.kind == ExitStatus::Kind::Signaled;
+  // By a signal the agent sent its group while stopping it: a worker that
+  // dies of another one then (SIGKILL it sent itself, the OOM killer's) has
+  // failed, even when a peer's failure was seen first.
+  const bool stopped_by_us = phase == Phase::Stopping &&
+                             status.kind == ExitStatus::Kind::Signaled &&
+                             stop_signals.contains(status.code);
   // After a handled signal the job is being stopped on purpose (by the user,
   // a scheduler): a worker that ends then has not failed, whatever its status
   // (a Python one often exits 1 from its KeyboardInterrupt).

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -132,6 +133,7 @@ struct Agent::Impl {
   bool unproductive_counted = false;  // this attempt is one of them
   int joins = 0;                      // asked of the rendezvous so far
   int running = 0;
+  std::set<int> stop_signals;  // what stopping this attempt's group sent its workers
   Phase phase = Phase::Waiting;
   bool restart_after_stop = false;
   bool group_over = false;        // this stop is for a membership change

@@ -39,7 +39,10 @@ void Agent::Impl::stopGroup(int signal, AgentEvents::StopReason reason, bool pyt
     }
     // Only the worker: its exit takes the rest of its group with it, and its
     // own DataLoader processes would print their stacks in between.
-    if (!(python_stacks && worker.faulthandler && abortForPythonStacks(worker.process.pid()))) {
+    if (python_stacks && worker.faulthandler && abortForPythonStacks(worker.process.pid())) {
+      stop_signals.insert(SIGABRT);
+    } else {
+      stop_signals.insert(signal);
       worker.process.signalGroup(signal);
     }
   }
@@ -52,6 +55,7 @@ void Agent::Impl::stopGroup(int signal, AgentEvents::StopReason reason, bool pyt
     if (error) {
       return;
     }
+    stop_signals.insert(SIGKILL);
     for (Worker& worker : workers) {
       if (!worker.exited) {
         worker.process.signalGroup(SIGKILL);
@@ -290,6 +294,7 @@ void ignoreForwardedOnlySignals(const std::vector<int>& signals_to_handle) {
 bool Agent::Impl::onStopRequest(int signal) {
   if (result.signal != 0) {
     log().warn("received {} again: killing the workers now", signalName(signal));
+    stop_signals.insert(SIGKILL);
     for (Worker& worker : workers) {
       if (!worker.exited) {
         worker.process.signalGroup(SIGKILL);

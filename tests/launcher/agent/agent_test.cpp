@@ -1,7 +1,8 @@
 // The agent with real worker processes (fake_worker) and a scripted
 // rendezvous (FakeRendezvous): the environment contract, success, a failing
 // rank stopping the group, counted restarts, exit codes for codes and
-// signals, grace then SIGKILL, signal forwarding; and what the rendezvous
+// signals, grace then SIGKILL, a signal the agent did not send counted as a
+// failure while the group stops, signal forwarding; and what the rendezvous
 // drives: groups it decides, membership restarts that do not count, the job
 // ended elsewhere, its errors, a worker that cannot be spawned, and a signal
 // while the agent waits for a group.
@@ -192,6 +193,35 @@ TEST(AgentTest, WorkerIgnoringSigtermIsKilledAfterTheShutdownTimeout) {
   EXPECT_GE(std::chrono::steady_clock::now() - result.failures.front().monotonic, 300ms)
       << "the SIGTERM-ignoring worker ended before the shutdown timeout";
   EXPECT_LT(took, 5s);
+}
+
+// While the group stops for rank 0's failure, rank 1 (which ignores the
+// SIGTERM it was sent) dies of a SIGKILL the agent never sent: its own, as a
+// worker's fault injection or the OOM killer's would be. That is a failure
+// too, listed after the one seen first; it used to count as stopped by the
+// agent, so the report lost the rank that was killed.
+TEST(AgentTest, ASignalTheAgentDidNotSendIsAFailureEvenWhileTheGroupStops) {
+  test_support::TempDir dir;
+  FakeRendezvous rendezvous(singleNode(2));
+  AgentConfig config = configFor(rendezvous, 2, {});
+  config.shutdown_timeout = 30s;
+  config.command = [&dir](int local_rank) {
+    return local_rank == 0
+               ? std::vector<std::string>{DDPRUN_FAKE_WORKER, "--after",
+                                          (dir.path() / "1.ready").string(), "--exit", "2"}
+               : std::vector<std::string>{
+                     DDPRUN_FAKE_WORKER, "--ignore-term", "--ready-to", dir.path().string(),
+                     "--spin",           "1000",          "--signal",   std::to_string(SIGKILL)};
+  };
+  const auto started = std::chrono::steady_clock::now();
+  const RunResult result = Agent(config).run();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 20s) << "waited for the grace period";
+  EXPECT_EQ(result.exit_code, 2);
+  ASSERT_EQ(result.failures.size(), 2u);
+  EXPECT_EQ(result.failures[0].rank, 0);
+  EXPECT_EQ(result.failures[0].status.describe(), "exited with code 2");
+  EXPECT_EQ(result.failures[1].rank, 1);
+  EXPECT_EQ(result.failures[1].status.describe(), "killed by SIGKILL (signal 9)");
 }
 
 TEST(AgentTest, HandledSignalIsForwardedAndEndsTheRun) {
