@@ -174,8 +174,24 @@ void Agent::Impl::launchAttempt(const WorkerGroup& next) {
   result.started = true;
   phase = Phase::Running;
   running = 0;
-  for (int local_rank = 0; local_rank < config.nproc_per_node; ++local_rank) {
-    spawnWorker(local_rank);
+  // Every worker's relays and options first, then the processes two at a
+  // time (ParallelSpawn). A worker that cannot be started ends the attempt
+  // as it always did: those before it run and are stopped, those after it
+  // are killed as `started` goes, never having been workers.
+  const auto count = static_cast<std::size_t>(config.nproc_per_node);
+  std::vector<PreparedWorker> prepared;
+  std::vector<SpawnOptions> options(count);
+  prepared.reserve(count);
+  for (std::size_t index = 0; index < count; ++index) {
+    prepared.push_back(prepareWorker(static_cast<int>(index), index, options[index]));
+  }
+  std::vector<SpawnOutcome> started = spawner.startAll(options);
+  for (std::size_t index = 0; index < count; ++index) {
+    if (started[index].error) {
+      std::rethrow_exception(started[index].error);
+    }
+    addWorker(prepared[index], options[index], std::move(*started[index].process),
+              started[index].started_at);
   }
 }
 
@@ -203,22 +219,21 @@ void Agent::Impl::onGroupOver(int newer_attempt) {
             /*python_stacks=*/watchdogs.peerAskedForStacks());
 }
 
-void Agent::Impl::spawnWorker(int local_rank) {
+// Its output's relays and its spawn options; `index` is where it will be in
+// `workers`. No process yet.
+Agent::Impl::PreparedWorker Agent::Impl::prepareWorker(int local_rank, std::size_t index,
+                                                       SpawnOptions& options) {
   const int rank = group.base_rank + local_rank;
   const WorkerOutput output =
       config.output ? config.output(local_rank, rank, group.attempt) : WorkerOutput{};
-  const std::size_t index = workers.size();
-  const WorkerEnd out =
-      relays.open(relays.stdoutConsole(),
-                  {output.stdout_to_console, output.stdout_prefix, output.stdout_file,
-                   output.stdout_may_be_terminal, output.stdout_filter},
-                  watchdogs.outputObserver(index));
-  const WorkerEnd err =
-      relays.open(relays.stderrConsole(),
-                  {output.stderr_to_console, output.stderr_prefix, output.stderr_file,
-                   output.stderr_may_be_terminal, output.stderr_filter},
-                  watchdogs.outputObserver(index));
-  SpawnOptions options;
+  WorkerEnd out = relays.open(relays.stdoutConsole(),
+                              {output.stdout_to_console, output.stdout_prefix, output.stdout_file,
+                               output.stdout_may_be_terminal, output.stdout_filter},
+                              watchdogs.outputObserver(index));
+  WorkerEnd err = relays.open(relays.stderrConsole(),
+                              {output.stderr_to_console, output.stderr_prefix, output.stderr_file,
+                               output.stderr_may_be_terminal, output.stderr_filter},
+                              watchdogs.outputObserver(index));
   options.argv = config.command(local_rank);
   options.env = config.environment.forWorker(group, local_rank, output.error_file);
   options.stdout_fd = out.fd.fd;
@@ -229,24 +244,33 @@ void Agent::Impl::spawnWorker(int local_rank) {
   if (!config.worker_cpus.empty()) {
     options.cpu_affinity = config.worker_cpus.at(static_cast<std::size_t>(local_rank));
   }
-  Worker worker{Subprocess(options), nullptr, local_rank, rank, false, output.error_file, {}};
+  return PreparedWorker{local_rank, rank, output.error_file, std::move(out), std::move(err)};
+}
+
+// A started worker joins `workers`: its exit watched, its watchdogs and the
+// observers told (of the moment it started, not this one).
+void Agent::Impl::addWorker(const PreparedWorker& prepared, const SpawnOptions& options,
+                            Subprocess process, Clock::time_point started_at) {
+  const std::size_t index = workers.size();
+  Worker worker{std::move(process),  nullptr, prepared.local_rank, prepared.rank, false,
+                prepared.error_file, {}};
   worker.faulthandler = !variable(options.env, proto::env::kPythonFaultHandler).empty();
   if (worker.process.pidfd() < 0) {
     throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);
   }
   if (log().should_log(
           spdlog::level::debug)) {  // LOGLEVEL=DEBUG: the command, not formatted otherwise
-    log().debug("local rank {} (rank {}) started as pid {}: {}", local_rank, rank,
+    log().debug("local rank {} (rank {}) started as pid {}: {}", prepared.local_rank, prepared.rank,
                 worker.process.pid(), fmt::join(options.argv, " "));
   }
   // Never called once the watch is gone: launchAttempt clears the last
   // group's workers, watches included, before it starts the next.
   worker.exit_watch = std::make_unique<ExitWatch>(
       io, worker.process.pidfd(), [this, index] { onExit(index); },
-      "local rank " + std::to_string(local_rank) + "'s worker");
+      "local rank " + std::to_string(prepared.local_rank) + "'s worker");
   watchdogs.workerStarted(index, worker.process.pid(), worker.error_file,
                           variable(options.env, proto::env::kProgressEvents), worker.faulthandler);
-  events().workerStarted(local_rank, rank, worker.process.pid(), Clock::now());
+  events().workerStarted(prepared.local_rank, prepared.rank, worker.process.pid(), started_at);
   workers.push_back(std::move(worker));
   ++running;
 }

@@ -1,7 +1,8 @@
 // Agent::Impl: the agent's state and its handlers, shared by agent.cpp (the
 // attempts and the workers), agent_stop.cpp (stopping, signals, the end) and
 // agent_stuck.cpp (processes stuck in the kernel).
-// Owns the workers, the loop and the waiter thread; everything but the
+// Owns the workers, the loop, the waiter thread and the spawner (with its
+// thread, which starts half of each group); everything else but the
 // waiter runs on the thread that called Agent::run(). Private to the agent.
 #pragma once
 
@@ -17,6 +18,7 @@
 #include "ddprun/launcher/agent/agent.hpp"
 #include "ddprun/launcher/core/agent_events.hpp"
 #include "ddprun/launcher/output/line_relay.hpp"
+#include "ddprun/launcher/process/parallel_spawn.hpp"
 #include "ddprun/launcher/supervision/exit_watch.hpp"
 #include "ddprun/launcher/supervision/process_tree.hpp"
 #include "ddprun/launcher/watchdogs/worker_watchdogs.hpp"
@@ -26,6 +28,15 @@ namespace ddprun::launcher {
 
 struct Agent::Impl {
   using Clock = std::chrono::steady_clock;
+
+  // A worker before its process starts: what launchAttempt made for it.
+  struct PreparedWorker {
+    int local_rank = 0;
+    int rank = 0;
+    std::string error_file;
+    WorkerEnd out;  // the write ends of its output's relays, open until it runs
+    WorkerEnd err;
+  };
 
   struct Worker {
     Subprocess process;
@@ -71,7 +82,9 @@ struct Agent::Impl {
   void onUnfit(const std::string& why);
   void launchAttempt(const WorkerGroup& next);
   void onGroupOver(int newer_attempt);
-  void spawnWorker(int local_rank);
+  PreparedWorker prepareWorker(int local_rank, std::size_t index, SpawnOptions& options);
+  void addWorker(const PreparedWorker& prepared, const SpawnOptions& options, Subprocess process,
+                 Clock::time_point started_at);
   void onExit(std::size_t index);
   WorkerFailure failureOf(const Worker& worker, const ExitStatus& status) const;
   bool runs(std::size_t index) const;
@@ -118,6 +131,9 @@ struct Agent::Impl {
   net::asio::signal_set signals;
   net::asio::steady_timer grace;
   net::asio::steady_timer heartbeat_timer{io};
+  // Declared before `workers`, so destroyed after them: its thread is the
+  // parent (for PR_SET_PDEATHSIG) of the workers it started.
+  ParallelSpawn spawner;
   std::vector<Worker> workers;
   WorkerRelays relays;
   WorkerWatchdogs watchdogs;

@@ -1,0 +1,87 @@
+#include "ddprun/launcher/process/parallel_spawn.hpp"
+
+#include <signal.h>
+
+#include <system_error>
+
+namespace ddprun::launcher {
+
+ParallelSpawn::~ParallelSpawn() {
+  if (!thread_.joinable()) {
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+std::vector<SpawnOutcome> ParallelSpawn::startAll(const std::vector<SpawnOptions>& group) {
+  std::vector<SpawnOutcome> outcomes(group.size());
+  if (group.size() < 2 || !haveThread()) {
+    startEvery(0, 1, group, outcomes);
+    return outcomes;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    group_ = &group;
+    outcomes_ = &outcomes;
+  }
+  changed_.notify_all();
+  startEvery(0, 2, group, outcomes);  // the even members; the thread starts the odd ones
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [this] { return group_ == nullptr; });
+  return outcomes;
+}
+
+bool ParallelSpawn::haveThread() {
+  if (!thread_.joinable()) {
+    try {
+      thread_ = std::thread([this] { serve(); });
+    } catch (const std::system_error&) {
+      return false;  // out of threads: one after the other, as before
+    }
+  }
+  return true;
+}
+
+// Members first, first + step, ...
+void ParallelSpawn::startEvery(std::size_t first, std::size_t step,
+                               const std::vector<SpawnOptions>& group,
+                               std::vector<SpawnOutcome>& outcomes) {
+  for (std::size_t i = first; i < group.size(); i += step) {
+    try {
+      outcomes[i].process.emplace(group[i]);
+      outcomes[i].started_at = std::chrono::steady_clock::now();
+    } catch (...) {
+      outcomes[i].error = std::current_exception();
+    }
+  }
+}
+
+void ParallelSpawn::serve() {
+  // Signals are the agent's loop's to take; a child starts with every one
+  // blocked and sets its own mask.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, nullptr);
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [this] { return stopping_ || group_ != nullptr; });
+    if (stopping_) {
+      return;
+    }
+    const std::vector<SpawnOptions>& group = *group_;
+    std::vector<SpawnOutcome>& outcomes = *outcomes_;
+    lock.unlock();
+    startEvery(1, 2, group, outcomes);
+    lock.lock();
+    group_ = nullptr;
+    outcomes_ = nullptr;
+    changed_.notify_all();
+  }
+}
+
+}  // namespace ddprun::launcher
