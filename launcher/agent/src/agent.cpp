@@ -168,7 +168,7 @@ void Agent::Impl::launchAttempt(const WorkerGroup& next) {
   openPeerChannel();
   result.failures.clear();
   failure_checked = false;
-  stop_signals.clear();
+  stop_killed = false;
   unproductive_counted = false;
   ++result.attempts;
   result.started = true;
@@ -177,7 +177,7 @@ void Agent::Impl::launchAttempt(const WorkerGroup& next) {
   // Every worker's relays and options first, then the processes two at a
   // time (ParallelSpawn). A worker that cannot be started ends the attempt
   // as it always did: those before it run and are stopped, those after it
-  // are killed as `started` goes, never having been workers.
+  // are killed, never having been workers.
   const auto count = static_cast<std::size_t>(config.nproc_per_node);
   std::vector<PreparedWorker> prepared;
   std::vector<SpawnOptions> options(count);
@@ -188,6 +188,13 @@ void Agent::Impl::launchAttempt(const WorkerGroup& next) {
   std::vector<SpawnOutcome> started = spawner.startAll(options);
   for (std::size_t index = 0; index < count; ++index) {
     if (started[index].error) {
+      // SIGKILLed and left to the process tree's reaping, not waited for
+      // here: one stuck in the kernel must not stop the loop.
+      for (std::size_t later = index + 1; later < count; ++later) {
+        if (started[later].process) {
+          started[later].process->killAndAbandon();
+        }
+      }
       std::rethrow_exception(started[index].error);
     }
     addWorker(prepared[index], options[index], std::move(*started[index].process),
@@ -282,12 +289,12 @@ void Agent::Impl::onExit(std::size_t index) {
   worker.exited = true;
   watchdogs.workerExited(index);
   --running;
-  // By a signal the agent sent its group while stopping it: a worker that
-  // dies of another one then (SIGKILL it sent itself, the OOM killer's) has
-  // failed, even when a peer's failure was seen first.
-  const bool stopped_by_us = phase == Phase::Stopping &&
-                             status.kind == ExitStatus::Kind::Signaled &&
-                             stop_signals.contains(status.code);
+  // A signal death while the group stops is the stop's doing, but for a
+  // SIGKILL the agent had not sent yet: the worker's own or the OOM
+  // killer's, which is a failure even when a peer's was seen first.
+  const bool killed_by_another = status.code == SIGKILL && !stop_killed;
+  const bool stopped_by_us =
+      phase == Phase::Stopping && status.kind == ExitStatus::Kind::Signaled && !killed_by_another;
   // After a handled signal the job is being stopped on purpose (by the user,
   // a scheduler): a worker that ends then has not failed, whatever its status
   // (a Python one often exits 1 from its KeyboardInterrupt).

@@ -10,7 +10,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -149,7 +148,7 @@ struct Agent::Impl {
   bool unproductive_counted = false;  // this attempt is one of them
   int joins = 0;                      // asked of the rendezvous so far
   int running = 0;
-  std::set<int> stop_signals;  // what stopping this attempt's group sent its workers
+  bool stop_killed = false;  // stopping this attempt's group has sent its workers SIGKILL
   Phase phase = Phase::Waiting;
   bool restart_after_stop = false;
   bool group_over = false;        // this stop is for a membership change

@@ -39,10 +39,7 @@ void Agent::Impl::stopGroup(int signal, AgentEvents::StopReason reason, bool pyt
     }
     // Only the worker: its exit takes the rest of its group with it, and its
     // own DataLoader processes would print their stacks in between.
-    if (python_stacks && worker.faulthandler && abortForPythonStacks(worker.process.pid())) {
-      stop_signals.insert(SIGABRT);
-    } else {
-      stop_signals.insert(signal);
+    if (!(python_stacks && worker.faulthandler && abortForPythonStacks(worker.process.pid()))) {
       worker.process.signalGroup(signal);
     }
   }
@@ -55,7 +52,7 @@ void Agent::Impl::stopGroup(int signal, AgentEvents::StopReason reason, bool pyt
     if (error) {
       return;
     }
-    stop_signals.insert(SIGKILL);
+    stop_killed = true;
     for (Worker& worker : workers) {
       if (!worker.exited) {
         worker.process.signalGroup(SIGKILL);
@@ -294,7 +291,7 @@ void ignoreForwardedOnlySignals(const std::vector<int>& signals_to_handle) {
 bool Agent::Impl::onStopRequest(int signal) {
   if (result.signal != 0) {
     log().warn("received {} again: killing the workers now", signalName(signal));
-    stop_signals.insert(SIGKILL);
+    stop_killed = true;
     for (Worker& worker : workers) {
       if (!worker.exited) {
         worker.process.signalGroup(SIGKILL);

@@ -31,18 +31,31 @@ std::vector<SpawnOutcome> ParallelSpawn::startAll(const std::vector<SpawnOptions
   }
   changed_.notify_all();
   startEvery(0, 2, group, outcomes);  // the even members; the thread starts the odd ones
+  awaitThread();
+  return outcomes;
+}
+
+// noexcept: the thread writes into the caller's vectors until it is done.
+void ParallelSpawn::awaitThread() noexcept {
   std::unique_lock lock(mutex_);
   changed_.wait(lock, [this] { return group_ == nullptr; });
-  return outcomes;
 }
 
 bool ParallelSpawn::haveThread() {
   if (!thread_.joinable()) {
+    // Made with every signal blocked, which it keeps: signals are the
+    // agent's loop's to take, and a child sets its own mask.
+    sigset_t all;
+    sigset_t before;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &before);
     try {
       thread_ = std::thread([this] { serve(); });
     } catch (const std::system_error&) {
+      pthread_sigmask(SIG_SETMASK, &before, nullptr);
       return false;  // out of threads: one after the other, as before
     }
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
   }
   return true;
 }
@@ -62,11 +75,6 @@ void ParallelSpawn::startEvery(std::size_t first, std::size_t step,
 }
 
 void ParallelSpawn::serve() {
-  // Signals are the agent's loop's to take; a child starts with every one
-  // blocked and sets its own mask.
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, nullptr);
   std::unique_lock lock(mutex_);
   for (;;) {
     changed_.wait(lock, [this] { return stopping_ || group_ != nullptr; });

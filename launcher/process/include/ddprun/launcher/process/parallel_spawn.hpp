@@ -9,7 +9,9 @@
 // child's death signal (PR_SET_PDEATHSIG) follows the thread that started
 // it, not the process: destroy a ParallelSpawn only after its children have
 // ended (the agent's outlives its workers). One thread calls startAll at a
-// time; the group's results come back to it.
+// time; the group's results come back to it. The odd members inherit that
+// thread's attributes (nice value, CPU affinity, every signal blocked until
+// the child sets its own mask) as the caller's were when it was made.
 #pragma once
 
 #include <chrono>
@@ -47,6 +49,7 @@ class ParallelSpawn {
 
  private:
   bool haveThread();
+  void awaitThread() noexcept;
   static void startEvery(std::size_t first, std::size_t step,
                          const std::vector<SpawnOptions>& group,
                          std::vector<SpawnOutcome>& outcomes);
