@@ -1,7 +1,7 @@
 // The agent with real worker processes (fake_worker) and a scripted
 // rendezvous (FakeRendezvous): the environment contract, success, a failing
 // rank stopping the group, counted restarts, exit codes for codes and
-// signals, grace then SIGKILL, a signal the agent did not send counted as a
+// signals, grace then SIGKILL, a SIGKILL the agent did not send counted as a
 // failure while the group stops, signal forwarding; and what the rendezvous
 // drives: groups it decides, membership restarts that do not count, the job
 // ended elsewhere, its errors, a worker that cannot be spawned, and a signal
@@ -200,7 +200,7 @@ TEST(AgentTest, WorkerIgnoringSigtermIsKilledAfterTheShutdownTimeout) {
 // worker's fault injection or the OOM killer's would be. That is a failure
 // too, listed after the one seen first; it used to count as stopped by the
 // agent, so the report lost the rank that was killed.
-TEST(AgentTest, ASignalTheAgentDidNotSendIsAFailureEvenWhileTheGroupStops) {
+TEST(AgentTest, ASigkillTheAgentDidNotSendIsAFailureEvenWhileTheGroupStops) {
   test_support::TempDir dir;
   FakeRendezvous rendezvous(singleNode(2));
   AgentConfig config = configFor(rendezvous, 2, {});
