@@ -22,7 +22,6 @@
 // thread catches the rendezvous's exception and posts it to the loop. run()
 // never throws, and joins the waiter thread before it returns.
 #include <fcntl.h>
-#include <fmt/ranges.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -40,13 +39,6 @@ namespace ddprun::launcher {
 namespace {
 
 namespace asio = net::asio;
-
-// `name`'s value in `env`; "" when it is not set.
-std::string variable(const WorkerEnvironment::Variables& env, std::string_view name) {
-  const auto found = std::find_if(env.begin(), env.end(),
-                                  [name](const auto& entry) { return entry.first == name; });
-  return found != env.end() ? found->second : std::string();
-}
 
 }  // namespace
 
@@ -151,57 +143,6 @@ void Agent::Impl::onUnfit(const std::string& why) {
   finish(kUnfitExitCode);
 }
 
-void Agent::Impl::launchAttempt(const WorkerGroup& next) {
-  group = next;
-  const Clock::time_point joined = Clock::now();
-  events().roundJoined(group, joined - rendezvous_started, joined);
-  if (after_failure) {
-    log().warn("restarting the worker group (attempt {})", group.attempt);
-    after_failure = false;
-  }
-  log().info("round {}: node {} of {}, ranks {}..{} of {}, workers' store at {}", group.attempt,
-             group.group_rank, group.group_world_size, group.base_rank,
-             group.base_rank + config.nproc_per_node - 1, group.world_size,
-             formatEndpoint(group.store_host, group.store_port));
-  workers.clear();
-  watchdogs.attemptStarted();
-  openPeerChannel();
-  result.failures.clear();
-  failure_checked = false;
-  stop_killed = false;
-  unproductive_counted = false;
-  ++result.attempts;
-  result.started = true;
-  phase = Phase::Running;
-  running = 0;
-  // Every worker's relays and options first, then the processes two at a
-  // time (ParallelSpawn). A worker that cannot be started ends the attempt
-  // as it always did: those before it run and are stopped, those after it
-  // are killed, never having been workers.
-  const auto count = static_cast<std::size_t>(config.nproc_per_node);
-  std::vector<PreparedWorker> prepared;
-  std::vector<SpawnOptions> options(count);
-  prepared.reserve(count);
-  for (std::size_t index = 0; index < count; ++index) {
-    prepared.push_back(prepareWorker(static_cast<int>(index), index, options[index]));
-  }
-  std::vector<SpawnOutcome> started = spawner.startAll(options);
-  for (std::size_t index = 0; index < count; ++index) {
-    if (started[index].error) {
-      // SIGKILLed and left to the process tree's reaping, not waited for
-      // here: one stuck in the kernel must not stop the loop.
-      for (std::size_t later = index + 1; later < count; ++later) {
-        if (started[later].process) {
-          started[later].process->killAndAbandon();
-        }
-      }
-      std::rethrow_exception(started[index].error);
-    }
-    addWorker(prepared[index], options[index], std::move(*started[index].process),
-              started[index].started_at);
-  }
-}
-
 // The rendezvous moved past the running group (a node was lost or arrived):
 // stop the workers and join the next one; not a failure.
 void Agent::Impl::onGroupOver(int newer_attempt) {
@@ -224,62 +165,6 @@ void Agent::Impl::onGroupOver(int newer_attempt) {
   group_over = true;
   stopGroup(SIGTERM, AgentEvents::StopReason::kRoundOver,
             /*python_stacks=*/watchdogs.peerAskedForStacks());
-}
-
-// Its output's relays and its spawn options; `index` is where it will be in
-// `workers`. No process yet.
-Agent::Impl::PreparedWorker Agent::Impl::prepareWorker(int local_rank, std::size_t index,
-                                                       SpawnOptions& options) {
-  const int rank = group.base_rank + local_rank;
-  const WorkerOutput output =
-      config.output ? config.output(local_rank, rank, group.attempt) : WorkerOutput{};
-  WorkerEnd out = relays.open(relays.stdoutConsole(),
-                              {output.stdout_to_console, output.stdout_prefix, output.stdout_file,
-                               output.stdout_may_be_terminal, output.stdout_filter},
-                              watchdogs.outputObserver(index));
-  WorkerEnd err = relays.open(relays.stderrConsole(),
-                              {output.stderr_to_console, output.stderr_prefix, output.stderr_file,
-                               output.stderr_may_be_terminal, output.stderr_filter},
-                              watchdogs.outputObserver(index));
-  options.argv = config.command(local_rank);
-  options.env = config.environment.forWorker(group, local_rank, output.error_file);
-  options.stdout_fd = out.fd.fd;
-  options.stderr_fd = err.fd.fd;
-  // Its terminals are not its controlling terminal: /dev/tty stays the
-  // user's (getpass, pagers), and resizes are signalled by the agent.
-  options.cgroup_fd = tree.cgroupFd();
-  if (!config.worker_cpus.empty()) {
-    options.cpu_affinity = config.worker_cpus.at(static_cast<std::size_t>(local_rank));
-  }
-  return PreparedWorker{local_rank, rank, output.error_file, std::move(out), std::move(err)};
-}
-
-// A started worker joins `workers`: its exit watched, its watchdogs and the
-// observers told (of the moment it started, not this one).
-void Agent::Impl::addWorker(const PreparedWorker& prepared, const SpawnOptions& options,
-                            Subprocess process, Clock::time_point started_at) {
-  const std::size_t index = workers.size();
-  Worker worker{std::move(process),  nullptr, prepared.local_rank, prepared.rank, false,
-                prepared.error_file, {}};
-  worker.faulthandler = !variable(options.env, proto::env::kPythonFaultHandler).empty();
-  if (worker.process.pidfd() < 0) {
-    throw SpawnError("ddprun needs pidfd_open (Linux 5.3 or later) to supervise workers", ENOSYS);
-  }
-  if (log().should_log(
-          spdlog::level::debug)) {  // LOGLEVEL=DEBUG: the command, not formatted otherwise
-    log().debug("local rank {} (rank {}) started as pid {}: {}", prepared.local_rank, prepared.rank,
-                worker.process.pid(), fmt::join(options.argv, " "));
-  }
-  // Never called once the watch is gone: launchAttempt clears the last
-  // group's workers, watches included, before it starts the next.
-  worker.exit_watch = std::make_unique<ExitWatch>(
-      io, worker.process.pidfd(), [this, index] { onExit(index); },
-      "local rank " + std::to_string(prepared.local_rank) + "'s worker");
-  watchdogs.workerStarted(index, worker.process.pid(), worker.error_file,
-                          variable(options.env, proto::env::kProgressEvents), worker.faulthandler);
-  events().workerStarted(prepared.local_rank, prepared.rank, worker.process.pid(), started_at);
-  workers.push_back(std::move(worker));
-  ++running;
 }
 
 void Agent::Impl::onExit(std::size_t index) {

@@ -1,6 +1,7 @@
 // Agent::Impl: the agent's state and its handlers, shared by agent.cpp (the
-// attempts and the workers), agent_stop.cpp (stopping, signals, the end) and
-// agent_stuck.cpp (processes stuck in the kernel).
+// attempts and the workers' exits), agent_start.cpp (starting the workers),
+// agent_stop.cpp (stopping, signals, the end) and agent_stuck.cpp (processes
+// stuck in the kernel).
 // Owns the workers, the loop, the waiter thread and the spawner (with its
 // thread, which starts half of each group); everything else but the
 // waiter runs on the thread that called Agent::run(). Private to the agent.
