@@ -30,9 +30,13 @@ class DdprunFlightRecorderTest : public DdprunBinaryTest {
     extra_env_ = {{"PYTHON_EXEC", DDPRUN_TORCH_PYTHON}, {"PYTHONDONTWRITEBYTECODE", "1"}};
   }
 
-  // Two ranks that leave a dump each; rank 1 then fails.
+  // Two ranks that leave a dump each; rank 1 then fails, once rank 0 has
+  // written its dump (the two start together, and rank 1's failure stops
+  // rank 0 wherever it is).
   Outcome runDumpingWorkers() {
-    auto args = fakeWorkers(2, {"--nccl-dump", "--only-rank", "1", "--exit", "3"});
+    const std::string ready = dir_.path().string();
+    auto args = fakeWorkers(2, {"--nccl-dump", "--ready-to", ready, "--after", ready + "/0.ready",
+                                "--only-rank", "1", "--exit", "3"});
     args.insert(args.begin(), {"--log-dir", (dir_.path() / "logs").string()});
     return run(args);
   }
