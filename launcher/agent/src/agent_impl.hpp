@@ -82,7 +82,7 @@ struct Agent::Impl {
   void onUnfit(const std::string& why);
   void launchAttempt(const WorkerGroup& next);
   void onGroupOver(int newer_attempt);
-  PreparedWorker prepareWorker(int local_rank, std::size_t index, SpawnOptions& options);
+  PreparedWorker prepareWorker(int local_rank, SpawnOptions& options);
   void addWorker(const PreparedWorker& prepared, const SpawnOptions& options, Subprocess process,
                  Clock::time_point started_at);
   void onExit(std::size_t index);

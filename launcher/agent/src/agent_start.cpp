@@ -54,7 +54,7 @@ void Agent::Impl::launchAttempt(const WorkerGroup& next) {
   std::vector<SpawnOptions> options(count);
   prepared.reserve(count);
   for (std::size_t index = 0; index < count; ++index) {
-    prepared.push_back(prepareWorker(static_cast<int>(index), index, options[index]));
+    prepared.push_back(prepareWorker(static_cast<int>(index), options[index]));
   }
   std::vector<SpawnOutcome> started = spawner.startAll(options);
   for (std::size_t index = 0; index < count; ++index) {
@@ -73,11 +73,11 @@ void Agent::Impl::launchAttempt(const WorkerGroup& next) {
   }
 }
 
-// Its output's relays and its spawn options; `index` is where it will be in
-// `workers`. No process yet.
-Agent::Impl::PreparedWorker Agent::Impl::prepareWorker(int local_rank, std::size_t index,
-                                                       SpawnOptions& options) {
+// Its output's relays and its spawn options. No process yet; it will be
+// `workers[local_rank]`, which is what its relays' observers are told.
+Agent::Impl::PreparedWorker Agent::Impl::prepareWorker(int local_rank, SpawnOptions& options) {
   const int rank = group.base_rank + local_rank;
+  const auto index = static_cast<std::size_t>(local_rank);
   const WorkerOutput output =
       config.output ? config.output(local_rank, rank, group.attempt) : WorkerOutput{};
   WorkerEnd out = relays.open(relays.stdoutConsole(),
