@@ -44,6 +44,10 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 
 set(CPACK_DEBIAN_DDPRUN_PACKAGE_NAME ddprun)
 set(CPACK_DEBIAN_DDPRUN_PACKAGE_SECTION utils)
+# hwloc is loaded (dlopen) when --numa-binding reads the topology, so
+# dpkg-shlibdeps, which reads DT_NEEDED, does not find it: named here, and
+# the libraries it finds are added to this.
+set(CPACK_DEBIAN_DDPRUN_PACKAGE_DEPENDS "libhwloc15")
 set(CPACK_DEBIAN_DDPRUN_PACKAGE_SUGGESTS "ddprun-train, python3-torch")
 set(CPACK_DEBIAN_DDPRUN_DESCRIPTION
     "launcher for distributed PyTorch jobs, a drop-in for torchrun

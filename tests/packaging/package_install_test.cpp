@@ -142,6 +142,8 @@ class PackageInstall : public ::testing::Test {
     EXPECT_FALSE(contains(controlField(launcher_deb_, "Depends"), "libtorch"));
     EXPECT_TRUE(contains(controlField(train_deb_, "Depends"), "libtorch"));
     EXPECT_TRUE(contains(controlField(launcher_deb_, "Depends"), "libc6"));
+    // Loaded only for --numa-binding, so no DT_NEEDED of ddprun names it.
+    EXPECT_TRUE(contains(controlField(launcher_deb_, "Depends"), "libhwloc15"));
     phaseDone("cpack -G DEB");
   }
 
@@ -172,6 +174,10 @@ class PackageInstall : public ::testing::Test {
     EXPECT_EQ(shell("ddprun --help").rfind("usage: ddprun [-h]", 0), 0u);
     EXPECT_EQ(shell("ddprun --version"), std::string("ddprun ") + kVersion + "\n");
     EXPECT_EQ(shell("ddprund --version"), std::string("ddprund (ddprun) ") + kVersion + "\n");
+    // hwloc, which ddprun loads when it reads the topology, came with it.
+    const auto bound = inside({"ddprun", "--standalone", "--nproc-per-node=1",
+                               "--numa-binding=node", "--no-python", "true"});
+    EXPECT_EQ(bound.code, 0) << bound.output;
     const auto torch = inside({"dpkg-query", "--show", "libtorch*"});
     EXPECT_NE(torch.code, 0) << "LibTorch came with the launcher:\n" << torch.output;
   }

@@ -57,5 +57,16 @@ TEST(DdprunLinkingTest, StartsWithoutTheCxxRuntimeSpdlogFmtOrOpenSslAsSharedLibr
 #endif
 }
 
+// hwloc and the libudev it needs are loaded only when --numa-binding reads
+// the machine's topology (launcher/host/src/hwloc_library.hpp): mapped at
+// every start, they cost 0.2 ms of each launch.
+TEST(DdprunLinkingTest, StartsWithoutHwloc) {
+  const std::set<std::string> needed = neededLibraries(DDPRUN_BINARY);
+  ASSERT_TRUE(namesLibrary(needed, "libc.so")) << "readelf listed no libc: not its output?";
+  for (const char* library : {"libhwloc.so", "libudev.so"}) {
+    EXPECT_FALSE(namesLibrary(needed, library)) << DDPRUN_BINARY << " needs " << library;
+  }
+}
+
 }  // namespace
 }  // namespace ddprun::launcher
