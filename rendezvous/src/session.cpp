@@ -91,7 +91,7 @@ void Session::onReadable(const net::error_code& error) {
   const bool partial = in_begin_ != in_end_;
   const net::asio::mutable_buffer target =
       partial ? net::asio::buffer(in_.data() + in_end_, in_.size() - in_end_)
-              : net::asio::buffer(load_.read_buffer);
+              : net::asio::buffer(load_.read_buffer.get(), ThreadLoad::kReadBufferBytes);
   net::error_code read_error;
   const std::size_t bytes = socket_.read_some(target, read_error);
   if (read_error == net::asio::error::would_block || read_error == net::asio::error::try_again) {
@@ -107,7 +107,7 @@ void Session::onReadable(const net::error_code& error) {
     in_end_ += bytes;
     processInput();
   } else {
-    processFresh(std::string_view(load_.read_buffer.data(), bytes));
+    processFresh(std::string_view(load_.read_buffer.get(), bytes));
   }
 }
 
