@@ -201,6 +201,9 @@ void Agent::Impl::finish(int exit_code) {
   // What is stuck will not die in any wait; the rest was SIGKILLed with it.
   tree.finish(group.attempt, result.stuck.empty() ? std::chrono::milliseconds(kLeftoverWait)
                                                   : std::chrono::milliseconds(0));
+  // Its workers are reaped (a stuck one is SIGKILLed already): its thread
+  // ends meanwhile, not on the agent's way out.
+  spawner.finish();
   relays.drain();
 }
 

@@ -7,6 +7,13 @@
 namespace ddprun::launcher {
 
 ParallelSpawn::~ParallelSpawn() {
+  finish();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+void ParallelSpawn::finish() {
   if (!thread_.joinable()) {
     return;
   }
@@ -15,12 +22,11 @@ ParallelSpawn::~ParallelSpawn() {
     stopping_ = true;
   }
   changed_.notify_all();
-  thread_.join();
 }
 
 std::vector<SpawnOutcome> ParallelSpawn::startAll(const std::vector<SpawnOptions>& group) {
   std::vector<SpawnOutcome> outcomes(group.size());
-  if (group.size() < 2 || !haveThread()) {
+  if (group.size() < 2 || stopping_ || !haveThread()) {
     startEvery(0, 1, group, outcomes);
     return outcomes;
   }

@@ -2,7 +2,8 @@
 // returned in its order, a member that cannot start reported without
 // stopping the others, members started on the object's own thread still
 // running after the group's start returns (their death signal follows the
-// thread that started them), and groups started one after another.
+// thread that started them), groups started one after another, and groups
+// started after finish() ended the thread.
 #include "ddprun/launcher/process/parallel_spawn.hpp"
 
 #include <gtest/gtest.h>
@@ -84,6 +85,24 @@ TEST(ParallelSpawnTest, AMemberThatCannotStartIsReportedAndTheOthersStart) {
 // signal (SIGKILL) then.
 TEST(ParallelSpawnTest, MembersStartedOnItsThreadOutliveTheStart) {
   ParallelSpawn spawn;
+  std::vector<SpawnOutcome> outcomes = spawn.startAll({shell("sleep 30"), shell("sleep 30")});
+  for (SpawnOutcome& outcome : outcomes) {
+    ASSERT_TRUE(outcome.process.has_value());
+    EXPECT_FALSE(outcome.process->waitFor(milliseconds(300)).has_value())
+        << "a member ended: " << outcome.process->exitStatus()->describe();
+  }
+  for (SpawnOutcome& outcome : outcomes) {
+    outcome.process->stop(milliseconds(0));
+  }
+}
+
+// finish() ends the thread without waiting for it; a group started after it
+// still starts, on the caller's thread, and outlives its start.
+TEST(ParallelSpawnTest, AGroupAfterFinishStartsOnTheCallersThread) {
+  ParallelSpawn spawn;
+  std::vector<SpawnOutcome> first = spawn.startAll(exitingWithTheirIndex(2));
+  expectExitCodesInOrder(first);
+  spawn.finish();
   std::vector<SpawnOutcome> outcomes = spawn.startAll({shell("sleep 30"), shell("sleep 30")});
   for (SpawnOutcome& outcome : outcomes) {
     ASSERT_TRUE(outcome.process.has_value());

@@ -5,7 +5,7 @@
 // this object's starts the odd ones, and two execs run side by side.
 //
 // Owns that thread: started by the first group of two or more, kept until
-// the destructor. It must outlive the children it started, because a
+// finish() or the destructor. It must outlive the children it started, because a
 // child's death signal (PR_SET_PDEATHSIG) follows the thread that started
 // it, not the process: destroy a ParallelSpawn only after its children have
 // ended (the agent's outlives its workers). One thread calls startAll at a
@@ -46,6 +46,10 @@ class ParallelSpawn {
   // whatever became of the others. Without a thread of its own (one member,
   // or the thread could not be made) they start one after the other here.
   std::vector<SpawnOutcome> startAll(const std::vector<SpawnOptions>& group);
+  // No group will follow: the thread is told to end, without waiting for it
+  // (the destructor joins it, by then most likely at once). Call it once
+  // every child the thread started has been reaped.
+  void finish();
 
  private:
   bool haveThread();
