@@ -33,17 +33,6 @@ int listenBacklog() {
   return SOMAXCONN;
 }
 
-// Runs `work` on `context`'s thread and waits until it has run.
-template <typename Work>
-void runOn(net::asio::io_context& context, Work work) {
-  std::promise<void> done;
-  net::asio::post(context, [&done, &work] {
-    work();
-    done.set_value();
-  });
-  done.get_future().wait();
-}
-
 }  // namespace
 
 struct Server::Impl {
@@ -180,17 +169,27 @@ void Server::stop() {
   if (!impl_->started) {
     return;
   }
-  // 1. Close the acceptor on its own thread, after any accept in progress.
-  runOn(*impl_->contexts.front(), [impl = impl_.get()] {
+  // 1. Close the acceptor on its own thread, after any accept in progress;
+  // 2. then, behind the start of every session accepted before that (each
+  // posted to its thread already), pass a barrier on every thread. One wait
+  // here for both: each is a wake-up of a sleeping thread on the agent's
+  // way out.
+  std::promise<void> passed;
+  std::atomic<std::size_t> threads_left{impl_->contexts.size()};
+  net::asio::post(*impl_->contexts.front(), [impl = impl_.get(), &passed, &threads_left] {
     net::error_code ignored;
     impl->acceptor->close(ignored);
     impl->accept_backoff->cancel();
     impl->rendezvous_timer->stop();
+    for (auto& context : impl->contexts) {
+      net::asio::post(*context, [&passed, &threads_left] {
+        if (--threads_left == 0) {
+          passed.set_value();
+        }
+      });
+    }
   });
-  // 2. Let every session accepted before that register itself.
-  for (auto& context : impl_->contexts) {
-    runOn(*context, [] {});
-  }
+  passed.get_future().wait();
   // 3. Close every session; each thread's run() returns once its handlers end.
   std::vector<SessionPtr> sessions;
   {
