@@ -101,6 +101,7 @@ class ProcessTree {
 
  private:
   void reapLater();
+  bool onlyWorkersInCgroup() const;
   [[noreturn]] void onGuardianGone();
 
   net::asio::steady_timer reap_timer_;
