@@ -1,6 +1,5 @@
 #include "ddprun/launcher/supervision/guardian.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -14,8 +13,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <memory>
-#include <string>
 #include <thread>
 
 #include "ddprun/launcher/core/log.hpp"
@@ -51,9 +48,8 @@ sigset_t forwardedSignals() {
 
 // The agent's side of the fork: told of the guardian's death by a pidfd (on
 // its loop), and by SIGTERM where the agent handles SIGTERM.
-GuardianLink becomeAgent(pid_t guardian, const sigset_t& previous_mask,
-                         const std::vector<int>& agent_handles, const int (&answer)[2]) {
-  close(answer[1]);
+int becomeAgent(pid_t guardian, const sigset_t& previous_mask,
+                const std::vector<int>& agent_handles) {
   const bool term =
       std::find(agent_handles.begin(), agent_handles.end(), SIGTERM) != agent_handles.end();
   if (term) {
@@ -66,43 +62,7 @@ GuardianLink becomeAgent(pid_t guardian, const sigset_t& previous_mask,
   if (getppid() != guardian) {
     raise(SIGKILL);  // the guardian died already: no workers have started
   }
-  return GuardianLink(guardian_pidfd, answer[0]);
-}
-
-// The answer GuardianLink::jobCgroup reads: "<parent>\0<name>\0<description>",
-// parent and name empty where there is no cgroup.
-std::string cgroupAnswer(const WorkerCgroup* cgroup, const std::string& description) {
-  std::string answer = cgroup != nullptr ? cgroup->parent().string() : "";
-  answer += '\0';
-  answer += cgroup != nullptr ? cgroup->name() : "";
-  answer += '\0';
-  return answer + description;
-}
-
-// The guardian's first work, while the agent sets up: the job's cgroup,
-// whose place it writes to the agent (which may have died: SIGPIPE is
-// ignored by then, and a short write changes nothing here).
-std::unique_ptr<WorkerCgroup> makeCgroupForAgent(int answer) {
-  std::string description;
-  std::unique_ptr<WorkerCgroup> cgroup;
-  try {
-    cgroup = makeJobCgroup(description);
-  } catch (const std::exception& error) {
-    description = std::string("no cgroup (") + error.what() + ")";
-  }
-  const std::string text = cgroupAnswer(cgroup.get(), description);
-  for (std::size_t written = 0; written < text.size();) {
-    const ssize_t wrote = ::write(answer, text.data() + written, text.size() - written);
-    if (wrote < 0 && errno == EINTR) {
-      continue;
-    }
-    if (wrote <= 0) {
-      break;
-    }
-    written += static_cast<std::size_t>(wrote);
-  }
-  close(answer);
-  return cgroup;
+  return guardian_pidfd;
 }
 
 // Forwards signals until the agent has ended; returns its wait status.
@@ -174,11 +134,7 @@ void killWhatIsLeft(pid_t agent, int wait_status, WorkerCgroup* cgroup) {
 
 }  // namespace
 
-GuardianLink forkAgentUnderGuardian(const std::vector<int>& agent_handles) {
-  int answer[2];
-  if (pipe2(answer, O_CLOEXEC) != 0) {
-    throw Error(std::string("cannot start the agent: pipe: ") + std::strerror(errno));
-  }
+int forkAgentUnderGuardian(WorkerCgroup* cgroup, const std::vector<int>& agent_handles) {
   sigset_t waited = forwardedSignals();
   sigaddset(&waited, SIGCHLD);
   // SIGCHLD is at its default here: main() resets it first thing, since an
@@ -189,62 +145,16 @@ GuardianLink forkAgentUnderGuardian(const std::vector<int>& agent_handles) {
   const pid_t guardian = getpid();
   const pid_t agent = fork();
   if (agent < 0) {
-    const int fork_error = errno;
     sigprocmask(SIG_SETMASK, &previous, nullptr);
-    close(answer[0]);
-    close(answer[1]);
-    throw Error(std::string("cannot start the agent: fork: ") + std::strerror(fork_error));
+    throw Error(std::string("cannot start the agent: fork: ") + std::strerror(errno));
   }
   if (agent == 0) {
-    return becomeAgent(guardian, previous, agent_handles, answer);
+    return becomeAgent(guardian, previous, agent_handles);
   }
-  close(answer[0]);
-  std::signal(SIGPIPE, SIG_IGN);  // a closed stderr, or a dead agent's pipe, must not end it
-  const std::unique_ptr<WorkerCgroup> cgroup = makeCgroupForAgent(answer[1]);
+  std::signal(SIGPIPE, SIG_IGN);  // a closed stderr must not end the guardian
   const int wait_status = superviseAgent(agent, waited);
-  killWhatIsLeft(agent, wait_status, cgroup.get());
+  killWhatIsLeft(agent, wait_status, cgroup);
   mirror(wait_status);
-}
-
-GuardianLink::~GuardianLink() {
-  if (cgroup_answer_ >= 0) {
-    close(cgroup_answer_);
-  }
-}
-
-std::unique_ptr<WorkerCgroup> GuardianLink::jobCgroup(std::string& description) {
-  std::string text;
-  char buffer[512];
-  while (cgroup_answer_ >= 0) {
-    const ssize_t got = ::read(cgroup_answer_, buffer, sizeof buffer);
-    if (got < 0 && errno == EINTR) {
-      continue;
-    }
-    if (got <= 0) {
-      close(cgroup_answer_);
-      cgroup_answer_ = -1;
-      break;
-    }
-    text.append(buffer, static_cast<std::size_t>(got));
-  }
-  const std::size_t parent_end = text.find('\0');
-  const std::size_t name_end =
-      parent_end == std::string::npos ? std::string::npos : text.find('\0', parent_end + 1);
-  if (name_end == std::string::npos) {
-    description = "no cgroup (the guardian ended before it made one)";
-    return nullptr;
-  }
-  description = text.substr(name_end + 1);
-  if (parent_end == 0) {
-    return nullptr;  // the guardian made none: its description says why
-  }
-  std::string why_not;
-  auto cgroup = WorkerCgroup::adopt(
-      text.substr(0, parent_end), text.substr(parent_end + 1, name_end - parent_end - 1), why_not);
-  if (!cgroup) {
-    description = "no cgroup (" + why_not + ")";
-  }
-  return cgroup;
 }
 
 void hangUpWhenStdinEnds(const std::vector<int>& handled) {
