@@ -1,6 +1,7 @@
 #include "ddprun/launcher/config/worker_environment.hpp"
 
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "ddprun/launcher/core/environment.hpp"
@@ -86,6 +87,33 @@ Environment lookupIn(const WorkerEnvironment::Variables& inherited) {
   return mapEnvironment(std::move(merged));
 }
 
+// `base` (sorted by name, as base_ is) with `own` laid over it, in one pass:
+// copying base into a map for each worker was most of a worker's
+// preparation before its start.
+WorkerEnvironment::Variables overlay(
+    const WorkerEnvironment::Variables& base,
+    const std::map<std::string, std::optional<std::string>, std::less<>>& own) {
+  WorkerEnvironment::Variables merged;
+  merged.reserve(base.size() + own.size());
+  auto next_own = own.begin();
+  const auto takeOwnBefore = [&](const std::string* name) {
+    for (; next_own != own.end() && (name == nullptr || next_own->first <= *name); ++next_own) {
+      if (next_own->second) {
+        merged.emplace_back(next_own->first, *next_own->second);
+      }
+    }
+  };
+  for (const auto& [name, value] : base) {
+    const bool overridden = own.contains(name);
+    takeOwnBefore(&name);
+    if (!overridden) {
+      merged.emplace_back(name, value);
+    }
+  }
+  takeOwnBefore(nullptr);
+  return merged;
+}
+
 }  // namespace
 
 WorkerEnvironment::WorkerEnvironment(Job job, Variables inherited) : job_(std::move(job)) {
@@ -168,37 +196,39 @@ proto::WorkerEnv WorkerEnvironment::contract(const WorkerGroup& group, int local
 
 WorkerEnvironment::Variables WorkerEnvironment::forWorker(const WorkerGroup& group, int local_rank,
                                                           const std::string& error_file) const {
-  std::map<std::string, std::string> merged(base_.begin(), base_.end());
+  // This worker's own variables, over the inherited ones: a value, or
+  // nullopt for one it must not have.
+  std::map<std::string, std::optional<std::string>, std::less<>> own;
   for (auto& [name, value] : proto::toEnvironment(contract(group, local_rank, error_file))) {
-    merged[std::move(name)] = std::move(value);
+    own.insert_or_assign(std::move(name), std::move(value));
   }
   if (!own_devices_.empty()) {
-    merged[std::string(proto::env::kCudaVisibleDevices)] =
-        own_devices_.at(static_cast<std::size_t>(local_rank));
+    own.insert_or_assign(std::string(proto::env::kCudaVisibleDevices),
+                         own_devices_.at(static_cast<std::size_t>(local_rank)));
   }
   // The Flight Recorder's dumps go to the worker's attempt directory, beside
   // its error file, unless the user chose a place.
   if (!error_file.empty() && !base_has_nccl_dump_prefix_) {
-    merged[std::string(proto::env::kNcclDebugInfoTempFile)] =
-        (std::filesystem::path(error_file).parent_path() /
-         std::string(proto::env::kNcclTraceDumpPrefix))
-            .string();
+    own.insert_or_assign(std::string(proto::env::kNcclDebugInfoTempFile),
+                         (std::filesystem::path(error_file).parent_path() /
+                          std::string(proto::env::kNcclTraceDumpPrefix))
+                             .string());
   }
   // Always ours: an inherited one (ddprun run from a worker of another
   // launch) names the outer worker's file.
-  if (!job_.timeline_events_dir.empty()) {
-    merged[std::string(proto::env::kTimelineEvents)] =
-        timelineEventsFile(job_.timeline_events_dir, group.attempt, local_rank).string();
-  } else {
-    merged.erase(std::string(proto::env::kTimelineEvents));
-  }
-  if (!job_.progress_events_dir.empty()) {
-    merged[std::string(proto::env::kProgressEvents)] =
-        progressEventsFile(job_.progress_events_dir, group.attempt, local_rank).string();
-  } else {
-    merged.erase(std::string(proto::env::kProgressEvents));
-  }
-  return {merged.begin(), merged.end()};
+  own.insert_or_assign(
+      std::string(proto::env::kTimelineEvents),
+      job_.timeline_events_dir.empty()
+          ? std::nullopt
+          : std::optional(
+                timelineEventsFile(job_.timeline_events_dir, group.attempt, local_rank).string()));
+  own.insert_or_assign(
+      std::string(proto::env::kProgressEvents),
+      job_.progress_events_dir.empty()
+          ? std::nullopt
+          : std::optional(
+                progressEventsFile(job_.progress_events_dir, group.attempt, local_rank).string()));
+  return overlay(base_, own);
 }
 
 std::filesystem::path progressEventsFile(const std::filesystem::path& dir, int attempt,

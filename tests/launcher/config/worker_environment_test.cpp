@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "ddprun/launcher/core/rendezvous.hpp"
@@ -210,6 +211,28 @@ TEST(WorkerEnvironment, TheContractWinsOverInheritedValuesAndTheSignalsAreExport
   EXPECT_EQ(vars.at("RANK"), "5");
   EXPECT_EQ(vars.at("MASTER_ADDR"), "node0");
   EXPECT_EQ(vars.at("TORCHELASTIC_SIGNALS_TO_HANDLE"), "SIGTERM,SIGUSR1");
+}
+
+// The list a worker is started with names each variable once, in name order:
+// inherited ones before, between and after the worker's own, an overridden
+// one with the worker's value, a dropped one not at all.
+TEST(WorkerEnvironment, EachVariableIsListedOnceInNameOrder) {
+  WorkerEnvironment environment(job(2), {{"AAA_FIRST", "a"},
+                                         {"DDPRUN_TIMELINE_EVENTS", "/outer/file"},
+                                         {"LOCAL_RANK", "7"},
+                                         {"PATH", "/bin"},
+                                         {"zzz_last", "z"}});
+  const auto list = environment.forWorker(group(), 1, "/logs/error.json");
+  EXPECT_TRUE(std::adjacent_find(list.begin(), list.end(),
+                                 [](const auto& a, const auto& b) { return a.first >= b.first; }) ==
+              list.end())
+      << "a name out of order, or twice";
+  const Vars vars(list.begin(), list.end());
+  EXPECT_EQ(vars.at("AAA_FIRST"), "a");
+  EXPECT_EQ(vars.at("PATH"), "/bin");
+  EXPECT_EQ(vars.at("zzz_last"), "z");
+  EXPECT_EQ(vars.at("LOCAL_RANK"), "1");
+  EXPECT_EQ(vars.count("DDPRUN_TIMELINE_EVENTS"), 0u);
 }
 
 // docs/torchrun-contract.md §7.6: the pipe the agent serves reaches every
