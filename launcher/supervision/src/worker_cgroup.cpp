@@ -195,7 +195,6 @@ std::string WorkerCgroup::describe() const {
 int WorkerCgroup::attemptFd() {
   if (attempt_fd_ < 0) {
     attempt_path_ = parent_ / (name_ + "-" + std::to_string(attempts_++));
-    none_left_ = false;
     if (mkdir(attempt_path_.c_str(), 0755) == 0) {
       attempt_fd_ = open(attempt_path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     }
@@ -231,8 +230,7 @@ std::optional<std::vector<pid_t>> WorkerCgroup::attemptProcesses() const {
 
 int WorkerCgroup::killAll(Clock::time_point deadline) {
   int count = 0;
-  const std::vector<fs::path> cgroups = ours();
-  for (const fs::path& cgroup : cgroups) {
+  for (const fs::path& cgroup : ours()) {
     // Their pidfds, readable as each dies: cgroup.events is slower to say so
     // (it is notified at most every 10 ms).
     std::vector<int> pidfds;
@@ -256,25 +254,19 @@ int WorkerCgroup::killAll(Clock::time_point deadline) {
       }
     }
   }
-  removeThese(cgroups);
+  remove();
   return count;
 }
 
-bool WorkerCgroup::remove() { return none_left_ ? removeThese({}) : removeThese(ours()); }
-
-// `cgroups` are all this job's (none is made meanwhile: only this process's
-// thread makes them), so what removed them all leaves nothing for remove()
-// to look for until the next attempt's is made.
-bool WorkerCgroup::removeThese(const std::vector<fs::path>& cgroups) {
+bool WorkerCgroup::remove() {
   if (attempt_fd_ >= 0) {
     close(attempt_fd_);
     attempt_fd_ = -1;
   }
   bool removed = true;
-  for (const fs::path& cgroup : cgroups) {
+  for (const fs::path& cgroup : ours()) {
     removed = rmdir(cgroup.c_str()) == 0 && removed;
   }
-  none_left_ = removed;
   return removed;
 }
 

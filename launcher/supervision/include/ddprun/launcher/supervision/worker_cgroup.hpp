@@ -98,17 +98,12 @@ class WorkerCgroup {
   // This job's cgroups that exist now (also those made by another process of
   // the job: the guardian's copy never made one).
   std::vector<std::filesystem::path> ours() const;
-  bool removeThese(const std::vector<std::filesystem::path>& cgroups);
 
   std::filesystem::path parent_;
   std::string name_;  // ddprun-<pid>-<start time> of the guardian
   std::filesystem::path attempt_path_;
   int attempt_fd_ = -1;
   int attempts_ = 0;  // attempt cgroups made
-  // Every cgroup of this job was removed by this copy, and it has made none
-  // since: remove() has nothing to look for. False in the guardian's copy
-  // until it has removed them, since the agent's copy makes them.
-  bool none_left_ = false;
 };
 
 }  // namespace ddprun::launcher
