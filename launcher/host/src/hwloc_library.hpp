@@ -3,9 +3,10 @@
 //
 // Linked, libhwloc and the libudev it needs were mapped and relocated at
 // every start of ddprun: 0.2 ms of a launch that needs neither
-// (docs/benchmarks.md, "Loading hwloc when it is used"). hwloc's helpers that
-// are inline in its header (hwloc_get_next_obj_by_type and the like) call
-// into the library, so cpu_topology.cpp walks the objects itself with these.
+// (docs/benchmarks.md, "Loading hwloc when it is used, and the rest of a
+// launch's fixed cost"). hwloc's helpers that are inline in its header
+// (hwloc_get_next_obj_by_type and the like) call into the library, so
+// cpu_topology.cpp walks the objects itself with these.
 // Built once, under a function-local static; read from any thread.
 #pragma once
 
