@@ -181,22 +181,8 @@ void ProcessTree::reapLater() {
   });
 }
 
-// Whether the attempt's cgroup holds workers only: then no process is left
-// in an exited worker's group, and /proc need not be walked to count them
-// (about 30 us per worker's exit, on the agent's way to its next step).
-bool ProcessTree::onlyWorkersInCgroup() const {
-  const auto processes = cgroup_ != nullptr ? cgroup_->attemptProcesses() : std::nullopt;
-  if (!processes) {
-    return false;
-  }
-  const std::vector<pid_t> owned = Subprocess::ownedPids();
-  return std::all_of(processes->begin(), processes->end(), [&owned](pid_t pid) {
-    return std::find(owned.begin(), owned.end(), pid) != owned.end();
-  });
-}
-
 ExitStatus ProcessTree::reapWorker(Subprocess& worker, int local_rank) {
-  const int members = onlyWorkersInCgroup() ? 0 : liveMembersOf(worker.pid());
+  const int members = liveMembersOf(worker.pid());
   const ExitStatus status = worker.waitAndKillGroup();
   if (members > 0) {
     log().info("local rank {} (pid {}) {}: killed {} left in its process group", local_rank,

@@ -213,21 +213,6 @@ std::vector<fs::path> WorkerCgroup::ours() const {
   return cgroups;
 }
 
-std::optional<std::vector<pid_t>> WorkerCgroup::attemptProcesses() const {
-  if (attempt_fd_ < 0) {
-    return std::nullopt;
-  }
-  std::ifstream procs(attempt_path_ / "cgroup.procs");
-  if (!procs) {
-    return std::nullopt;
-  }
-  std::vector<pid_t> pids;
-  for (pid_t pid = 0; procs >> pid;) {
-    pids.push_back(pid);
-  }
-  return pids;
-}
-
 int WorkerCgroup::killAll(Clock::time_point deadline) {
   int count = 0;
   for (const fs::path& cgroup : ours()) {

@@ -101,7 +101,6 @@ class ProcessTree {
 
  private:
   void reapLater();
-  bool onlyWorkersInCgroup() const;
   [[noreturn]] void onGuardianGone();
 
   net::asio::steady_timer reap_timer_;

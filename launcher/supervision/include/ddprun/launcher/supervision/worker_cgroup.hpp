@@ -23,8 +23,6 @@
 // thread.
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -83,9 +81,6 @@ class WorkerCgroup {
   // process cloned into a cgroup that was ever killed through cgroup.kill.
   // -1 if it cannot be made.
   int attemptFd();
-  // The processes in the attempt's cgroup now (cgroup.procs); nullopt when
-  // it cannot be read (none made yet, or removed).
-  std::optional<std::vector<pid_t>> attemptProcesses() const;
   // SIGKILLs every process in this job's cgroups through cgroup.kill, waits,
   // until `deadline`, for them to be empty, and removes them. Returns how
   // many processes they held.
