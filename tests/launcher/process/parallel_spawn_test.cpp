@@ -80,12 +80,8 @@ TEST(ParallelSpawnTest, AMemberThatCannotStartIsReportedAndTheOthersStart) {
   }
 }
 
-// Member 1 is started on the ParallelSpawn's thread. Had that thread ended
-// with the group's start, the kernel would have sent its child the death
-// signal (SIGKILL) then.
-TEST(ParallelSpawnTest, MembersStartedOnItsThreadOutliveTheStart) {
-  ParallelSpawn spawn;
-  std::vector<SpawnOutcome> outcomes = spawn.startAll({shell("sleep 30"), shell("sleep 30")});
+// Each member still runs a while after the start returned; then stopped.
+void expectEveryMemberStillRunning(std::vector<SpawnOutcome> outcomes) {
   for (SpawnOutcome& outcome : outcomes) {
     ASSERT_TRUE(outcome.process.has_value());
     EXPECT_FALSE(outcome.process->waitFor(milliseconds(300)).has_value())
@@ -96,6 +92,14 @@ TEST(ParallelSpawnTest, MembersStartedOnItsThreadOutliveTheStart) {
   }
 }
 
+// Member 1 is started on the ParallelSpawn's thread. Had that thread ended
+// with the group's start, the kernel would have sent its child the death
+// signal (SIGKILL) then.
+TEST(ParallelSpawnTest, MembersStartedOnItsThreadOutliveTheStart) {
+  ParallelSpawn spawn;
+  expectEveryMemberStillRunning(spawn.startAll({shell("sleep 30"), shell("sleep 30")}));
+}
+
 // finish() ends the thread without waiting for it; a group started after it
 // still starts, on the caller's thread, and outlives its start.
 TEST(ParallelSpawnTest, AGroupAfterFinishStartsOnTheCallersThread) {
@@ -103,15 +107,7 @@ TEST(ParallelSpawnTest, AGroupAfterFinishStartsOnTheCallersThread) {
   std::vector<SpawnOutcome> first = spawn.startAll(exitingWithTheirIndex(2));
   expectExitCodesInOrder(first);
   spawn.finish();
-  std::vector<SpawnOutcome> outcomes = spawn.startAll({shell("sleep 30"), shell("sleep 30")});
-  for (SpawnOutcome& outcome : outcomes) {
-    ASSERT_TRUE(outcome.process.has_value());
-    EXPECT_FALSE(outcome.process->waitFor(milliseconds(300)).has_value())
-        << "a member ended: " << outcome.process->exitStatus()->describe();
-  }
-  for (SpawnOutcome& outcome : outcomes) {
-    outcome.process->stop(milliseconds(0));
-  }
+  expectEveryMemberStillRunning(spawn.startAll({shell("sleep 30"), shell("sleep 30")}));
 }
 
 }  // namespace
