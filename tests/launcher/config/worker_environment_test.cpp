@@ -167,36 +167,45 @@ WorkerEnvironment::Job virtualJob(int nproc) {
 // --virtual-local-rank as torchrun does it: LOCAL_RANK 0 for all, and each
 // worker's CUDA_VISIBLE_DEVICES its own entry of the agent's list (blanks
 // around it dropped), or its local rank when the agent has no list.
+// A --virtual-local-rank worker of 3 on node 1: local rank 0, its real
+// rank, and `device` its only one.
+void expectOwnDevice(const Vars& vars, int local_rank, const std::string& device) {
+  EXPECT_EQ(vars.at("LOCAL_RANK"), "0");
+  EXPECT_EQ(vars.at("RANK"), std::to_string(4 + local_rank)) << "ranks stay real";
+  EXPECT_EQ(vars.at("LOCAL_WORLD_SIZE"), "3");
+  EXPECT_EQ(vars.at("CUDA_VISIBLE_DEVICES"), device);
+}
+
 TEST(WorkerEnvironment, VirtualLocalRankGivesEachWorkerItsOwnDevice) {
   const WorkerEnvironment listed(virtualJob(3), {{"CUDA_VISIBLE_DEVICES", "4, 6,GPU-ab12,7"}});
   const WorkerEnvironment unlisted(virtualJob(3), {{"PATH", "/bin"}});
   const std::vector<std::string> from_list = {"4", "6", "GPU-ab12"};
   for (int local_rank = 0; local_rank < 3; ++local_rank) {
     SCOPED_TRACE(local_rank);
-    const Vars with_list = workerVars(listed, local_rank);
-    EXPECT_EQ(with_list.at("LOCAL_RANK"), "0");
-    EXPECT_EQ(with_list.at("RANK"), std::to_string(4 + local_rank)) << "ranks stay real";
-    EXPECT_EQ(with_list.at("LOCAL_WORLD_SIZE"), "3");
-    EXPECT_EQ(with_list.at("CUDA_VISIBLE_DEVICES"), from_list[local_rank]);
-    const Vars without_list = workerVars(unlisted, local_rank);
-    EXPECT_EQ(without_list.at("LOCAL_RANK"), "0");
-    EXPECT_EQ(without_list.at("CUDA_VISIBLE_DEVICES"), std::to_string(local_rank));
+    expectOwnDevice(workerVars(listed, local_rank), local_rank, from_list[local_rank]);
+    expectOwnDevice(workerVars(unlisted, local_rank), local_rank, std::to_string(local_rank));
   }
   const Vars plain = workerVars(WorkerEnvironment(job(3), {{"CUDA_VISIBLE_DEVICES", "4,6,7"}}), 2);
   EXPECT_EQ(plain.at("LOCAL_RANK"), "2");
   EXPECT_EQ(plain.at("CUDA_VISIBLE_DEVICES"), "4,6,7") << "without the flag: inherited as is";
 }
 
-TEST(WorkerEnvironment, VirtualLocalRankBeyondTheAgentsDevicesIsRefusedBeforeAnyWorker) {
+// The ConfigError a --virtual-local-rank job of `nproc` workers gets for
+// `inherited`; "" when it is accepted.
+std::string refusal(int nproc, const WorkerEnvironment::Variables& inherited) {
   try {
-    WorkerEnvironment(virtualJob(3), {{"CUDA_VISIBLE_DEVICES", "0,1"}});
-    FAIL() << "a third worker with two devices was accepted";
+    const WorkerEnvironment accepted(virtualJob(nproc), inherited);
+    return "";
   } catch (const ConfigError& error) {
-    EXPECT_STREQ(error.what(),
-                 "--virtual-local-rank: local rank 2 has no device of its own: "
-                 "CUDA_VISIBLE_DEVICES='0,1' lists 2 for 3 workers");
+    return error.what();
   }
-  EXPECT_THROW(WorkerEnvironment(virtualJob(1), {{"CUDA_VISIBLE_DEVICES", ""}}), ConfigError);
+}
+
+TEST(WorkerEnvironment, VirtualLocalRankBeyondTheAgentsDevicesIsRefusedBeforeAnyWorker) {
+  EXPECT_EQ(refusal(3, {{"CUDA_VISIBLE_DEVICES", "0,1"}}),
+            "--virtual-local-rank: local rank 2 has no device of its own: "
+            "CUDA_VISIBLE_DEVICES='0,1' lists 2 for 3 workers");
+  EXPECT_NE(refusal(1, {{"CUDA_VISIBLE_DEVICES", ""}}), "");
   const LaunchConfig config = testing::parse({"--virtual-local-rank", "t.py"});
   EXPECT_THROW(WorkerEnvironment::forLaunch(config, 2, {{"CUDA_VISIBLE_DEVICES", "5"}}),
                ConfigError);
