@@ -240,12 +240,9 @@ int runAgent(const LaunchConfig& config) {
   if (config.dry_run) {
     return printPlan(config, nproc, python);
   }
-  std::string cgroup_note;
-  const auto cgroup = launcher::makeJobCgroup(cgroup_note);
-  // Only the agent returns; the pid ddprun was started as stays its guardian.
-  const int guardian_pidfd =
-      launcher::forkAgentUnderGuardian(cgroup.get(), config.signals_to_handle);
-  log().info("process clean-up: child subreaper, guardian pid {}, {}", getppid(), cgroup_note);
+  // Only the agent returns; the pid ddprun was started as stays its guardian,
+  // which makes the job's cgroup meanwhile (taken below, before the workers).
+  launcher::GuardianLink guardian = launcher::forkAgentUnderGuardian(config.signals_to_handle);
   if (config.stdin_hangup) {
     launcher::hangUpWhenStdinEnds(config.signals_to_handle);
   }
@@ -275,8 +272,11 @@ int runAgent(const LaunchConfig& config) {
   launcher::AgentConfig agent_config =
       agentConfig(config, nproc, *rendezvous, run_dir, host, python, std::move(cpu_binding),
                   std::move(environment));
+  std::string cgroup_note;
+  const auto cgroup = guardian.jobCgroup(cgroup_note);
+  log().info("process clean-up: child subreaper, guardian pid {}, {}", getppid(), cgroup_note);
   agent_config.cgroup = cgroup.get();
-  agent_config.guardian_pidfd = guardian_pidfd;
+  agent_config.guardian_pidfd = guardian.pidfd();
   agent_config.events = observers.events();
   agent_config.heartbeat = observers.heartbeat();
   for (const std::string& notice : agent_config.environment.notices()) {

@@ -1,5 +1,7 @@
 #include "ddprun/launcher/supervision/guardian.hpp"
 
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -13,6 +15,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include "ddprun/launcher/core/log.hpp"
@@ -48,8 +52,9 @@ sigset_t forwardedSignals() {
 
 // The agent's side of the fork: told of the guardian's death by a pidfd (on
 // its loop), and by SIGTERM where the agent handles SIGTERM.
-int becomeAgent(pid_t guardian, const sigset_t& previous_mask,
-                const std::vector<int>& agent_handles) {
+GuardianLink becomeAgent(pid_t guardian, const sigset_t& previous_mask,
+                         const std::vector<int>& agent_handles, const int (&answer)[2]) {
+  close(answer[1]);
   const bool term =
       std::find(agent_handles.begin(), agent_handles.end(), SIGTERM) != agent_handles.end();
   if (term) {
@@ -62,7 +67,75 @@ int becomeAgent(pid_t guardian, const sigset_t& previous_mask,
   if (getppid() != guardian) {
     raise(SIGKILL);  // the guardian died already: no workers have started
   }
-  return guardian_pidfd;
+  return GuardianLink(guardian_pidfd, answer[0]);
+}
+
+// The answer GuardianLink::jobCgroup reads: "<parent>\0<name>\0<description>",
+// parent and name empty where there is no cgroup.
+std::string cgroupAnswer(const WorkerCgroup* cgroup, const std::string& description) {
+  std::string answer = cgroup != nullptr ? cgroup->parent().string() : "";
+  answer += '\0';
+  answer += cgroup != nullptr ? cgroup->name() : "";
+  answer += '\0';
+  return answer + description;
+}
+
+// The kernel mostly starts a forked child on its parent's CPU, so the agent
+// would only run once the guardian's first work was done. For that work the
+// guardian steps off its CPU to another it may use, and back after: the
+// agent sets itself up meanwhile. (Asking /proc which CPU the agent is on
+// costs more than it saves: it contends with the agent's first page faults.)
+// Nothing where it may use one CPU only.
+class OffThisCpu {
+ public:
+  OffThisCpu() {
+    const int here = sched_getcpu();
+    if (here < 0 || here >= CPU_SETSIZE || sched_getaffinity(0, sizeof(allowed_), &allowed_) != 0 ||
+        CPU_COUNT(&allowed_) < 2) {
+      return;
+    }
+    cpu_set_t others = allowed_;
+    CPU_CLR(here, &others);
+    moved_ = CPU_COUNT(&others) > 0 && sched_setaffinity(0, sizeof(others), &others) == 0;
+  }
+  ~OffThisCpu() {
+    if (moved_) {
+      sched_setaffinity(0, sizeof(allowed_), &allowed_);
+    }
+  }
+  OffThisCpu(const OffThisCpu&) = delete;
+  OffThisCpu& operator=(const OffThisCpu&) = delete;
+
+ private:
+  cpu_set_t allowed_{};
+  bool moved_ = false;
+};
+
+// The guardian's first work, while the agent sets up: the job's cgroup,
+// whose place it writes to the agent (which may have died: SIGPIPE is
+// ignored by then, and a short write changes nothing here).
+std::unique_ptr<WorkerCgroup> makeCgroupForAgent(int answer) {
+  const OffThisCpu aside;
+  std::string description;
+  std::unique_ptr<WorkerCgroup> cgroup;
+  try {
+    cgroup = makeJobCgroup(description);
+  } catch (const std::exception& error) {
+    description = std::string("no cgroup (") + error.what() + ")";
+  }
+  const std::string text = cgroupAnswer(cgroup.get(), description);
+  for (std::size_t written = 0; written < text.size();) {
+    const ssize_t wrote = ::write(answer, text.data() + written, text.size() - written);
+    if (wrote < 0 && errno == EINTR) {
+      continue;
+    }
+    if (wrote <= 0) {
+      break;
+    }
+    written += static_cast<std::size_t>(wrote);
+  }
+  close(answer);
+  return cgroup;
 }
 
 // Forwards signals until the agent has ended; returns its wait status.
@@ -134,7 +207,11 @@ void killWhatIsLeft(pid_t agent, int wait_status, WorkerCgroup* cgroup) {
 
 }  // namespace
 
-int forkAgentUnderGuardian(WorkerCgroup* cgroup, const std::vector<int>& agent_handles) {
+GuardianLink forkAgentUnderGuardian(const std::vector<int>& agent_handles) {
+  int answer[2];
+  if (pipe2(answer, O_CLOEXEC) != 0) {
+    throw Error(std::string("cannot start the agent: pipe: ") + std::strerror(errno));
+  }
   sigset_t waited = forwardedSignals();
   sigaddset(&waited, SIGCHLD);
   // SIGCHLD is at its default here: main() resets it first thing, since an
@@ -145,16 +222,62 @@ int forkAgentUnderGuardian(WorkerCgroup* cgroup, const std::vector<int>& agent_h
   const pid_t guardian = getpid();
   const pid_t agent = fork();
   if (agent < 0) {
+    const int fork_error = errno;
     sigprocmask(SIG_SETMASK, &previous, nullptr);
-    throw Error(std::string("cannot start the agent: fork: ") + std::strerror(errno));
+    close(answer[0]);
+    close(answer[1]);
+    throw Error(std::string("cannot start the agent: fork: ") + std::strerror(fork_error));
   }
   if (agent == 0) {
-    return becomeAgent(guardian, previous, agent_handles);
+    return becomeAgent(guardian, previous, agent_handles, answer);
   }
-  std::signal(SIGPIPE, SIG_IGN);  // a closed stderr must not end the guardian
+  close(answer[0]);
+  std::signal(SIGPIPE, SIG_IGN);  // a closed stderr, or a dead agent's pipe, must not end it
+  const std::unique_ptr<WorkerCgroup> cgroup = makeCgroupForAgent(answer[1]);
   const int wait_status = superviseAgent(agent, waited);
-  killWhatIsLeft(agent, wait_status, cgroup);
+  killWhatIsLeft(agent, wait_status, cgroup.get());
   mirror(wait_status);
+}
+
+GuardianLink::~GuardianLink() {
+  if (cgroup_answer_ >= 0) {
+    close(cgroup_answer_);
+  }
+}
+
+std::unique_ptr<WorkerCgroup> GuardianLink::jobCgroup(std::string& description) {
+  std::string text;
+  char buffer[512];
+  while (cgroup_answer_ >= 0) {
+    const ssize_t got = ::read(cgroup_answer_, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got <= 0) {
+      close(cgroup_answer_);
+      cgroup_answer_ = -1;
+      break;
+    }
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+  const std::size_t parent_end = text.find('\0');
+  const std::size_t name_end =
+      parent_end == std::string::npos ? std::string::npos : text.find('\0', parent_end + 1);
+  if (name_end == std::string::npos) {
+    description = "no cgroup (the guardian ended before it made one)";
+    return nullptr;
+  }
+  description = text.substr(name_end + 1);
+  if (parent_end == 0) {
+    return nullptr;  // the guardian made none: its description says why
+  }
+  std::string why_not;
+  auto cgroup = WorkerCgroup::adopt(
+      text.substr(0, parent_end), text.substr(parent_end + 1, name_end - parent_end - 1), why_not);
+  if (!cgroup) {
+    description = "no cgroup (" + why_not + ")";
+  }
+  return cgroup;
 }
 
 void hangUpWhenStdinEnds(const std::vector<int>& handled) {

@@ -179,6 +179,20 @@ std::unique_ptr<WorkerCgroup> WorkerCgroup::create(const fs::path& parent, std::
   return cgroup;
 }
 
+std::unique_ptr<WorkerCgroup> WorkerCgroup::adopt(const fs::path& parent, std::string name,
+                                                  std::string& why_not) {
+  auto cgroup = std::unique_ptr<WorkerCgroup>(new WorkerCgroup(parent, std::move(name)));
+  cgroup->attempt_path_ = parent / (cgroup->name_ + "-0");
+  cgroup->attempt_fd_ = open(cgroup->attempt_path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (cgroup->attempt_fd_ < 0) {
+    why_not =
+        "cannot open the cgroup " + cgroup->attempt_path_.string() + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  cgroup->attempts_ = 1;
+  return cgroup;
+}
+
 WorkerCgroup::WorkerCgroup(fs::path parent, std::string name)
     : parent_(std::move(parent)), name_(std::move(name)) {}
 

@@ -1,6 +1,7 @@
 // --numa-binding end to end on this machine (one NUMA node is still a
 // topology, and there is no GPU): each worker, an executable or a Python
-// script, reads the CPUs it may run on from /proc/self/status.
+// script, reads the CPUs it may run on from /proc/self/status. Without the
+// flag, the workers may use every CPU ddprun may.
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -111,6 +112,18 @@ class DdprunNumaBindingTest : public DdprunBinaryTest {
     return parseCpuList(line.substr(tab + 1, line.find('\n') - tab - 1));
   }
 };
+
+// Without --numa-binding the workers may run where ddprun may: nothing ddprun
+// does with its own CPUs (its guardian steps off the agent's CPU while it
+// makes the job's cgroup) reaches them.
+TEST_F(DdprunNumaBindingTest, WithoutABindingEveryWorkerMayUseEveryCpuDdprunMay) {
+  const Outcome outcome =
+      runFor({"--standalone", "--nproc-per-node", "2", "--no-python", shellWorker()},
+             std::chrono::seconds(60));
+  ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;
+  EXPECT_EQ(workerCpus(0), ownCpus());
+  EXPECT_EQ(workerCpus(1), ownCpus());
+}
 
 TEST_F(DdprunNumaBindingTest, ExclusiveGivesTheWorkersDisjointCpusCoveringTheMachine) {
   const Outcome outcome = launch("exclusive", 2, {"--no-python", shellWorker()});

@@ -18,23 +18,52 @@
 // the workers start, after they are gone) it gets SIGTERM instead
 // (PR_SET_PDEATHSIG), when SIGTERM is a signal it handles.
 //
+// Right after the fork, the guardian makes the job's cgroup and writes the
+// agent where it is (GuardianLink), before it starts forwarding signals
+// (those that come meanwhile wait, blocked, until it does).
+//
 // Single-threaded: the guardian is the process before any thread started.
 #pragma once
 
+#include <memory>
+#include <string>
 #include <vector>
 
 namespace ddprun::launcher {
 
 class WorkerCgroup;
 
+// The agent's end of what it shares with its guardian: a pidfd of the
+// guardian, and the job's cgroup, which the guardian makes while the agent
+// sets itself up (0.2-0.3 ms of the launch off its critical path). Owned by
+// the agent's main thread.
+class GuardianLink {
+ public:
+  GuardianLink(int pidfd, int cgroup_answer) : pidfd_(pidfd), cgroup_answer_(cgroup_answer) {}
+  ~GuardianLink();
+  GuardianLink(const GuardianLink&) = delete;
+  GuardianLink& operator=(const GuardianLink&) = delete;
+
+  // Readable once the guardian has died; -1 where pidfd_open is refused.
+  int pidfd() const { return pidfd_; }
+  // The job's cgroup the guardian made, waiting for its answer; nullptr
+  // where there is none, and `description` says which: "cgroups <path>-<n>,
+  // one per attempt (cgroup.kill)" or "no cgroup (<why not>)". Once.
+  std::unique_ptr<WorkerCgroup> jobCgroup(std::string& description);
+
+ private:
+  int pidfd_ = -1;
+  int cgroup_answer_ = -1;  // the pipe the guardian writes its answer to
+};
+
 // Forks the agent, which handles `agent_handles` (--signals-to-handle), and
-// returns in it only, with a pidfd of the guardian (readable once the
-// guardian has died), ignoring forwardedOnlySignals() until its loop forwards
-// them (agent.hpp). The guardian never returns: once the agent has ended
-// and nothing is left, it exits with the agent's exit code, or raises on
-// itself the signal that killed the agent. `cgroup` may be null. Throws
-// ddprun::Error when it cannot fork.
-int forkAgentUnderGuardian(WorkerCgroup* cgroup, const std::vector<int>& agent_handles);
+// returns in it only, ignoring forwardedOnlySignals() until its loop
+// forwards them (agent.hpp). The guardian makes the job's cgroup
+// (makeJobCgroup) and tells the agent, then never returns: once the agent
+// has ended and nothing is left, it exits with the agent's exit code, or
+// raises on itself the signal that killed the agent. Throws ddprun::Error
+// when it cannot fork.
+GuardianLink forkAgentUnderGuardian(const std::vector<int>& agent_handles);
 
 // --stdin-hangup: from now on, stdin reaching its end (the ssh session of a
 // --hostfile launch closed, its launching process gone) is a SIGHUP to this

@@ -15,8 +15,9 @@
 // session scope, cgroup v1 only, a read-only mount, DDPRUN_CGROUP=0) no
 // cgroup is made and the child subreaper and the guardian do the work alone.
 //
-// ddprun makes the first before the guardian forks; the agent kills what is
-// in its attempt's cgroup at the end of every attempt and removes it, and the
+// The guardian makes the first right after it forks the agent, and the
+// agent adopts it (GuardianLink, guardian.hpp); the agent kills what is in
+// its attempt's cgroup at the end of every attempt and removes it, and the
 // guardian kills and removes any left once the agent has ended. Empty ones
 // left by a guardian and an agent SIGKILLed together are removed by the next
 // ddprun that makes one beside them. Each process uses its copy from one
@@ -69,12 +70,19 @@ class WorkerCgroup {
   // set, when it cannot or the kernel has no cgroup.kill.
   static std::unique_ptr<WorkerCgroup> create(const std::filesystem::path& parent,
                                               std::string& why_not);
+  // The job's cgroups `name` under `parent`, whose first attempt's cgroup
+  // another process of the job (the guardian) made; nullptr, and `why_not`
+  // set, when that cannot be opened.
+  static std::unique_ptr<WorkerCgroup> adopt(const std::filesystem::path& parent, std::string name,
+                                             std::string& why_not);
   ~WorkerCgroup();  // closes its descriptor; remove() removes the cgroups
   WorkerCgroup(const WorkerCgroup&) = delete;
   WorkerCgroup& operator=(const WorkerCgroup&) = delete;
 
   // "<parent>/ddprun-<pid>-<start time>-<n>, one per attempt", for the log.
   std::string describe() const;
+  const std::filesystem::path& parent() const { return parent_; }
+  const std::string& name() const { return name_; }  // ddprun-<pid>-<start time>
   // The cgroup the workers of the attempt now running start in, open (what
   // SpawnOptions::cgroup_fd wants), made on first use after each killAll().
   // A fresh one per attempt, because Linux SIGKILLs at birth a
