@@ -1,6 +1,6 @@
 #include "ddprun/launcher/observe/torch_events.hpp"
 
-#include "ddprun/launcher/output/console.hpp"
+#include "ddprun/launcher/core/write_all.hpp"
 
 namespace ddprun::launcher {
 namespace {

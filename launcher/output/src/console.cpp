@@ -5,6 +5,8 @@
 
 #include <cerrno>
 
+#include "ddprun/launcher/core/write_all.hpp"
+
 namespace ddprun::launcher {
 namespace {
 
@@ -19,19 +21,6 @@ bool sameTerminal(int a, int b) {
 }
 
 }  // namespace
-
-void writeAll(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t written = ::write(fd, bytes.data(), bytes.size());
-    if (written < 0 && errno == EINTR) {
-      continue;
-    }
-    if (written <= 0) {
-      return;
-    }
-    bytes.remove_prefix(static_cast<std::size_t>(written));
-  }
-}
 
 std::optional<winsize> Console::windowSize() const {
   winsize size{};

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "ddprun/launcher/core/log.hpp"
+#include "ddprun/launcher/core/write_all.hpp"
 #include "ddprun/launcher/process/subprocess.hpp"
 #include "worker_pty.hpp"
 

@@ -22,6 +22,7 @@
 #include "ddprun/launcher/core/log.hpp"
 #include "ddprun/launcher/core/option_values.hpp"
 #include "ddprun/launcher/core/run_result.hpp"
+#include "ddprun/launcher/core/write_all.hpp"
 #include "ddprun/launcher/process/subprocess.hpp"
 #include "ddprun/launcher/supervision/kernel_wait.hpp"
 #include "ddprun/launcher/supervision/process_tree.hpp"
@@ -123,17 +124,7 @@ std::unique_ptr<WorkerCgroup> makeCgroupForAgent(int answer) {
   } catch (const std::exception& error) {
     description = std::string("no cgroup (") + error.what() + ")";
   }
-  const std::string text = cgroupAnswer(cgroup.get(), description);
-  for (std::size_t written = 0; written < text.size();) {
-    const ssize_t wrote = ::write(answer, text.data() + written, text.size() - written);
-    if (wrote < 0 && errno == EINTR) {
-      continue;
-    }
-    if (wrote <= 0) {
-      break;
-    }
-    written += static_cast<std::size_t>(wrote);
-  }
+  writeAll(answer, cgroupAnswer(cgroup.get(), description));
   close(answer);
   return cgroup;
 }

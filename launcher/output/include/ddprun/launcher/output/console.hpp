@@ -61,8 +61,4 @@ struct Consoles {
 };
 Consoles consolesOfThisProcess();
 
-// Writes all of `bytes` to `fd`; gives up quietly when the descriptor fails
-// (a console or disk gone away: output is best effort).
-void writeAll(int fd, std::string_view bytes);
-
 }  // namespace ddprun::launcher

@@ -35,8 +35,8 @@ class WorkerCgroup;
 
 // The agent's end of what it shares with its guardian: a pidfd of the
 // guardian, and the job's cgroup, which the guardian makes while the agent
-// sets itself up (0.2-0.3 ms of the launch off its critical path). Owned by
-// the agent's main thread.
+// sets itself up (its 0.2 ms of work off the launch's critical path: 0.06 to
+// 0.15 ms less, measured). Owned by the agent's main thread.
 class GuardianLink {
  public:
   GuardianLink(int pidfd, int cgroup_answer) : pidfd_(pidfd), cgroup_answer_(cgroup_answer) {}
