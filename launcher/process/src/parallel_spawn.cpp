@@ -14,9 +14,6 @@ ParallelSpawn::~ParallelSpawn() {
 }
 
 void ParallelSpawn::finish() {
-  if (!thread_.joinable()) {
-    return;
-  }
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
