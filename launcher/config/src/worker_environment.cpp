@@ -216,18 +216,15 @@ WorkerEnvironment::Variables WorkerEnvironment::forWorker(const WorkerGroup& gro
   }
   // Always ours: an inherited one (ddprun run from a worker of another
   // launch) names the outer worker's file.
-  own.insert_or_assign(
-      std::string(proto::env::kTimelineEvents),
-      job_.timeline_events_dir.empty()
-          ? std::nullopt
-          : std::optional(
-                timelineEventsFile(job_.timeline_events_dir, group.attempt, local_rank).string()));
-  own.insert_or_assign(
-      std::string(proto::env::kProgressEvents),
-      job_.progress_events_dir.empty()
-          ? std::nullopt
-          : std::optional(
-                progressEventsFile(job_.progress_events_dir, group.attempt, local_rank).string()));
+  const auto fileIn = [&group, local_rank](const std::filesystem::path& dir,
+                                           const auto& file_of) -> std::optional<std::string> {
+    return dir.empty() ? std::nullopt
+                       : std::optional(file_of(dir, group.attempt, local_rank).string());
+  };
+  own.insert_or_assign(std::string(proto::env::kTimelineEvents),
+                       fileIn(job_.timeline_events_dir, timelineEventsFile));
+  own.insert_or_assign(std::string(proto::env::kProgressEvents),
+                       fileIn(job_.progress_events_dir, progressEventsFile));
   return overlay(base_, own);
 }
 
