@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 
@@ -172,19 +173,29 @@ TEST(AgentTest, NothingTheWorkersStartedOutlivesTheRun) {
   testing::killAlive(leftovers);
 }
 
+// Two workers: rank 1 ignores SIGTERM (then does what `rank_one_then`
+// says), and rank 0 exits 2 once rank 1 is ready under `dir`.
+std::function<std::vector<std::string>(int)> rankZeroFailsOnceRankOneIgnoresSigterm(
+    const std::filesystem::path& dir, std::vector<std::string> rank_one_then) {
+  return [dir, rank_one_then = std::move(rank_one_then)](int local_rank) {
+    if (local_rank == 0) {
+      return std::vector<std::string>{DDPRUN_FAKE_WORKER, "--after", (dir / "1.ready").string(),
+                                      "--exit", "2"};
+    }
+    std::vector<std::string> argv = {DDPRUN_FAKE_WORKER, "--ignore-term", "--ready-to",
+                                     dir.string()};
+    argv.insert(argv.end(), rank_one_then.begin(), rank_one_then.end());
+    return argv;
+  };
+}
+
 TEST(AgentTest, WorkerIgnoringSigtermIsKilledAfterTheShutdownTimeout) {
   test_support::TempDir dir;
   FakeRendezvous rendezvous(singleNode(2));
   AgentConfig config = configFor(rendezvous, 2, {});
   config.shutdown_timeout = 300ms;
   // Rank 0 fails only once rank 1 has started ignoring SIGTERM.
-  config.command = [&dir](int local_rank) {
-    return local_rank == 0
-               ? std::vector<std::string>{DDPRUN_FAKE_WORKER, "--after",
-                                          (dir.path() / "1.ready").string(), "--exit", "2"}
-               : std::vector<std::string>{DDPRUN_FAKE_WORKER, "--ignore-term", "--ready-to",
-                                          dir.path().string()};
-  };
+  config.command = rankZeroFailsOnceRankOneIgnoresSigterm(dir.path(), {});
   const auto started = std::chrono::steady_clock::now();
   const RunResult result = Agent(config).run();
   const auto took = std::chrono::steady_clock::now() - started;
@@ -205,14 +216,8 @@ TEST(AgentTest, ASigkillTheAgentDidNotSendIsAFailureEvenWhileTheGroupStops) {
   FakeRendezvous rendezvous(singleNode(2));
   AgentConfig config = configFor(rendezvous, 2, {});
   config.shutdown_timeout = 30s;
-  config.command = [&dir](int local_rank) {
-    return local_rank == 0
-               ? std::vector<std::string>{DDPRUN_FAKE_WORKER, "--after",
-                                          (dir.path() / "1.ready").string(), "--exit", "2"}
-               : std::vector<std::string>{
-                     DDPRUN_FAKE_WORKER, "--ignore-term", "--ready-to", dir.path().string(),
-                     "--spin",           "1000",          "--signal",   std::to_string(SIGKILL)};
-  };
+  config.command = rankZeroFailsOnceRankOneIgnoresSigterm(
+      dir.path(), {"--spin", "1000", "--signal", std::to_string(SIGKILL)});
   const auto started = std::chrono::steady_clock::now();
   const RunResult result = Agent(config).run();
   EXPECT_LT(std::chrono::steady_clock::now() - started, 20s) << "waited for the grace period";
