@@ -3,7 +3,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 
 #include <array>
 #include <charconv>
@@ -15,6 +14,7 @@
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/proto/json_parse.hpp"
 #include "ddprun/proto/json_text.hpp"
+#include "ddprun/proto/random_bytes.hpp"
 
 namespace ddprun::proto::rendezvous {
 namespace {
@@ -199,9 +199,7 @@ std::string joinProof(std::string_view token, std::string_view run_id, std::stri
 
 std::string newNonce() {
   unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
-    throw Error("cannot draw a random nonce (OpenSSL's RAND_bytes failed)");
-  }
+  fillRandom(bytes);
   return toHex(bytes, sizeof(bytes));
 }
 

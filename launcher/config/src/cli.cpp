@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <limits>
 #include <map>
-#include <random>
 #include <sstream>
 
 #include "abbreviations.hpp"
@@ -21,6 +20,7 @@
 #include "ddprun/launcher/core/progress_timeout.hpp"
 #include "ddprun/net/asio.hpp"
 #include "ddprun/proto/errors.hpp"
+#include "ddprun/proto/random_bytes.hpp"
 #include "derived_rules.hpp"
 #include "help_formatter.hpp"
 #include "operator_env.hpp"
@@ -307,12 +307,8 @@ void takeScript(std::vector<std::string> remaining, LaunchConfig& config) {
 }  // namespace
 
 std::string randomUuid() {
-  std::random_device device;
-  std::uniform_int_distribution<int> byte(0, 255);
   unsigned char bytes[16];
-  for (auto& b : bytes) {
-    b = static_cast<unsigned char>(byte(device));
-  }
+  proto::fillRandom(bytes);
   bytes[6] = static_cast<unsigned char>((bytes[6] & 0x0f) | 0x40);  // version 4
   bytes[8] = static_cast<unsigned char>((bytes[8] & 0x3f) | 0x80);  // RFC 4122 variant
   std::string text;
