@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "elastic_job.hpp"
+#include "etcd_requests.hpp"
 #include "launch_report.hpp"
 
 namespace ddprun::bench {
@@ -38,6 +39,7 @@ struct RdzvReport {
   int etcd_lease_ttl_s = 0;         // the etcd agents' lease TTL; 0: etcd not measured
   std::vector<RdzvRow> rendezvous;  // last agent started -> last worker started
   std::vector<RdzvRow> recovery;    // agent killed -> last survivor's new worker started
+  EtcdRequestTimes etcd_requests;   // empty: etcd not measured
   std::vector<std::string> notes;
 };
 

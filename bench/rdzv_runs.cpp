@@ -14,6 +14,7 @@
 
 #include "child_runs.hpp"
 #include "ddprun/test_support/fd_limit.hpp"
+#include "etcd_requests.hpp"
 #include "format.hpp"
 #include "launch_report.hpp"
 #include "machine.hpp"
@@ -30,6 +31,8 @@ using Clock = ElasticJob::Clock;
 // rounded up, and at most this share of what the machine has available.
 constexpr double kTorchrunAgentMiB = 250.0;
 constexpr double kTorchrunMemoryShare = 0.6;
+// Rounds of etcd's requests timed alone (etcd_requests.hpp): about 4 ms each.
+constexpr int kEtcdRequestSamples = 50;
 
 // Empty if torchrun runs with `agents` agents; else why not, for the table.
 // Memory first: it says more than the flag when both apply.
@@ -320,6 +323,9 @@ void runRdzvBench(const RdzvOptions& options, std::ostream& out) {
   }
   startEtcd(setup);
   measureRendezvous(setup);
+  if (setup.etcd) {
+    setup.report.etcd_requests = timeEtcdRequests(setup.etcd->endpoints(), kEtcdRequestSamples);
+  }
   measureRecovery(setup);
   setup.report.setup = describeSetup(setup, load_before);
   printRdzvReport(out, setup.report);
