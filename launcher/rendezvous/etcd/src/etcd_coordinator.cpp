@@ -170,9 +170,14 @@ void EtcdCoordinator::lead(std::int64_t election_revision) {
       return;  // deposed, or the state moved under us: campaign again
     }
     events.clear();
-    // Woken by a change, the machine's next deadline (a last call), or stop.
-    const auto idle = Clock::now() + std::chrono::hours(24);
-    view_.waitForChange(seen, machine.nextDeadline().value_or(idle));
+    prepareStateLease();
+    // Woken by a change, the machine's next deadline (a last call), the
+    // prepared lease's renewal, or stop.
+    auto wake = machine.nextDeadline().value_or(Clock::now() + std::chrono::hours(24));
+    if (first_round_pending_) {
+      wake = std::min(wake, prepared_at_ + state_ttl_ / 2);
+    }
+    view_.waitForChange(seen, wake);
     if (stopping_) {
       return;
     }
@@ -341,7 +346,31 @@ std::int64_t EtcdCoordinator::stateLease(const Snapshot& snapshot) {
   if (const etcd::KeyValue* state = find(snapshot, keys_.state()); state && state->lease != 0) {
     return state->lease;
   }
+  if (prepared_lease_ != 0 && Clock::now() < prepared_at_ + state_ttl_ / 2) {
+    return prepared_lease_;
+  }
   return client_.grantLease(state_ttl_);
+}
+
+// Before the run's first state, its lease is granted ahead, while the
+// coordinator waits for the members: the round's decision is then one write,
+// not a grant and a write. It is renewed every half TTL until then, so it is
+// always used within half a TTL of its last renewal, which it cannot have
+// outlived (etcd only ever extends a lease's life, at a new leader). The
+// times are taken before each request: etcd's own start of the TTL is later.
+void EtcdCoordinator::prepareStateLease() {
+  if (!first_round_pending_) {
+    prepared_lease_ = 0;
+    return;
+  }
+  if (prepared_lease_ != 0 && Clock::now() < prepared_at_ + state_ttl_ / 2) {
+    return;
+  }
+  const auto asked = Clock::now();
+  if (prepared_lease_ == 0 || !client_.keepAlive(prepared_lease_)) {
+    prepared_lease_ = client_.grantLease(state_ttl_);
+  }
+  prepared_at_ = asked;
 }
 
 // Until the view has caught up with `revision` (or we stop).

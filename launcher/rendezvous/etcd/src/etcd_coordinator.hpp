@@ -72,6 +72,7 @@ class EtcdCoordinator {
               rdzv::Events& events);
   bool stillElected(const EtcdView::Snapshot& snapshot) const;
   std::int64_t stateLease(const EtcdView::Snapshot& snapshot);
+  void prepareStateLease();
   bool write(const rdzv::Events& events, const EtcdView::Snapshot& snapshot,
              const rdzv::ElasticRendezvous& machine);
   void waitForView(std::int64_t revision);
@@ -93,6 +94,8 @@ class EtcdCoordinator {
   bool first_round_pending_ = false;    // no state was ever written in this run
   std::map<std::string, std::int64_t> restarts_seen_;  // restart key -> its mod revision seen
   std::map<std::string, std::int64_t> joined_at_;      // member -> its key's create revision
+  std::int64_t prepared_lease_ = 0;                    // the first state's, granted ahead
+  Clock::time_point prepared_at_;                      // when it was granted
 
   std::atomic<bool> leading_{false};
   std::atomic<bool> stopping_{false};
