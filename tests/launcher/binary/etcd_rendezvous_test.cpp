@@ -100,6 +100,31 @@ class EtcdRendezvousTest : public EtcdJobTest {
     EXPECT_TRUE(agentNamed(victim).waitFor(10s)) << victim << "'s ddprun still runs";
   }
 
+  // etcd down (`members` of its three) when the agents start: each starts its
+  // view of etcd before its lease. With every member down both fail; with one
+  // member up the view is served (a watch and a member's own copy need no
+  // quorum) while the lease waits. The agents say they wait, and once etcd
+  // serves again they take their leases and form the round, which finishes.
+  void agentsStartedWhileEtcdIsDownFormTheRound(int members) {
+    for (int member = 0; member < members; ++member) {
+      cluster().kill(member);
+    }
+    Subprocess a = fakeAgent("a", "2", {});
+    Subprocess b = fakeAgent("b", "2", {});
+    ASSERT_TRUE(logShows("a", "waiting for etcd", 20s) && logShows("b", "waiting for etcd", 20s))
+        << logs({"a", "b"});
+    cluster().restartAll();
+    expectSuccessInRoundZeroAtWorldFour(a, "a");
+    expectSuccessInRoundZeroAtWorldFour(b, "b");
+  }
+
+  void expectSuccessInRoundZeroAtWorldFour(Subprocess& agent, const std::string& name) {
+    const auto status = agent.waitFor(30s);
+    ASSERT_TRUE(status) << name << " still runs" << logs({"a", "b"});
+    EXPECT_TRUE(status->success()) << name << ": " << status->shellCode() << logs({"a", "b"});
+    EXPECT_EQ(roundAndWorld(name), (std::pair{0, 4})) << logs({"a", "b"});
+  }
+
   static long long millis(Clock::duration elapsed) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
   }
@@ -250,6 +275,14 @@ TEST_F(EtcdRendezvousTest, EtcdWithoutQuorumForTenSecondsCostsTheWorkersNothing)
     ASSERT_TRUE(status) << logs({"a", "b"});
     EXPECT_TRUE(status->success()) << status->shellCode() << logs({"a", "b"});
   }
+}
+
+TEST_F(EtcdRendezvousTest, AgentsStartedWhileEveryEtcdMemberIsDownFormTheRoundOnceItServes) {
+  agentsStartedWhileEtcdIsDownFormTheRound(3);
+}
+
+TEST_F(EtcdRendezvousTest, AgentsStartedWithoutAnEtcdQuorumFormTheRoundOnceItIsBack) {
+  agentsStartedWhileEtcdIsDownFormTheRound(2);
 }
 
 // A lease lost for good (revoked here by hand, as an expiry during a long

@@ -352,6 +352,15 @@ void EtcdCluster::restart(int member) {
   }
 }
 
+void EtcdCluster::restartAll() {
+  for (EtcdMember& member : impl_->members) {
+    if (!member.running()) {
+      member.start(impl_->memberArgv(member), impl_->env);
+    }
+  }
+  waitHealthy(kWaitLimit);
+}
+
 void EtcdCluster::waitHealthy(std::chrono::milliseconds timeout) const {
   if (!eventually([&] { return impl_->healthy() && impl_->currentLeader(); }, timeout,
                   kPollInterval)) {

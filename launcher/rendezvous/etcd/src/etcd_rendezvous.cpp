@@ -125,6 +125,10 @@ bool EtcdRendezvous::join() {
   const auto deadline = Clock::now() + config_.rdzv_conf.joinTimeout();
   const auto interval = config_.rdzv_conf.keepAliveInterval();
   bool said = false;
+  // The view starts first: its watch and first read take about as long as
+  // the lease and the membership key, and the round is seen through it.
+  auto view =
+      std::make_unique<EtcdView>(client_, keys_->base, interval, [this] { onViewChange(); });
   while (!lease_) {
     if (cancelled_) {
       return false;
@@ -152,9 +156,8 @@ bool EtcdRendezvous::join() {
   // Served, empty, from the start: the first round's workers need no word
   // from node 0 before they connect (no worker has written anything yet).
   worker_store_->start();
+  view = viewFromServingMember(std::move(view), interval);
   {
-    auto view =
-        std::make_unique<EtcdView>(client_, keys_->base, interval, [this] { onViewChange(); });
     std::lock_guard lock(wait_mutex_);
     view_ = std::move(view);
     view_ready_ = true;
@@ -176,6 +179,26 @@ bool EtcdRendezvous::join() {
   lease_watch_ = std::make_unique<etcd_rdzv::EtcdLeaseWatch>(client_, *view_, *keys_, agent_id_);
   log().info("joined the {} as {}", describe(), agent_id_);
   return true;
+}
+
+// The view join() started before its lease, if it loaded and watches the
+// member the lease and the membership key were just written through; else
+// (it started while etcd was out of reach, or on a member the client has
+// since left, which may be cut off from its quorum and whose watch would
+// then be silent) a new one, on that member.
+std::unique_ptr<EtcdView> EtcdRendezvous::viewFromServingMember(std::unique_ptr<EtcdView> early,
+                                                                std::chrono::milliseconds retry) {
+  try {
+    early->waitLoaded();
+    if (early->watchedMember() == client_.currentMember()) {
+      return early;
+    }
+  } catch (const etcd::EtcdUnavailable&) {
+  }
+  early.reset();
+  auto view = std::make_unique<EtcdView>(client_, keys_->base, retry, [this] { onViewChange(); });
+  view->waitLoaded();
+  return view;
 }
 
 // The run's lease the state key lives on (0: no state yet), for this agent's

@@ -8,13 +8,13 @@ EtcdView::EtcdView(etcd::Client& client, std::string prefix, std::chrono::millis
                    std::function<void()> on_change)
     : client_(client), prefix_(std::move(prefix)), retry_(retry), on_change_(std::move(on_change)) {
   thread_ = std::thread([this] { runWatch(); });
+}
+
+void EtcdView::waitLoaded() {
   std::unique_lock lock(mutex_);
   changed_.wait(lock, [this] { return loaded_ || first_error_; });
   if (!loaded_) {
-    const std::string error = *first_error_;
-    lock.unlock();
-    thread_.join();  // it ended with the error
-    throw etcd::EtcdUnavailable(error);
+    throw etcd::EtcdUnavailable(*first_error_);  // the view's thread ends with it
   }
 }
 
@@ -33,7 +33,8 @@ EtcdView::~EtcdView() {
 // The whole prefix, read once the watch from "now" exists: a linearizable
 // read, so it holds everything up to at least the watch's start, and the
 // watch everything after. (A watch from a past revision would do too, but
-// etcd catches such a watcher up only every 100 ms.)
+// etcd catches such a watcher up only every 100 ms.) A member cut off from
+// its quorum cannot answer it, so a view never starts from a stale copy.
 void EtcdView::load() {
   const etcd::Range range = client_.getPrefix(prefix_);
   {
@@ -153,6 +154,11 @@ void EtcdView::wake() {
 bool EtcdView::watching() {
   std::lock_guard lock(mutex_);
   return watching_;
+}
+
+std::optional<std::size_t> EtcdView::watchedMember() {
+  std::lock_guard lock(mutex_);
+  return watching_ && watch_ ? watch_->createdOn() : std::nullopt;
 }
 
 std::int64_t EtcdView::revision() {

@@ -33,11 +33,13 @@ class EtcdView {
   using Clock = std::chrono::steady_clock;
   using Snapshot = std::map<std::string, etcd::KeyValue>;
 
-  // Starts watching and reads the prefix; returns once the read is in
-  // (throws EtcdUnavailable when no member serves them). `retry` is how long a broken watch waits
-  // before trying again.
+  // Starts watching and reading the prefix on the view's thread, and returns
+  // at once. `retry` is how long a broken watch waits before trying again.
   EtcdView(etcd::Client& client, std::string prefix, std::chrono::milliseconds retry,
            std::function<void()> on_change);
+  // Blocks until the first read is in; throws EtcdUnavailable when no member
+  // served the first watch or read (the view's thread has ended then).
+  void waitLoaded();
   ~EtcdView();
   EtcdView(const EtcdView&) = delete;
   EtcdView& operator=(const EtcdView&) = delete;
@@ -59,6 +61,9 @@ class EtcdView {
   void wake();
   // Whether the watch streams now; false while it is broken.
   bool watching();
+  // The member (its index in the client's) the watch streams from; nullopt
+  // while it is broken or before it starts.
+  std::optional<std::size_t> watchedMember();
   // The etcd revision the view is current to.
   std::int64_t revision();
 

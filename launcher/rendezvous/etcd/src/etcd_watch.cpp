@@ -63,10 +63,12 @@ WatchEvent eventFromJson(const json& event) {
 }  // namespace
 
 struct Watch::Stream {
-  Stream(Client& client, std::size_t index)
-      : member(client.options().members[index]),
-        owned(client.newConnection(index)),
+  Stream(Client& client, std::size_t member_index)
+      : index(member_index),
+        member(client.options().members[member_index]),
+        owned(client.newConnection(member_index)),
         connection(*owned) {}
+  std::size_t index;  // in the client's members
   Member member;
   std::unique_ptr<detail::Connection> owned;
   detail::Connection& connection;
@@ -85,6 +87,11 @@ void Watch::cancel() {
   if (stream_ != nullptr) {
     stream_->connection.abort();
   }
+}
+
+std::optional<std::size_t> Watch::createdOn() {
+  std::lock_guard lock(mutex_);
+  return created_on_;
 }
 
 bool Watch::cancelled() {
@@ -224,6 +231,10 @@ void Watch::handleMessage(Stream& stream, const std::string& text, const EventHa
   }
   if (result.value("created", false)) {
     stream.created = true;
+    {
+      std::lock_guard lock(mutex_);
+      created_on_ = stream.index;
+    }
     if (on_created_) {
       on_created_(detail::headerRevision(result));
     }

@@ -70,6 +70,11 @@ class EtcdCluster {
   // Start a killed member again on its data directory and ports; returns
   // once it answers (not necessarily once the cluster has quorum).
   void restart(int member);
+  // Start every killed member again, as restart() does each, all at once (a
+  // member alone, without a quorum of its peers, answers nothing); returns
+  // once the cluster is healthy. Throws std::runtime_error if it is not
+  // within 30 s.
+  void restartAll();
   // Waits (up to `timeout`) until the running members have a leader and
   // serve a linearizable read. Throws std::runtime_error if not.
   void waitHealthy(std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;

@@ -210,6 +210,9 @@ class Watch {
            const std::function<void(std::int64_t revision)>& on_created = {});
   // Any thread: run() returns soon (without throwing); later run() calls at once.
   void cancel();
+  // Any thread: the member (its index in the client's) that created the
+  // watch; nullopt before one has.
+  std::optional<std::size_t> createdOn();
 
  private:
   struct Stream;
@@ -229,7 +232,8 @@ class Watch {
   std::function<void(std::int64_t)> on_created_;  // set by run()
   std::mutex mutex_;
   bool cancelled_ = false;
-  Stream* stream_ = nullptr;  // the attached stream, for cancel(); under mutex_
+  Stream* stream_ = nullptr;               // the attached stream, for cancel(); under mutex_
+  std::optional<std::size_t> created_on_;  // under mutex_
 };
 
 // The base64 text etcd's JSON uses for bytes (OpenSSL's encoder).

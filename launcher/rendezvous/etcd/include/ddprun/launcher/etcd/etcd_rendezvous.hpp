@@ -72,6 +72,8 @@ class EtcdRendezvous final : public Rendezvous {
  private:
   struct Decision;
   bool join();
+  std::unique_ptr<etcd_rdzv::EtcdView> viewFromServingMember(
+      std::unique_ptr<etcd_rdzv::EtcdView> early, std::chrono::milliseconds retry);
   void registerMember(std::int64_t lease);
   Decision decide();
   std::int64_t stateLease();
