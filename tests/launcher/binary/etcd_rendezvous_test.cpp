@@ -285,6 +285,29 @@ TEST_F(EtcdRendezvousTest, AgentsStartedWithoutAnEtcdQuorumFormTheRoundOnceItIsB
   agentsStartedWhileEtcdIsDownFormTheRound(2);
 }
 
+// The coordinator grants the run's lease before the first round and renews
+// it every half TTL while it waits for the members. With a TTL of 1 s, half
+// of it was once computed in whole seconds: 0, a loop of renewals that kept
+// the agent busy (0.67 s of CPU in 2.5 s) and etcd's members more so.
+TEST_F(EtcdRendezvousTest, ACoordinatorWaitingForTheMembersWithATtlOfOneSecondIsIdle) {
+  Subprocess a =
+      fakeAgent("a", "2", {}, "keep_alive_interval=1,keep_alive_max_attempt=1,join_timeout=30");
+  ASSERT_TRUE(logShows("a", "coordinating the etcd rendezvous", 15s)) << log("a");
+  const pid_t agent = test_support::ddprunAgentOf(a.pid());
+  const double start_cpu = test_support::cpuSecondsOf(agent);
+  const auto start = Clock::now();
+  double used = 0.0;
+  test_support::eventually(
+      [&] {
+        used = test_support::cpuSecondsOf(agent) - start_cpu;
+        return used > 0.2 || Clock::now() - start >= 2s;
+      },
+      10s, 50ms);
+  EXPECT_LE(used, 0.2) << "CPU seconds the waiting agent used in 2 s" << log("a");
+  ::kill(a.pid(), SIGTERM);
+  EXPECT_TRUE(a.waitFor(30s)) << log("a");
+}
+
 // A lease lost for good (revoked here by hand, as an expiry during a long
 // quorum loss would): the agent says so, takes a new lease and registers
 // again; the coordinator counts it lost and back, and the job moves to a new

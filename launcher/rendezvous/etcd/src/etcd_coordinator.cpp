@@ -175,7 +175,10 @@ void EtcdCoordinator::lead(std::int64_t election_revision) {
     // prepared lease's renewal, or stop.
     auto wake = machine.nextDeadline().value_or(Clock::now() + std::chrono::hours(24));
     if (first_round_pending_) {
-      wake = std::min(wake, prepared_at_ + state_ttl_ / 2);
+      // Never sooner than a fraction of the period: a renewal slower than
+      // that must not turn this wait into a loop of requests.
+      wake = std::min(wake, std::max(prepared_at_ + preparedLeasePeriod(),
+                                     Clock::now() + preparedLeasePeriod() / 4));
     }
     view_.waitForChange(seen, wake);
     if (stopping_) {
@@ -325,15 +328,17 @@ bool EtcdCoordinator::write(const rdzv::Events& events, const Snapshot& snapshot
   if (!state) {
     return true;
   }
+  const std::int64_t lease = stateLease(snapshot);
   const etcd::TxnResult result = client_.txn(
       {{keys_.coordinator(), etcd::Compare::Target::kCreateRevision, election_revision_},
        {keys_.state(), etcd::Compare::Target::kModRevision, state_revision_}},
-      {{etcd::Operation::Kind::kPut, keys_.state(), encode(*state), stateLease(snapshot)}});
+      {{etcd::Operation::Kind::kPut, keys_.state(), encode(*state), lease}});
   if (!result.succeeded) {
     return false;
   }
   state_revision_ = result.revision;
   first_round_pending_ = false;
+  renewUsedPreparedLease(lease);
   log().info("etcd rendezvous: round {} {}", state->round,
              state->suspended ? "suspended (below min_nodes)"
                               : "formed with " + std::to_string(state->nodes.size()) + " node(s)");
@@ -346,10 +351,31 @@ std::int64_t EtcdCoordinator::stateLease(const Snapshot& snapshot) {
   if (const etcd::KeyValue* state = find(snapshot, keys_.state()); state && state->lease != 0) {
     return state->lease;
   }
-  if (prepared_lease_ != 0 && Clock::now() < prepared_at_ + state_ttl_ / 2) {
+  if (prepared_lease_ != 0 && Clock::now() < prepared_at_ + preparedLeasePeriod()) {
     return prepared_lease_;
   }
   return client_.grantLease(state_ttl_);
+}
+
+// Half the state's TTL, in ms (a TTL of 1 s is 500 ms, not 0).
+std::chrono::milliseconds EtcdCoordinator::preparedLeasePeriod() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(state_ttl_) / 2;
+}
+
+// The first state went out on the lease prepared ahead, which may have had
+// only half its TTL left: renewed once now, after the decision, it has a
+// whole TTL again, as a lease granted with the state had, until the agents'
+// renewals take over.
+void EtcdCoordinator::renewUsedPreparedLease(std::int64_t used) {
+  if (used != prepared_lease_) {
+    return;
+  }
+  prepared_lease_ = 0;
+  try {
+    client_.keepAlive(used);
+  } catch (const Error& error) {
+    log().debug("coordinator: renewing the state's lease: {}", error.what());
+  }
 }
 
 // Before the run's first state, its lease is granted ahead, while the
@@ -358,19 +384,27 @@ std::int64_t EtcdCoordinator::stateLease(const Snapshot& snapshot) {
 // always used within half a TTL of its last renewal, which it cannot have
 // outlived (etcd only ever extends a lease's life, at a new leader). The
 // times are taken before each request: etcd's own start of the TTL is later.
+// After the write it is renewed once more (renewUsedPreparedLease).
 void EtcdCoordinator::prepareStateLease() {
   if (!first_round_pending_) {
     prepared_lease_ = 0;
     return;
   }
-  if (prepared_lease_ != 0 && Clock::now() < prepared_at_ + state_ttl_ / 2) {
+  if (prepared_lease_ != 0 && Clock::now() < prepared_at_ + preparedLeasePeriod()) {
     return;
   }
   const auto asked = Clock::now();
-  if (prepared_lease_ == 0 || !client_.keepAlive(prepared_lease_)) {
-    prepared_lease_ = client_.grantLease(state_ttl_);
+  prepared_at_ = asked;  // a failed try is tried again a period later, not at once
+  try {
+    if (prepared_lease_ == 0 || !client_.keepAlive(prepared_lease_)) {
+      prepared_lease_ = client_.grantLease(state_ttl_);
+    }
+  } catch (const Error& error) {
+    // etcd unavailable: the state's write grants its own lease, as it would
+    // have without this, and the rounds being formed are not disturbed.
+    prepared_lease_ = 0;
+    log().debug("coordinator: preparing the state's lease: {}", error.what());
   }
-  prepared_at_ = asked;
 }
 
 // Until the view has caught up with `revision` (or we stop).

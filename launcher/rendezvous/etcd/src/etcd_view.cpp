@@ -46,6 +46,7 @@ void EtcdView::load() {
     base_revision_ = range.revision;
     revision_ = std::max(revision_, range.revision);
     loaded_ = true;
+    watch_loaded_ = true;
   }
   changed_.notify_all();
   if (on_change_) {
@@ -66,6 +67,7 @@ void EtcdView::runWatch() {
       }
       watch_ = std::make_unique<etcd::Watch>(client_, prefix_, 0);
       watching_ = true;
+      watch_loaded_ = false;
     }
     try {
       if (said_broken) {
@@ -158,7 +160,7 @@ bool EtcdView::watching() {
 
 std::optional<std::size_t> EtcdView::watchedMember() {
   std::lock_guard lock(mutex_);
-  return watching_ && watch_ ? watch_->createdOn() : std::nullopt;
+  return watching_ && watch_loaded_ && watch_ ? watch_->createdOn() : std::nullopt;
 }
 
 std::int64_t EtcdView::revision() {

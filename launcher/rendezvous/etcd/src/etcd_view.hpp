@@ -61,8 +61,8 @@ class EtcdView {
   void wake();
   // Whether the watch streams now; false while it is broken.
   bool watching();
-  // The member (its index in the client's) the watch streams from; nullopt
-  // while it is broken or before it starts.
+  // The member (its index in the client's) the watch streams from, once the
+  // read that follows its start is in; nullopt until then, and while broken.
   std::optional<std::size_t> watchedMember();
   // The etcd revision the view is current to.
   std::int64_t revision();
@@ -83,6 +83,7 @@ class EtcdView {
   std::int64_t revision_ = 0;
   std::int64_t base_revision_ = 0;          // the last full read's revision
   bool loaded_ = false;                     // the first full read is in
+  bool watch_loaded_ = false;               // the read after the current watch started is in
   std::optional<std::string> first_error_;  // why the first watch or read failed
   bool watching_ = false;
   bool stopping_ = false;
