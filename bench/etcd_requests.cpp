@@ -5,20 +5,13 @@
 #include <string>
 
 #include "ddprun/launcher/etcd/etcd_client.hpp"
+#include "elapsed.hpp"
 
 namespace ddprun::bench {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double msSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-}  // namespace
 
 EtcdRequestTimes timeEtcdRequests(const std::string& endpoints, int samples) {
   namespace etcd = launcher::etcd;
+  using Clock = std::chrono::steady_clock;
   etcd::ClientOptions options;
   options.members = etcd::parseMembers("the etcd cluster", endpoints);
   etcd::Client client(options);

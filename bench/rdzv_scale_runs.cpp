@@ -10,6 +10,7 @@
 #include "ddprun/launcher/core/rdzv_conf.hpp"
 #include "ddprun/test_support/fd_limit.hpp"
 #include "ddprun/test_support/temp_dir.hpp"
+#include "elapsed.hpp"
 #include "format.hpp"
 #include "machine.hpp"
 #include "rdzv_scale_report.hpp"
@@ -28,10 +29,6 @@ constexpr std::uint64_t kSpareFds = 32;
 // Connections per source address: under the ~28k ephemeral ports of Linux's
 // default range, with room for sockets of earlier runs in TIME_WAIT.
 constexpr int kConnectionsPerSource = 16384;
-
-double millisBetween(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double, std::milli>(to - from).count();
-}
 
 Millis millisOf(double seconds) { return Millis(static_cast<long long>(seconds * 1000.0)); }
 

@@ -28,6 +28,7 @@
 
 #include "ddprun/launcher/process/executable_path.hpp"
 #include "ddprun/launcher/process/subprocess.hpp"
+#include "elapsed.hpp"
 #include "format.hpp"
 #include "launch_report.hpp"
 
@@ -44,10 +45,6 @@ struct Options {
   int heap_mib = 8;
   std::string cgroup;  // an existing cgroup v2 directory; empty: none
 };
-
-double msSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
 
 // Threads that sleep in a futex wait, as the agent's loop and helpers do,
 // and heap that is written, as the agent's is.
@@ -97,12 +94,12 @@ void groupBySubprocess(const Options& options, const std::string& program, int c
     spawn.cgroup_fd = cgroup_fd;
     const auto one = Clock::now();
     children.push_back(std::make_unique<launcher::Subprocess>(spawn));
-    timings.per_spawn.add(msSince(one));
+    timings.per_spawn.add(bench::msSince(one));
   }
   for (auto& child : children) {
     child->wait();
   }
-  timings.per_group.add(msSince(start));
+  timings.per_group.add(bench::msSince(start));
 }
 
 // The same group by posix_spawn (glibc: clone with CLONE_VM | CLONE_VFORK).
@@ -124,14 +121,14 @@ void groupByPosixSpawn(const Options& options, const std::string& program, int o
     if (posix_spawn(&pid, program.c_str(), &actions, nullptr, argv, envp) != 0) {
       throw std::runtime_error("posix_spawn failed");
     }
-    timings.per_spawn.add(msSince(one));
+    timings.per_spawn.add(bench::msSince(one));
     pids.push_back(pid);
   }
   for (const pid_t pid : pids) {
     waitpid(pid, nullptr, 0);
   }
   posix_spawn_file_actions_destroy(&actions);
-  timings.per_group.add(msSince(start));
+  timings.per_group.add(bench::msSince(start));
 }
 
 void printRow(const char* name, const Timings& t, const Timings& floor) {
