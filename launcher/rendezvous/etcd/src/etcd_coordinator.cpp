@@ -351,10 +351,15 @@ std::int64_t EtcdCoordinator::stateLease(const Snapshot& snapshot) {
   if (const etcd::KeyValue* state = find(snapshot, keys_.state()); state && state->lease != 0) {
     return state->lease;
   }
-  if (prepared_lease_ != 0 && Clock::now() < prepared_at_ + preparedLeasePeriod()) {
+  if (preparedLeaseFresh()) {
     return prepared_lease_;
   }
   return client_.grantLease(state_ttl_);
+}
+
+// Renewed (or granted) less than half a TTL ago, so certainly alive.
+bool EtcdCoordinator::preparedLeaseFresh() const {
+  return prepared_lease_ != 0 && Clock::now() < prepared_at_ + preparedLeasePeriod();
 }
 
 // Half the state's TTL, in ms (a TTL of 1 s is 500 ms, not 0).
@@ -390,11 +395,10 @@ void EtcdCoordinator::prepareStateLease() {
     prepared_lease_ = 0;
     return;
   }
-  if (prepared_lease_ != 0 && Clock::now() < prepared_at_ + preparedLeasePeriod()) {
+  if (preparedLeaseFresh()) {
     return;
   }
-  const auto asked = Clock::now();
-  prepared_at_ = asked;  // a failed try is tried again a period later, not at once
+  prepared_at_ = Clock::now();  // a failed try is tried again a period later, not at once
   try {
     if (prepared_lease_ == 0 || !client_.keepAlive(prepared_lease_)) {
       prepared_lease_ = client_.grantLease(state_ttl_);

@@ -73,6 +73,7 @@ class EtcdCoordinator {
   bool stillElected(const EtcdView::Snapshot& snapshot) const;
   std::int64_t stateLease(const EtcdView::Snapshot& snapshot);
   void prepareStateLease();
+  bool preparedLeaseFresh() const;
   std::chrono::milliseconds preparedLeasePeriod() const;
   void renewUsedPreparedLease(std::int64_t used);
   bool write(const rdzv::Events& events, const EtcdView::Snapshot& snapshot,

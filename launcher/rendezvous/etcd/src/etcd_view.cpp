@@ -160,7 +160,7 @@ bool EtcdView::watching() {
 
 std::optional<std::size_t> EtcdView::watchedMember() {
   std::lock_guard lock(mutex_);
-  return watching_ && watch_loaded_ && watch_ ? watch_->createdOn() : std::nullopt;
+  return watch_ && watch_loaded_ ? watch_->createdOn() : std::nullopt;
 }
 
 std::int64_t EtcdView::revision() {
