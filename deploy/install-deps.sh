@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
-  libtorch-dev libgloo-dev python3-torch zlib1g-dev libssl-dev libhwloc-dev
+  libtorch-dev libgloo-dev python3-torch zlib1g-dev libssl-dev nettle-dev libhwloc-dev
   dataset-fashion-mnist
   iproute2 procps zsh tcsh  # zsh, tcsh: the completion scripts run in the real shells
   slurmctld slurmd slurm-client munge  # a real Slurm cluster in the tests; scontrol for the hostlist tests

@@ -1,12 +1,12 @@
 #include "ddprun/proto/rendezvous_protocol.hpp"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <nettle/hmac.h>
+#include <nettle/memops.h>
 
 #include <array>
 #include <charconv>
 #include <climits>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <utility>
@@ -190,11 +190,13 @@ std::string joinProof(std::string_view token, std::string_view run_id, std::stri
                       std::int64_t session, std::string_view nonce) {
   const std::string message = "ddprun-join|" + std::string(run_id) + "|" + std::string(agent) +
                               "|" + std::to_string(session) + "|" + std::string(nonce);
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &length);
-  return toHex(digest, length);
+  hmac_sha256_ctx context;
+  hmac_sha256_set_key(&context, token.size(), reinterpret_cast<const std::uint8_t*>(token.data()));
+  hmac_sha256_update(&context, message.size(),
+                     reinterpret_cast<const std::uint8_t*>(message.data()));
+  std::uint8_t digest[SHA256_DIGEST_SIZE];
+  hmac_sha256_digest(&context, sizeof(digest), digest);
+  return toHex(digest, sizeof(digest));
 }
 
 std::string newNonce() {
@@ -204,7 +206,7 @@ std::string newNonce() {
 }
 
 bool sameProof(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return a.size() == b.size() && memeql_sec(a.data(), b.data(), a.size()) != 0;
 }
 
 std::optional<ElasticRequestKey> parseElasticKey(std::string_view text) {

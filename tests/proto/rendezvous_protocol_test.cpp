@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "ddprun/proto/errors.hpp"
 
 namespace ddprun::proto::rendezvous {
@@ -248,6 +250,31 @@ TEST(RendezvousEvents, MalformedEventsThrowNamingThem) {
   } catch (const StoreError& error) {
     EXPECT_NE(std::string(error.what()).find("garbage"), std::string::npos) << error.what();
   }
+}
+
+// The proof is HMAC-SHA256 as RFC 2104 defines it, so agents and daemons of
+// other versions agree with this one whatever library computes it. The
+// values come from Python's hmac module; the long token is hashed first.
+TEST(RendezvousProof, IsHmacSha256OfTheJoinUnderTheToken) {
+  EXPECT_EQ(joinProof("sekrit-token", "run7", "host-a:42", 3, "00112233445566778899aabbccddeeff"),
+            "93ce0cb02743430a386d7290a472752d0f91cfa29dd69e270f2f9950ff402ff2");
+  EXPECT_EQ(joinProof("", "r", "a", 0, "n"),
+            "3355e1e3b07a6c523b727dba4426428a0d2eec9eeaa12f1d9aa93b7c95b4ca66");
+  EXPECT_EQ(joinProof(std::string(100, 'k'), "r", "a", 0, "n"),
+            "33933d4ae2f8d9446a83b66d5108a72fe6aae2dc4d1cb8e30eef3606460dfb13");
+}
+
+TEST(RendezvousProof, SameProofComparesWholeProofs) {
+  const std::string proof = joinProof("t", "r", "a", 0, newNonce());
+  EXPECT_TRUE(sameProof(proof, proof));
+  EXPECT_FALSE(sameProof(proof, proof.substr(0, proof.size() - 1)));
+  std::string changed = proof;
+  changed.back() = changed.back() == '0' ? '1' : '0';
+  EXPECT_FALSE(sameProof(proof, changed));
+  EXPECT_FALSE(sameProof("", proof));
+  EXPECT_TRUE(sameProof("", ""));
+  EXPECT_EQ(newNonce().size(), 32u);
+  EXPECT_NE(newNonce(), newNonce());
 }
 
 }  // namespace

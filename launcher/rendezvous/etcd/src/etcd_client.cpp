@@ -1,10 +1,11 @@
 #include "ddprun/launcher/etcd/etcd_client.hpp"
 
-#include <openssl/evp.h>
+#include <nettle/base64.h>
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -374,14 +375,11 @@ std::optional<Client::LeaseTime> Client::timeToLive(std::int64_t lease) {
   }
 }
 
-// Encoding and decoding are OpenSSL's; only the check that the text is
-// canonical, padded base64 (which EVP_DecodeBlock does not make) is ours.
+// Encoding and decoding are nettle's; only the check that the text is
+// canonical, padded base64 (which nettle's decoder does not insist on) is ours.
 std::string toBase64(const std::string& bytes) {
-  std::string text(4 * ((bytes.size() + 2) / 3) + 1, '\0');
-  const int length = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(text.data()),
-                                     reinterpret_cast<const unsigned char*>(bytes.data()),
-                                     static_cast<int>(bytes.size()));
-  text.resize(static_cast<std::size_t>(length));
+  std::string text(BASE64_ENCODE_RAW_LENGTH(bytes.size()), '\0');
+  base64_encode_raw(text.data(), bytes.size(), reinterpret_cast<const std::uint8_t*>(bytes.data()));
   return text;
 }
 
@@ -390,19 +388,23 @@ std::string fromBase64(const std::string& text) {
     return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '+' || c == '/';
   };
   const std::size_t padding = text.size() - text.find_last_not_of('=') - 1;
-  const bool ok =
+  const bool canonical =
       text.size() % 4 == 0 && (text.empty() || padding <= 2) &&
       std::all_of(text.begin(),
                   text.end() - static_cast<std::ptrdiff_t>(text.empty() ? 0 : padding), isAlphabet);
-  if (!ok) {
+  std::string bytes(BASE64_DECODE_LENGTH(text.size()), '\0');
+  std::size_t length = bytes.size();
+  base64_decode_ctx decoder;
+  base64_decode_init(&decoder);
+  const bool decoded =
+      canonical &&
+      base64_decode_update(&decoder, &length, reinterpret_cast<std::uint8_t*>(bytes.data()),
+                           text.size(), text.data()) == 1 &&
+      base64_decode_final(&decoder) == 1;
+  if (!decoded) {
     throw Error("not base64: '" + (text.size() > 40 ? text.substr(0, 40) + "..." : text) + "'");
   }
-  std::string bytes(text.size() / 4 * 3, '\0');
-  const int length = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(bytes.data()),
-                                     reinterpret_cast<const unsigned char*>(text.data()),
-                                     static_cast<int>(text.size()));
-  // EVP_DecodeBlock counts the padding's zero bytes too.
-  bytes.resize(static_cast<std::size_t>(length) - padding);
+  bytes.resize(length);
   return bytes;
 }
 
