@@ -3,7 +3,7 @@
 // under the prefix; the unit names ddprund where it was installed and passes
 // `systemd-analyze verify`; the completion files are what the installed
 // ddprun's --print-completion prints; the launcher's component needs no
-// LibTorch.
+// LibTorch, and its ddprun finds its etcd TLS module where it was installed.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -63,6 +63,7 @@ TEST_F(InstallTree, PutsEveryFileInTheUsualPlaceUnderThePrefix) {
       "share/zsh/vendor-completions/_ddprun",
       "lib/systemd/system/ddprund.service",
       "share/ddprun/slurm/README.md",
+      std::string(DDPRUN_INSTALL_LIBDIR) + "/ddprun/ddprun-etcd-tls.so",
   };
 #ifdef TRAIN_BINARY
   programs.push_back("bin/train");
@@ -125,6 +126,14 @@ TEST_F(InstallTree, TheLauncherComponentIsWithoutTrainAndNeedsNoLibTorch) {
     EXPECT_FALSE(contains(libraries.output, "libtorch")) << program << ":\n" << libraries.output;
     EXPECT_FALSE(contains(libraries.output, "libc10")) << program << ":\n" << libraries.output;
   }
+  // etcd over TLS: the installed ddprun loads its module and gets as far as
+  // the (absent) etcd, which refuses the connection.
+  const auto tls = run({at("bin/ddprun").string(), "--nnodes", "2", "--rdzv-backend", "etcd-v3",
+                        "--rdzv-endpoint", "127.0.0.1:1", "--rdzv-conf",
+                        "protocol=https,join_timeout=1", "--no-python", "true"});
+  EXPECT_NE(tls.code, 0) << tls.errors;
+  EXPECT_TRUE(contains(tls.errors, "127.0.0.1:1: connection refused")) << tls.errors;
+  EXPECT_FALSE(contains(tls.errors, "TLS module")) << tls.errors;
 }
 
 }  // namespace

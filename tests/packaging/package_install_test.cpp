@@ -144,6 +144,8 @@ class PackageInstall : public ::testing::Test {
     EXPECT_TRUE(contains(controlField(launcher_deb_, "Depends"), "libc6"));
     // Loaded only for --numa-binding, so no DT_NEEDED of ddprun names it.
     EXPECT_TRUE(contains(controlField(launcher_deb_, "Depends"), "libhwloc15"));
+    // Its etcd TLS module's, which shlibdeps reads like any binary's.
+    EXPECT_TRUE(contains(controlField(launcher_deb_, "Depends"), "libssl3"));
     phaseDone("cpack -G DEB");
   }
 
@@ -178,6 +180,13 @@ class PackageInstall : public ::testing::Test {
     const auto bound = inside({"ddprun", "--standalone", "--nproc-per-node=1",
                                "--numa-binding=node", "--no-python", "true"});
     EXPECT_EQ(bound.code, 0) << bound.output;
+    // The etcd TLS module, which ddprun loads for protocol=https, came with
+    // it: the join gets as far as the (absent) etcd.
+    const auto tls = inside({"ddprun", "--nnodes", "2", "--rdzv-backend", "etcd-v3",
+                             "--rdzv-endpoint", "127.0.0.1:1", "--rdzv-conf",
+                             "protocol=https,join_timeout=1", "--no-python", "true"});
+    EXPECT_NE(tls.code, 0) << tls.output;
+    EXPECT_TRUE(contains(tls.output, "127.0.0.1:1: connection refused")) << tls.output;
     const auto torch = inside({"dpkg-query", "--show", "libtorch*"});
     EXPECT_NE(torch.code, 0) << "LibTorch came with the launcher:\n" << torch.output;
   }

@@ -3,9 +3,10 @@
 // lists them). Each one is mapped, relocated and has its symbols resolved at
 // every start; libstdc++, spdlog and fmt, and OpenSSL's two libraries were
 // half of `ddprun --version`'s time (docs/benchmarks.md, "Where a launch's
-// time goes"), so they are linked into the executable (ddprun_program() in
-// cmake/DdprunHelpers.cmake). Not under the sanitizers, whose runtimes need
-// the shared libstdc++.
+// time goes"), so the first three are linked into the executable
+// (ddprun_program() in cmake/DdprunHelpers.cmake; not under the sanitizers,
+// whose runtimes need the shared libstdc++), and OpenSSL is in the etcd TLS
+// module, loaded for protocol=https only.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -32,6 +33,17 @@ std::set<std::string> neededLibraries(const std::string& program) {
   return needed;
 }
 
+// Whether `program`'s symbol table defines `name` (nm; a stripped program
+// has none to read, so the build's own is what this checks).
+bool definesSymbol(const std::string& program, const std::string& name) {
+  test_support::CommandOptions options;
+  options.env = {{"PATH", "/usr/bin:/bin"}, {"LC_ALL", "C"}};
+  const auto result = test_support::runCommand({"nm", "--defined-only", program}, options);
+  EXPECT_EQ(result.code, 0) << result.errors;
+  const std::regex entry("^[0-9a-f]+ [A-Za-z] " + name + "$", std::regex::multiline);
+  return std::regex_search(result.output, entry);
+}
+
 bool namesLibrary(const std::set<std::string>& needed, const std::string& prefix) {
   for (const std::string& soname : needed) {
     if (soname.rfind(prefix, 0) == 0) {
@@ -41,7 +53,7 @@ bool namesLibrary(const std::set<std::string>& needed, const std::string& prefix
   return false;
 }
 
-TEST(DdprunLinkingTest, StartsWithoutTheCxxRuntimeSpdlogFmtOrOpenSslAsSharedLibraries) {
+TEST(DdprunLinkingTest, StartsWithoutTheCxxRuntimeSpdlogOrFmtAsSharedLibraries) {
 #if DDPRUN_SANITIZED
   GTEST_SKIP() << "a sanitized build links the shared libstdc++ on purpose";
 #endif
@@ -50,11 +62,25 @@ TEST(DdprunLinkingTest, StartsWithoutTheCxxRuntimeSpdlogFmtOrOpenSslAsSharedLibr
   for (const char* library : {"libstdc++.so", "libgcc_s.so", "libspdlog.so", "libfmt.so"}) {
     EXPECT_FALSE(namesLibrary(needed, library)) << DDPRUN_BINARY << " needs " << library;
   }
-#if DDPRUN_STATIC_OPENSSL
+}
+
+// OpenSSL is neither a library ddprun needs nor linked into it: only the TLS
+// module has it, as Debian's shared libssl3, whose security updates then
+// apply without a rebuild.
+TEST(DdprunLinkingTest, StartsWithoutOpenSsl) {
+  const std::set<std::string> needed = neededLibraries(DDPRUN_BINARY);
+  ASSERT_TRUE(namesLibrary(needed, "libc.so")) << "readelf listed no libc: not its output?";
   for (const char* library : {"libssl.so", "libcrypto.so"}) {
     EXPECT_FALSE(namesLibrary(needed, library)) << DDPRUN_BINARY << " needs " << library;
   }
-#endif
+  EXPECT_FALSE(definesSymbol(DDPRUN_BINARY, "SSL_CTX_new")) << "OpenSSL is linked into ddprun";
+  EXPECT_FALSE(definesSymbol(DDPRUN_BINARY, "EVP_MD_fetch")) << "OpenSSL is linked into ddprun";
+}
+
+TEST(DdprunLinkingTest, ItsTlsModuleNeedsDebiansSharedOpenSsl) {
+  const std::set<std::string> module_needs = neededLibraries(DDPRUN_ETCD_TLS_MODULE);
+  EXPECT_TRUE(namesLibrary(module_needs, "libssl.so.3")) << DDPRUN_ETCD_TLS_MODULE;
+  EXPECT_TRUE(namesLibrary(module_needs, "libcrypto.so.3")) << DDPRUN_ETCD_TLS_MODULE;
 }
 
 // hwloc and the libudev it needs are loaded only when --numa-binding reads

@@ -11,11 +11,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "ddprun/test_support/command.hpp"
 #include "ddprun/test_support/files.hpp"
+#include "ddprun/test_support/temp_dir.hpp"
 #include "etcd_job_fixture.hpp"
 
 namespace ddprun::launcher {
@@ -151,6 +154,26 @@ TEST_F(EtcdJoinTest, ACertificateOfAnotherCaIsOneLineWithinJoinTimeout) {
   EXPECT_TRUE(contains(line, "etcd")) << line;
   EXPECT_TRUE(contains(line, cluster_->endpoint(0))) << line;
   EXPECT_TRUE(contains(line, "TLS")) << line;
+}
+
+// TLS is a module ddprun loads from where it is installed beside it
+// (launcher/rendezvous/etcd/tls/). A copy of ddprun without it fails at once
+// with one line naming the module, and exits 2 like any bad setting.
+TEST_F(EtcdJoinTest, ACopyOfDdprunWithoutItsTlsModuleSaysSoInOneLine) {
+  test_support::TempDir dir;
+  std::filesystem::create_directory(dir / "bin");
+  std::filesystem::copy_file(DDPRUN_BINARY, dir / "bin" / "ddprun");
+  const auto result = test_support::runCommand(
+      {(dir / "bin" / "ddprun").string(), "--nnodes", "2", "--rdzv-backend", "etcd-v3",
+       "--rdzv-endpoint", "127.0.0.1:1", "--rdzv-conf", "protocol=https", "--no-python", "true"},
+      {});
+  EXPECT_EQ(result.code, 2) << result.output << result.errors;
+  const std::string expected =
+      "ddprun: etcd over TLS needs ddprun's TLS module " + dir.path().string() + "/";
+  EXPECT_EQ(result.errors.rfind(expected, 0), 0u) << result.errors;
+  EXPECT_TRUE(contains(result.errors, "ddprun-etcd-tls.so: cannot open shared object file"))
+      << result.errors;
+  EXPECT_EQ(result.errors.find('\n'), result.errors.size() - 1) << result.errors;
 }
 
 // The positive case: the cluster's CA and a client certificate it signed.

@@ -194,7 +194,7 @@ Client::Client(ClientOptions options)
 Client::~Client() = default;
 
 std::unique_ptr<detail::Connection> Client::newConnection(std::size_t index) {
-  return std::make_unique<detail::Connection>(options_, options_.members.at(index), tls_);
+  return detail::newConnection(options_, options_.members.at(index), tls_);
 }
 
 std::unique_ptr<detail::Connection> Client::openConnection(std::size_t index,

@@ -1,14 +1,13 @@
 // The etcd client's transport: one HTTP/1.1 connection to one etcd member,
-// plain or TLS, with Boost.Beast. Only etcd_http.cpp includes Beast and
-// OpenSSL; the client and the watch see this small interface.
+// plain or TLS, with Boost.Beast (beast_connection.hpp). The client and the
+// watch see this small interface.
 //
-// A Connection owns its socket and its own io_context; the TLS settings
-// (CA, certificate, key) are loaded once per client and shared. Every
-// operation runs
-// on the calling thread: it starts Beast's asynchronous operation and runs
-// the io_context until it completes, because Beast's stream deadlines
-// (tcp_stream::expires_at) apply only to asynchronous operations. abort() is
-// the one call another thread may make.
+// TLS is a module ddprun loads when protocol=https asks for it
+// (etcd_tls_client.cpp; the module itself is tls/): OpenSSL, linked into
+// ddprun, cost every start 0.4 ms (docs/benchmarks.md). The TLS settings
+// (CA, certificate, key) are loaded once per client and shared by its
+// connections. A connection's operations run on the calling thread; abort()
+// is the one call another thread may make.
 #pragma once
 
 #include <chrono>
@@ -42,7 +41,10 @@ struct HttpAnswer {
 };
 
 // "host:port" ("[v6]:port"), for messages.
-std::string describeMember(const Member& member);
+inline std::string describeMember(const Member& member) {
+  const bool v6 = member.host.find(':') != std::string::npos;
+  return (v6 ? "[" + member.host + "]" : member.host) + ":" + std::to_string(member.port);
+}
 
 // An answer in which etcd refused a call for good (a bad request, a lease
 // that does not exist): no other member would answer otherwise. `code` is
@@ -68,54 +70,59 @@ std::string noMemberServed(const std::string& members, const std::string& target
 // range_end): the prefix with its last byte below 0xff incremented.
 std::string prefixEnd(const std::string& prefix);
 
-// OpenSSL's context with the client's CA, certificate and key loaded: one per
-// client, shared by its connections (loading the files is most of a new
-// connection's cost).
+// The TLS module, loaded, with the client's CA, certificate and key in its
+// context: one per client, shared by its connections (loading the files is
+// most of a new connection's cost).
 struct TlsContext;
-// nullptr without TLS. Throws ConfigError when a TLS file cannot be loaded.
+// nullptr without TLS. Throws ConfigError when the module or a TLS file
+// cannot be loaded.
 std::shared_ptr<TlsContext> loadTlsContext(const ClientOptions& options);
 
 class Connection {
  public:
-  // No I/O. `tls` comes from loadTlsContext (nullptr: plain HTTP).
-  Connection(const ClientOptions& options, const Member& member, std::shared_ptr<TlsContext> tls);
-  ~Connection();
+  Connection() = default;
+  virtual ~Connection() = default;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
   // Resolves, connects and (with TLS) handshakes before `deadline`.
   // Throws MemberFailure.
-  void open(Clock::time_point deadline);
+  virtual void open(Clock::time_point deadline) = 0;
   // One POST and its whole answer, before `deadline`. Throws MemberFailure.
-  HttpAnswer post(const std::string& target, const std::string& body, Clock::time_point deadline);
+  virtual HttpAnswer post(const std::string& target, const std::string& body,
+                          Clock::time_point deadline) = 0;
   // After post(): the answer was read whole and the member keeps the
   // connection open (HTTP/1.1 keep-alive), so another request may use it.
-  bool reusable() const;
+  virtual bool reusable() const = 0;
   // For an idle connection: the member closed it (or sent bytes nobody asked
   // for) since its last answer, so it must not carry another request. A
   // poll, no blocking.
-  bool closedWhileIdle() const;
+  virtual bool closedWhileIdle() const = 0;
 
   // A streaming POST: sends it and reads the answer's header before
   // `deadline`; returns the status. With a status other than 200 the body
   // is read whole and returned in `error_body`. Throws MemberFailure.
-  unsigned startStream(const std::string& target, const std::string& body,
-                       Clock::time_point deadline, std::string& error_body);
+  virtual unsigned startStream(const std::string& target, const std::string& body,
+                               Clock::time_point deadline, std::string& error_body) = 0;
   // Reads more of the streamed (chunked) body, handing each piece of it to
   // `on_bytes`; before `deadline` when there is one (a watch's first answer),
   // else for as long as the member is silent. false: the body ended. Throws
   // MemberFailure when the connection breaks or was aborted.
-  bool readStream(std::optional<Clock::time_point> deadline,
-                  const std::function<void(std::string_view)>& on_bytes);
+  virtual bool readStream(std::optional<Clock::time_point> deadline,
+                          const std::function<void(std::string_view)>& on_bytes) = 0;
 
   // Any thread: closes the socket, so that the operation running on the
   // owning thread (or the next one) fails at once.
-  void abort();
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  virtual void abort() = 0;
 };
+
+// A connection to `member`, not yet open (no I/O): over the TLS module when
+// `tls` (from loadTlsContext) is set, else plain HTTP.
+std::unique_ptr<Connection> newConnection(const ClientOptions& options, const Member& member,
+                                          const std::shared_ptr<TlsContext>& tls);
+// The TLS module's connection (etcd_tls_client.cpp).
+std::unique_ptr<Connection> newTlsConnection(const Member& member,
+                                             const std::shared_ptr<TlsContext>& tls);
 
 // Reading etcd's JSON (etcd_client.cpp). 64-bit numbers come as strings and
 // default values are left out (0). Throw StoreError on a bad number.

@@ -294,16 +294,24 @@ TEST_F(EtcdClientTest, NoMemberServingGivesOneLineNamingEachMember) {
   }
 }
 
-class EtcdClientTlsTest : public EtcdClientTest {};
+// TLS is ddprun's module (launcher/rendezvous/etcd/tls/), which ddprun
+// finds beside itself; a client in this test program names it.
+class EtcdClientTlsTest : public EtcdClientTest {
+ protected:
+  static ClientOptions tlsOptions(const EtcdCluster& cluster, const std::string& ca) {
+    ClientOptions options = optionsFor(cluster.endpoints());
+    options.tls = true;
+    options.tls_module = DDPRUN_ETCD_TLS_MODULE;
+    options.ca_file = ca;
+    options.cert_file = cluster.tls().cert;
+    options.key_file = cluster.tls().key;
+    return options;
+  }
+};
 
 TEST_F(EtcdClientTlsTest, ServesWithTheRightCaAndClientCertificate) {
   EtcdCluster cluster({.members = 1, .tls = true});
-  ClientOptions options = optionsFor(cluster.endpoints());
-  options.tls = true;
-  options.ca_file = cluster.tls().ca;
-  options.cert_file = cluster.tls().cert;
-  options.key_file = cluster.tls().key;
-  Client client(options);
+  Client client(tlsOptions(cluster, cluster.tls().ca));
   const std::int64_t revision = client.put("/job/tls", "yes");
   EXPECT_EQ(client.get("/job/tls").kvs.at(0).value, "yes");
   EXPECT_EQ(client.connectionsOpened(), 1u);  // one TLS handshake for both calls
@@ -319,12 +327,7 @@ TEST_F(EtcdClientTlsTest, ServesWithTheRightCaAndClientCertificate) {
 
 TEST_F(EtcdClientTlsTest, AMismatchedCaGivesOneLineNamingTls) {
   EtcdCluster cluster({.members = 1, .tls = true});
-  ClientOptions options = optionsFor(cluster.endpoints());
-  options.tls = true;
-  options.ca_file = cluster.tls().other_ca;
-  options.cert_file = cluster.tls().cert;
-  options.key_file = cluster.tls().key;
-  Client client(options);
+  Client client(tlsOptions(cluster, cluster.tls().other_ca));
   try {
     client.get("/job/a");
     FAIL() << "no EtcdUnavailable";
@@ -333,6 +336,36 @@ TEST_F(EtcdClientTlsTest, AMismatchedCaGivesOneLineNamingTls) {
     EXPECT_NE(
         message.find(cluster.endpoint(0) + ": TLS handshake failed: certificate verify failed"),
         std::string::npos)
+        << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+}
+
+TEST_F(EtcdClientTlsTest, AMissingCaFileIsAConfigErrorNamingIt) {
+  EtcdCluster cluster({.members = 1, .tls = true});
+  try {
+    Client client(tlsOptions(cluster, "/nonexistent/ca.pem"));
+    FAIL() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot load the CA file '/nonexistent/ca.pem'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(EtcdClientTlsTest, AModuleThatCannotBeLoadedIsAConfigErrorNamingIt) {
+  ClientOptions options = optionsFor({"127.0.0.1:1"});
+  options.tls = true;
+  options.tls_module = "/nonexistent/ddprun-etcd-tls.so";
+  try {
+    Client client(options);
+    FAIL() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.rfind("etcd over TLS needs ddprun's TLS module "
+                            "/nonexistent/ddprun-etcd-tls.so: ",
+                            0),
+              0u)
         << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }

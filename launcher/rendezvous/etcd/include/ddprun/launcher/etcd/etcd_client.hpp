@@ -56,6 +56,9 @@ struct ClientOptions {
   std::string ca_file;          // PEM; empty with tls: the system's CAs
   std::string cert_file;        // PEM client certificate, for client-cert auth
   std::string key_file;         // its private key
+  // The TLS module's path; empty: the one installed beside the running
+  // executable (ddprun's own; other programs, such as tests, name it).
+  std::string tls_module;
   // One member's deadline for one call, connect and TLS handshake included.
   std::chrono::milliseconds request_timeout{5'000};
 };
