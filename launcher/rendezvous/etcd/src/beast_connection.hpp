@@ -19,6 +19,7 @@
 
 #include <poll.h>
 
+#include <atomic>
 #include <cctype>
 #include <optional>
 #include <string>
@@ -47,6 +48,11 @@ class BeastConnection final : public Connection {
 
   void open(Clock::time_point deadline) override {
     const auto endpoints = resolve(deadline);
+    // An abort() whose posted close ran during the resolve, on a socket not
+    // yet open, must still stop the connect.
+    if (aborted_) {
+      throw MemberFailure("aborted");
+    }
     lowest().expires_at(deadline);
     const net::error_code ec =
         complete([&](auto handler) { lowest().async_connect(endpoints, std::move(handler)); });
@@ -125,6 +131,7 @@ class BeastConnection final : public Connection {
   }
 
   void abort() override {
+    aborted_ = true;
     // Posted, because the socket belongs to the thread running the
     // io_context; a handler posted while nothing runs runs at the start of
     // the next operation, which then fails.
@@ -227,6 +234,7 @@ class BeastConnection final : public Connection {
 
   Member member_;
   std::chrono::milliseconds request_timeout_;
+  std::atomic<bool> aborted_{false};
   net::asio::io_context io_;
   Stream stream_;
   beast::flat_buffer buffer_;

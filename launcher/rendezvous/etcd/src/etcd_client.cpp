@@ -375,8 +375,9 @@ std::optional<Client::LeaseTime> Client::timeToLive(std::int64_t lease) {
   }
 }
 
-// Encoding and decoding are nettle's; only the check that the text is
-// canonical, padded base64 (which nettle's decoder does not insist on) is ours.
+// Encoding and decoding are nettle's (whose decoder also refuses padded text
+// with leftover bits set); the check that the text is padded, in whole
+// quads of the alphabet, is ours.
 std::string toBase64(const std::string& bytes) {
   std::string text(BASE64_ENCODE_RAW_LENGTH(bytes.size()), '\0');
   base64_encode_raw(text.data(), bytes.size(), reinterpret_cast<const std::uint8_t*>(bytes.data()));

@@ -41,9 +41,9 @@ struct DdprunEtcdTlsApi {
                         DdprunEtcdTlsError* error);
   void (*free_context)(void* context);
 
-  // An unopened connection to host:port (no I/O); nullptr: out of memory.
+  // An unopened connection to host:port (no I/O); nullptr on failure.
   void* (*new_connection)(void* context, const char* host, std::uint16_t port,
-                          std::int64_t request_timeout_ms);
+                          std::int64_t request_timeout_ms, DdprunEtcdTlsError* error);
   void (*free_connection)(void* connection);
 
   // As Connection's methods of the same names (etcd_http.hpp). Each returns

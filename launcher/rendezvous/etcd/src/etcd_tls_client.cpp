@@ -1,6 +1,6 @@
 // etcd over TLS from ddprun's side: loads the TLS module (etcd_tls_abi.hpp)
-// the first time a client asks for protocol=https, and forwards a
-// Connection's calls to it.
+// for each client that asks for protocol=https (dlopen loads it once and
+// counts the others), and forwards a Connection's calls to it.
 //
 // The module is found beside ddprun as it is installed: the directory
 // DDPRUN_ETCD_TLS_MODULE_FROM_BINDIR (relative to the executable's own, the
@@ -10,7 +10,6 @@
 
 #include <exception>
 #include <filesystem>
-#include <new>
 #include <string>
 
 #include "ddprun/proto/errors.hpp"
@@ -99,12 +98,12 @@ std::int64_t nanoseconds(Clock::time_point at) {
 class ModuleConnection final : public Connection {
  public:
   ModuleConnection(const Member& member, std::shared_ptr<TlsContext> tls)
-      : tls_(std::move(tls)),
-        api_(tls_->api),
-        connection_(api_.new_connection(tls_->context, member.host.c_str(), member.port,
-                                        tls_->request_timeout.count())) {
+      : tls_(std::move(tls)), api_(tls_->api) {
+    DdprunEtcdTlsError error{};
+    connection_ = api_.new_connection(tls_->context, member.host.c_str(), member.port,
+                                      tls_->request_timeout.count(), &error);
     if (connection_ == nullptr) {
-      throw std::bad_alloc();
+      check(error.status, error, nullptr);
     }
   }
   ~ModuleConnection() override { api_.free_connection(connection_); }
@@ -171,7 +170,7 @@ class ModuleConnection final : public Connection {
 
   std::shared_ptr<TlsContext> tls_;  // outlives the module's connection
   const DdprunEtcdTlsApi& api_;
-  void* connection_;
+  void* connection_ = nullptr;
 };
 
 }  // namespace

@@ -99,9 +99,11 @@ void say(DdprunEtcdTlsError* error, int status, const char* text) {
   error->text[length] = '\0';
 }
 
-// Runs `work`, turning what it throws into a status and a line.
+// Runs `work`, turning what it throws into a status and a line. Every entry
+// point is noexcept besides: what gets past this ends the process rather
+// than unwinding into ddprun's runtime.
 template <class Work>
-int guarded(DdprunEtcdTlsError* error, Work&& work) {
+int guarded(DdprunEtcdTlsError* error, Work&& work) noexcept {
   try {
     work();
     return kDdprunEtcdTlsOk;
@@ -128,33 +130,38 @@ using TlsConnection = BeastConnection<TlsStream>;
 TlsConnection& connectionAt(void* connection) { return *static_cast<TlsConnection*>(connection); }
 
 void* loadContext(const char* ca_file, const char* cert_file, const char* key_file,
-                  DdprunEtcdTlsError* error) {
+                  DdprunEtcdTlsError* error) noexcept {
   ssl::context* context = nullptr;
-  guarded(error, [&] { context = new ssl::context(makeTlsContext(ca_file, cert_file, key_file)); });
+  guarded(error, [&] {
+    context =
+        std::make_unique<ssl::context>(makeTlsContext(ca_file, cert_file, key_file)).release();
+  });
   return context;
 }
 
-void freeContext(void* context) { delete static_cast<ssl::context*>(context); }
+void freeContext(void* context) noexcept { delete static_cast<ssl::context*>(context); }
 
 void* newConnection(void* context, const char* host, std::uint16_t port,
-                    std::int64_t request_timeout_ms) {
-  try {
-    return new TlsConnection(Member{host, port}, std::chrono::milliseconds(request_timeout_ms),
-                             *static_cast<ssl::context*>(context));
-  } catch (...) {
-    return nullptr;  // out of memory
-  }
+                    std::int64_t request_timeout_ms, DdprunEtcdTlsError* error) noexcept {
+  TlsConnection* connection = nullptr;
+  guarded(error, [&] {
+    connection = std::make_unique<TlsConnection>(Member{host, port},
+                                                 std::chrono::milliseconds(request_timeout_ms),
+                                                 *static_cast<ssl::context*>(context))
+                     .release();
+  });
+  return connection;
 }
 
-void freeConnection(void* connection) { delete static_cast<TlsConnection*>(connection); }
+void freeConnection(void* connection) noexcept { delete static_cast<TlsConnection*>(connection); }
 
-int open(void* connection, std::int64_t deadline_ns, DdprunEtcdTlsError* error) {
+int open(void* connection, std::int64_t deadline_ns, DdprunEtcdTlsError* error) noexcept {
   return guarded(error, [&] { connectionAt(connection).open(deadlineFrom(deadline_ns)); });
 }
 
 int post(void* connection, const char* target, const char* body, std::size_t body_size,
          std::int64_t deadline_ns, unsigned* status, DdprunEtcdTlsSink answer, void* user,
-         DdprunEtcdTlsError* error) {
+         DdprunEtcdTlsError* error) noexcept {
   return guarded(error, [&] {
     const HttpAnswer reply =
         connectionAt(connection)
@@ -164,17 +171,17 @@ int post(void* connection, const char* target, const char* body, std::size_t bod
   });
 }
 
-int reusable(const void* connection) {
+int reusable(const void* connection) noexcept {
   return static_cast<const TlsConnection*>(connection)->reusable() ? 1 : 0;
 }
 
-int closedWhileIdle(const void* connection) {
+int closedWhileIdle(const void* connection) noexcept {
   return static_cast<const TlsConnection*>(connection)->closedWhileIdle() ? 1 : 0;
 }
 
 int startStream(void* connection, const char* target, const char* body, std::size_t body_size,
                 std::int64_t deadline_ns, unsigned* status, DdprunEtcdTlsSink error_body,
-                void* user, DdprunEtcdTlsError* error) {
+                void* user, DdprunEtcdTlsError* error) noexcept {
   return guarded(error, [&] {
     std::string refusal;
     *status =
@@ -185,7 +192,7 @@ int startStream(void* connection, const char* target, const char* body, std::siz
 }
 
 int readStream(void* connection, int has_deadline, std::int64_t deadline_ns,
-               DdprunEtcdTlsSink on_bytes, void* user, DdprunEtcdTlsError* error) {
+               DdprunEtcdTlsSink on_bytes, void* user, DdprunEtcdTlsError* error) noexcept {
   bool more = false;
   const int status = guarded(error, [&] {
     std::optional<Clock::time_point> deadline;
@@ -200,7 +207,7 @@ int readStream(void* connection, int has_deadline, std::int64_t deadline_ns,
   return more ? 1 : 0;
 }
 
-void abort(void* connection) { connectionAt(connection).abort(); }
+void abort(void* connection) noexcept { connectionAt(connection).abort(); }
 
 constexpr DdprunEtcdTlsApi kApi{
     .abi_version = kDdprunEtcdTlsAbiVersion,

@@ -13,6 +13,7 @@
 #include "ddprun/test_support/etcd_cluster.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/files.hpp"
+#include "etcd_http.hpp"
 
 namespace ddprun::launcher::etcd {
 namespace {
@@ -292,6 +293,24 @@ TEST_F(EtcdClientTest, NoMemberServingGivesOneLineNamingEachMember) {
               "etcd at " + first + "," + second + ": no member served /v3/kv/range (" + first +
                   ": connection refused; " + second + ": connection refused)");
   }
+}
+
+// A watch is cancelled by aborting its connection from another thread; an
+// abort that comes while the connection is still being opened (its host
+// resolved) must stop it too, not leave it to the first answer's deadline.
+TEST_F(EtcdClientTest, AConnectionAbortedBeforeItOpensDoesNotOpen) {
+  EtcdCluster cluster({.members = 1});
+  const ClientOptions options = optionsFor(cluster.endpoints());
+  auto connection = detail::newConnection(options, options.members.at(0), nullptr);
+  connection->abort();
+  EXPECT_THROW(connection->open(std::chrono::steady_clock::now() + 2s), detail::MemberFailure);
+
+  auto untouched = detail::newConnection(options, options.members.at(0), nullptr);
+  untouched->open(std::chrono::steady_clock::now() + 2s);
+  EXPECT_EQ(
+      untouched->post("/v3/kv/range", R"({"key":"YQ=="})", std::chrono::steady_clock::now() + 2s)
+          .status,
+      200u);
 }
 
 // TLS is ddprun's module (launcher/rendezvous/etcd/tls/), which ddprun
