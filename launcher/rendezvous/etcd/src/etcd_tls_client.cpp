@@ -75,7 +75,7 @@ const DdprunEtcdTlsApi& loadModule(const std::string& path) {
 // A read's sink: hands the module's bytes to the caller's function, keeping
 // what it throws for the caller's thread (it must not unwind the module).
 struct SinkCall {
-  std::function<void(std::string_view)> take;
+  const std::function<void(std::string_view)>& take;
   std::exception_ptr failed;
 
   static int take_bytes(void* user, const char* bytes, std::size_t size) noexcept {
@@ -116,7 +116,10 @@ class ModuleConnection final : public Connection {
   HttpAnswer post(const std::string& target, const std::string& body,
                   Clock::time_point deadline) override {
     HttpAnswer answer;
-    SinkCall call{[&answer](std::string_view bytes) { answer.body.append(bytes); }, nullptr};
+    const std::function<void(std::string_view)> append = [&answer](std::string_view bytes) {
+      answer.body.append(bytes);
+    };
+    SinkCall call{append, nullptr};
     DdprunEtcdTlsError error{};
     check(api_.post(connection_, target.c_str(), body.data(), body.size(), nanoseconds(deadline),
                     &answer.status, &SinkCall::take_bytes, &call, &error),
@@ -130,7 +133,10 @@ class ModuleConnection final : public Connection {
   unsigned startStream(const std::string& target, const std::string& body,
                        Clock::time_point deadline, std::string& error_body) override {
     unsigned status = 0;
-    SinkCall call{[&error_body](std::string_view bytes) { error_body.append(bytes); }, nullptr};
+    const std::function<void(std::string_view)> append = [&error_body](std::string_view bytes) {
+      error_body.append(bytes);
+    };
+    SinkCall call{append, nullptr};
     DdprunEtcdTlsError error{};
     check(api_.start_stream(connection_, target.c_str(), body.data(), body.size(),
                             nanoseconds(deadline), &status, &SinkCall::take_bytes, &call, &error),
