@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <unordered_set>
 
 namespace ddprun::test_support {
 
@@ -29,7 +31,10 @@ std::map<std::string, std::string> readEnvFile(const std::filesystem::path& path
   return env;
 }
 
-std::uint16_t freeLoopbackPort() {
+namespace {
+
+// One port bound on 127.0.0.1 by the kernel's choice, then released.
+std::uint16_t boundThenReleasedPort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -44,6 +49,24 @@ std::uint16_t freeLoopbackPort() {
   }
   ::close(fd);
   return ntohs(address.sin_port);
+}
+
+}  // namespace
+
+// The kernel may hand a released port out again at once (an etcd cluster's
+// two members were once given the same peer port), so the ports this
+// process was given are remembered and never given twice.
+std::uint16_t freeLoopbackPort() {
+  static std::mutex mutex;
+  static std::unordered_set<std::uint16_t> given;
+  std::lock_guard lock(mutex);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const std::uint16_t port = boundThenReleasedPort();
+    if (given.insert(port).second) {
+      return port;
+    }
+  }
+  throw std::runtime_error("freeLoopbackPort: the kernel gave only ports already given");
 }
 
 }  // namespace ddprun::test_support

@@ -15,7 +15,8 @@ std::string readFile(const std::filesystem::path& path);
 // KEY=value lines (as the fake worker's --env-to writes them) as a map.
 std::map<std::string, std::string> readEnvFile(const std::filesystem::path& path);
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bound, then released).
+// A TCP port on 127.0.0.1 that was free a moment ago (bound, then released),
+// never one this process was given before.
 std::uint16_t freeLoopbackPort();
 
 }  // namespace ddprun::test_support
