@@ -32,10 +32,8 @@ std::vector<const OptionSpec*> everyOption() {
 
 const OptionSpec* exactly(std::string_view name) {
   for (const OptionSpec* spec : everyOption()) {
-    for (const std::string& spelling : spellings(*spec)) {
-      if (spelling == name) {
-        return spec;
-      }
+    if (isSpelling(*spec, name)) {
+      return spec;
     }
   }
   return nullptr;

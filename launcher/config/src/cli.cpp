@@ -49,16 +49,31 @@ Supplied refuseEmpty(Supplied supplied, const OptionSpec& spec) {
   return supplied;
 }
 
+// Whether `spec` is named among `args`: one of its spellings is an argument,
+// or it has a short name (CLI11 also reads "-mt" as "-m -t").
+bool namedAmong(const OptionSpec& spec, const std::vector<std::string>& args) {
+  return hasShortName(spec) || std::any_of(args.begin(), args.end(), [&spec](const auto& arg) {
+           return isSpelling(spec, arg);
+         });
+}
+
 // Parsed command line before conversion: CLI11 fills these by dest.
 class RawCommandLine {
  public:
-  explicit RawCommandLine(CLI::App& app) {
+  // Every option (the help), or, given `args` as argparseToCli11 left them,
+  // only those `args` name: an option not among them changes nothing CLI11
+  // reads, and CLI11's add_option compares each new option with every
+  // earlier one, three quarters of the parse with all ~100 registered.
+  explicit RawCommandLine(CLI::App& app, const std::vector<std::string>* args = nullptr) {
     app.prefix_command();
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.set_help_flag("-h,--help", "show this help message and exit")->group("options");
     for (const auto& spec : optionTable()) {
       auto& slot = slots_[spec.dest];
       slot.spec = &spec;
+      if (args != nullptr && !namedAmong(spec, *args)) {
+        continue;
+      }
       slot.option =
           spec.is_flag
               ? app.add_flag(spec.names, spec.help)
@@ -72,7 +87,7 @@ class RawCommandLine {
   std::optional<Supplied> value(const std::string& dest, const Environment& env) const {
     const Slot& slot = slots_.at(dest);
     const std::string flag = canonicalFlag(*slot.spec);
-    if (slot.option->count() > 0) {
+    if (slot.option != nullptr && slot.option->count() > 0) {
       return refuseEmpty(Supplied{slot.spec->is_flag ? "1" : slot.text, flag, "flag"}, *slot.spec);
     }
     if (slot.spec->env_backed) {
@@ -87,7 +102,7 @@ class RawCommandLine {
  private:
   struct Slot {
     const OptionSpec* spec = nullptr;
-    CLI::Option* option = nullptr;
+    CLI::Option* option = nullptr;  // nullptr: not among the arguments
     std::string text;
   };
   std::map<std::string, Slot> slots_;
@@ -325,10 +340,10 @@ std::string randomUuid() {
 
 LaunchConfig parseCommandLine(std::vector<std::string> args, const Environment& env,
                               const RunIdGenerator& make_run_id) {
-  CLI::App app("ddprun");
-  RawCommandLine raw(app);
-  LaunchConfig config;
   args = argparseToCli11(std::move(args));
+  CLI::App app("ddprun");
+  const RawCommandLine raw(app, &args);
+  LaunchConfig config;
   const std::vector<std::string> canonical = args;
   std::reverse(args.begin(), args.end());  // CLI11's vector overload expects reversed order
   try {

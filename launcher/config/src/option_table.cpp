@@ -198,6 +198,33 @@ std::string petName(const OptionSpec& spec) {
 
 std::vector<std::string> spellings(const OptionSpec& spec) { return splitOn(spec.names, ','); }
 
+bool isSpelling(const OptionSpec& spec, std::string_view name) {
+  std::string_view rest = spec.names;
+  for (;;) {
+    const auto comma = rest.find(',');
+    if (rest.substr(0, comma) == name) {
+      return true;
+    }
+    if (comma == std::string_view::npos) {
+      return false;
+    }
+    rest.remove_prefix(comma + 1);
+  }
+}
+
+bool hasShortName(const OptionSpec& spec) {
+  const std::string_view names = spec.names;
+  for (std::size_t start = 0; start < names.size(); start = names.find(',', start) + 1) {
+    if (names.substr(start, 2) != "--") {
+      return true;
+    }
+    if (names.find(',', start) == std::string_view::npos) {
+      break;
+    }
+  }
+  return false;
+}
+
 bool takesEmptyValue(const OptionSpec& spec) {
   return std::find(std::begin(kEmptyIsAValue), std::end(kEmptyIsAValue), spec.dest) !=
          std::end(kEmptyIsAValue);

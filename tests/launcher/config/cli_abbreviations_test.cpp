@@ -103,5 +103,21 @@ TEST(CliAbbreviations, ValuesThatLookLikeOptionsAndDoubleDashAreLeftAlone) {
   EXPECT_FALSE(after_dashes.standalone);
 }
 
+// CLI11 is told only of the options the arguments name (cli.cpp): one named
+// as another's value, short flags run together and an option given twice
+// read as they did when every option was registered.
+TEST(CliAbbreviations, OptionsReadTheSameWhicheverOthersAreNamed) {
+  const auto value = parse({"--nnodes", "2", "--rdzv-id", "--standalone", "t.py"});
+  EXPECT_EQ(value.rdzv_id, "--standalone");
+  EXPECT_FALSE(value.standalone);
+
+  const auto together = parse({"-mt", "3", "pkg.train"});
+  EXPECT_TRUE(together.module);
+  EXPECT_EQ(together.tee.forLocalRank(0), Std::kAll);
+
+  EXPECT_EQ(parse({"--max_restarts", "3", "--max-restarts", "4", "t.py"}).max_restarts, 4);
+  EXPECT_EQ(parse({"t.py"}, {{"PET_MAX_RESTARTS", "5"}}).max_restarts, 5);
+}
+
 }  // namespace
 }  // namespace ddprun::launcher

@@ -451,5 +451,23 @@ TEST(CliOptions, HelpIsLaidOutAsTorchrunsArgparseLaysItOut) {
   EXPECT_EQ(help.find("Usage:"), std::string::npos) << "CLI11's own usage line is gone";
 }
 
+// The parse's allocation-free questions agree with the list of spellings.
+TEST(CliOptions, IsSpellingAndHasShortNameAgreeWithSpellings) {
+  for (const OptionSpec& spec : optionTable()) {
+    bool has_short = false;
+    for (const std::string& spelling : spellings(spec)) {
+      EXPECT_TRUE(isSpelling(spec, spelling)) << spelling;
+      EXPECT_FALSE(isSpelling(spec, spelling.substr(0, spelling.size() - 1))) << spelling;
+      EXPECT_FALSE(isSpelling(spec, spelling + "x")) << spelling;
+      has_short = has_short || !spelling.starts_with("--");
+    }
+    EXPECT_EQ(hasShortName(spec), has_short) << spec.names;
+    EXPECT_FALSE(isSpelling(spec, "")) << spec.names;
+    if (std::string_view(spec.names).find(',') != std::string_view::npos) {
+      EXPECT_FALSE(isSpelling(spec, spec.names)) << "the list is no spelling: " << spec.names;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ddprun::launcher

@@ -8,6 +8,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ddprun::launcher {
@@ -52,6 +53,11 @@ std::string petName(const OptionSpec& spec);
 
 // Every name of the option as typed on a command line ("-m", "--module").
 std::vector<std::string> spellings(const OptionSpec& spec);
+// Whether `name` is one of them, without building the list: the parse asks
+// this for every argument and option.
+bool isSpelling(const OptionSpec& spec, std::string_view name);
+// Whether one of them is a short name ("-m").
+bool hasShortName(const OptionSpec& spec);
 
 // Whether an empty value ("--x=", PET_X="") is a value: only where torchrun
 // gives "" a meaning (its default, or "not given"); elsewhere torchrun fails
