@@ -73,7 +73,7 @@ struct Agent::Impl {
                    [this](std::size_t index, std::chrono::milliseconds in_d) {
                      return onUninterruptible(index, in_d);
                    }}),
-        tree(io, config.cgroup) {}
+        tree(io) {}
   ~Impl() { joinWaiter(); }
 
   void runLoop();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 
 #include "agent_impl.hpp"
 #include "ddprun/launcher/core/log.hpp"
@@ -56,6 +57,13 @@ void Agent::Impl::launchAttempt(const WorkerGroup& next) {
   for (std::size_t index = 0; index < count; ++index) {
     prepared.push_back(prepareWorker(static_cast<int>(index), options[index]));
   }
+  // As late as may be: the guardian makes it while the agent sets up.
+  if (config.job_cgroup) {
+    tree.adoptCgroup(std::exchange(config.job_cgroup, nullptr)());
+  }
+  for (SpawnOptions& spawn : options) {
+    spawn.cgroup_fd = tree.cgroupFd();
+  }
   std::vector<SpawnOutcome> started = spawner.startAll(options);
   for (std::size_t index = 0; index < count; ++index) {
     if (started[index].error) {
@@ -94,7 +102,6 @@ Agent::Impl::PreparedWorker Agent::Impl::prepareWorker(int local_rank, SpawnOpti
   options.stderr_fd = err.fd.fd;
   // Its terminals are not its controlling terminal: /dev/tty stays the
   // user's (getpass, pagers), and resizes are signalled by the agent.
-  options.cgroup_fd = tree.cgroupFd();
   if (!config.worker_cpus.empty()) {
     options.cpu_affinity = config.worker_cpus.at(static_cast<std::size_t>(local_rank));
   }

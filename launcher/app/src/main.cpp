@@ -241,7 +241,7 @@ int runAgent(const LaunchConfig& config) {
     return printPlan(config, nproc, python);
   }
   // Only the agent returns; the pid ddprun was started as stays its guardian,
-  // which makes the job's cgroup meanwhile (taken below, before the workers).
+  // which makes the job's cgroup meanwhile (taken as the first workers start).
   launcher::GuardianLink guardian = launcher::forkAgentUnderGuardian(config.signals_to_handle);
   if (config.stdin_hangup) {
     launcher::hangUpWhenStdinEnds(config.signals_to_handle);
@@ -272,10 +272,13 @@ int runAgent(const LaunchConfig& config) {
   launcher::AgentConfig agent_config =
       agentConfig(config, nproc, *rendezvous, run_dir, host, python, std::move(cpu_binding),
                   std::move(environment));
-  std::string cgroup_note;
-  const auto cgroup = guardian.jobCgroup(cgroup_note);
-  log().info("process clean-up: child subreaper, guardian pid {}, {}", getppid(), cgroup_note);
-  agent_config.cgroup = cgroup.get();
+  std::unique_ptr<launcher::WorkerCgroup> cgroup;
+  agent_config.job_cgroup = [&guardian, &cgroup] {
+    std::string note;
+    cgroup = guardian.jobCgroup(note);
+    log().info("process clean-up: child subreaper, guardian pid {}, {}", getppid(), note);
+    return cgroup.get();
+  };
   agent_config.guardian_pidfd = guardian.pidfd();
   agent_config.events = observers.events();
   agent_config.heartbeat = observers.heartbeat();

@@ -96,9 +96,8 @@ KillCount killOrphans(Clock::time_point deadline) {
   }
 }
 
-ProcessTree::ProcessTree(net::asio::io_context& io, WorkerCgroup* cgroup,
-                         std::chrono::milliseconds reap_every)
-    : reap_timer_(io), reap_every_(reap_every), io_(io), cgroup_(cgroup) {
+ProcessTree::ProcessTree(net::asio::io_context& io, std::chrono::milliseconds reap_every)
+    : reap_timer_(io), reap_every_(reap_every), io_(io) {
   prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper_);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 }

@@ -21,7 +21,7 @@ using namespace std::chrono_literals;
 // finished job never exited.
 TEST(ProcessTreeTest, AReapDueWhenTheRunFinishesDoesNotKeepTheLoopAlive) {
   asio::io_context io;
-  ProcessTree tree(io, nullptr, 1ms);
+  ProcessTree tree(io, 1ms);
   tree.start(-1);
   // The reap falls due before the loop runs: its first turn collects it,
   // then runs the posted finish(), then the reap's handler.

@@ -81,9 +81,11 @@ struct AgentConfig {
   // The CPUs each local rank's worker is bound to (--numa-binding,
   // numa_binding.hpp), indexed by local rank; empty: no binding.
   std::vector<std::vector<int>> worker_cpus;
-  // The job's cgroup the workers join (worker_cgroup.hpp); null: none.
-  // Borrowed: it outlives run().
-  WorkerCgroup* cgroup = nullptr;
+  // The job's cgroup the workers join (worker_cgroup.hpp), asked for once,
+  // on the loop, just before the first worker starts: ddprun's guardian
+  // makes it meanwhile, and the agent's set-up does not wait for it. What it
+  // returns is borrowed and outlives run(); unset, or null: none.
+  std::function<WorkerCgroup*()> job_cgroup;
   // A pidfd of ddprun's guardian (-1: none), readable once it has died, as
   // when `kill -9` hits ddprun's pid: everything the agent started is then
   // SIGKILLed and the agent exits at once, as ddprun's SIGKILL did before

@@ -72,15 +72,17 @@ LeftoverKill killEverythingLeft(WorkerCgroup* cgroup,
 
 class ProcessTree {
  public:
-  // Makes this process a child subreaper until destroyed. `cgroup` (may be
-  // null) is borrowed: the job's cgroup the workers join.
+  // Makes this process a child subreaper until destroyed.
   // `reap_every`: how often orphans that exited on their own are reaped.
-  ProcessTree(net::asio::io_context& io, WorkerCgroup* cgroup,
-              std::chrono::milliseconds reap_every = std::chrono::seconds(2));
+  explicit ProcessTree(net::asio::io_context& io,
+                       std::chrono::milliseconds reap_every = std::chrono::seconds(2));
   ~ProcessTree();
   ProcessTree(const ProcessTree&) = delete;
   ProcessTree& operator=(const ProcessTree&) = delete;
 
+  // The job's cgroup the workers join (borrowed; null: none), once known:
+  // before the first worker starts. Until then there is none to kill.
+  void adoptCgroup(WorkerCgroup* cgroup) { cgroup_ = cgroup; }
   // The job's cgroup a new worker starts in (SpawnOptions::cgroup_fd); -1: none.
   int cgroupFd();
   // Until finish(): reaps orphans that exit on their own every `reap_every`, and
@@ -111,7 +113,7 @@ class ProcessTree {
   net::asio::io_context& io_;
   std::unique_ptr<ExitWatch> guardian_watch_;  // on the kernel's word only
   std::function<void()> last_word_;
-  WorkerCgroup* cgroup_;
+  WorkerCgroup* cgroup_ = nullptr;
   int was_subreaper_ = 0;
 };
 
