@@ -4,8 +4,8 @@
 #include "ddprun/rendezvous/server.hpp"
 
 #include <atomic>
-#include <fstream>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -23,15 +23,10 @@ namespace ddprun::rdzv {
 namespace {
 
 // PyTorch's libuv server uses the kernel's maximum backlog so that a start-up
-// storm of thousands of ranks is not reset (pytorch#128739); so do we.
-int listenBacklog() {
-  std::ifstream file("/proc/sys/net/core/somaxconn");
-  int value = 0;
-  if (file >> value && value > 0) {
-    return value;
-  }
-  return SOMAXCONN;
-}
+// storm of thousands of ranks is not reset (pytorch#128739); so do we. The
+// kernel truncates a larger backlog to net.core.somaxconn, as libuv's -1
+// asks; reading that file on every agent's start cost more than the listen.
+constexpr int kKernelMaximumBacklog = std::numeric_limits<int>::max();
 
 }  // namespace
 
@@ -89,7 +84,7 @@ struct Server::Impl {
 };
 
 void Server::Impl::listen() {
-  listenOn(*acceptor, options.host, options.port, listenBacklog(), "--host");
+  listenOn(*acceptor, options.host, options.port, kKernelMaximumBacklog, "--host");
 }
 
 // Round-robin would put every 1.13 client's busy main connection on one

@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include "ddprun/proto/errors.hpp"
 #include "ddprun/rendezvous/client.hpp"
+#include "ddprun/test_support/command.hpp"
 #include "ddprun/test_support/eventually.hpp"
 #include "ddprun/test_support/raw_connection.hpp"
 
@@ -24,6 +27,27 @@ ServerOptions loopbackOptions(int threads = 1) {
   options.port = 0;
   options.threads = threads;
   return options;
+}
+
+// The accept queue is the kernel's largest (net.core.somaxconn), so that a
+// start-up storm of ranks is not reset: the listener's Send-Q in `ss`.
+TEST(ServerBacklog, IsTheKernelsLargest) {
+  Server server(loopbackOptions());
+  server.start();
+  test_support::CommandOptions options;
+  options.env = test_support::withDefaultPath({}, "/usr/sbin:/usr/bin:/sbin:/bin");
+  const auto listed = test_support::runCommand(
+      {"ss", "-Hltn", "sport = :" + std::to_string(server.port())}, options);
+  ASSERT_EQ(listed.code, 0) << listed.errors;
+  std::istringstream fields(listed.output);
+  std::string state;
+  long long waiting = -1;
+  long long backlog = -1;
+  fields >> state >> waiting >> backlog;
+  long long somaxconn = 0;
+  std::ifstream("/proc/sys/net/core/somaxconn") >> somaxconn;
+  EXPECT_EQ(state, "LISTEN") << listed.output;
+  EXPECT_EQ(backlog, somaxconn) << listed.output;
 }
 
 class ServerTest : public ::testing::TestWithParam<int> {
