@@ -28,9 +28,16 @@ endif()
 # the dynamic loader maps, relocates and resolves the symbols of every shared
 # library, which cost ddprun about half of its start-up (docs/benchmarks.md).
 # Not under the sanitizers, whose runtimes expect the shared libstdc++.
+# Its ~9,000 relative relocations are packed (DT_RELR, binutils 2.38 and
+# glibc 2.36): 1.5 KiB for the loader to read at each start instead of 211.
+include(CheckLinkerFlag)
+check_linker_flag(CXX "LINKER:-z,pack-relative-relocs" DDPRUN_LINKER_PACKS_RELOCS)
 function(ddprun_program target)
   if(NOT DDPRUN_SANITIZE)
     target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc LINKER:--as-needed)
+  endif()
+  if(DDPRUN_LINKER_PACKS_RELOCS)
+    target_link_options(${target} PRIVATE LINKER:-z,pack-relative-relocs)
   endif()
 endfunction()
 
