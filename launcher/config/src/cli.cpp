@@ -49,11 +49,15 @@ Supplied refuseEmpty(Supplied supplied, const OptionSpec& spec) {
   return supplied;
 }
 
-// Whether `spec` is named among `args`: one of its spellings is an argument,
-// or it has a short name (CLI11 also reads "-mt" as "-m -t").
+// Whether CLI11 could read `spec` among `args`: an argument is one of its
+// long spellings, alone or with "=value" (CLI11 goes on reading options
+// after one it does not know, where argparseToCli11 stopped and left
+// "--name=value" whole), or it has a short name (CLI11 reads "-mt" as
+// "-m -t", and "-r3").
 bool namedAmong(const OptionSpec& spec, const std::vector<std::string>& args) {
   return hasShortName(spec) || std::any_of(args.begin(), args.end(), [&spec](const auto& arg) {
-           return isSpelling(spec, arg);
+           const std::string_view word = arg;
+           return word.starts_with("--") && isSpelling(spec, word.substr(0, word.find('=')));
          });
 }
 

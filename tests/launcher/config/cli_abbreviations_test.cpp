@@ -116,6 +116,12 @@ TEST(CliAbbreviations, OptionsReadTheSameWhicheverOthersAreNamed) {
   EXPECT_EQ(together.tee.forLocalRank(0), Std::kAll);
 
   EXPECT_EQ(parse({"--max_restarts", "3", "--max-restarts", "4", "t.py"}).max_restarts, 4);
+
+  // The abbreviation pass stops at "3" (it takes it for the script) and
+  // leaves "--max-restarts=2" whole; CLI11 reads on, and finds it.
+  const auto read_on = parse({"-mt", "3", "--max-restarts=2", "pkg.train"});
+  EXPECT_EQ(read_on.max_restarts, 2);
+  EXPECT_EQ(read_on.training_script, "pkg.train");
   EXPECT_EQ(parse({"t.py"}, {{"PET_MAX_RESTARTS", "5"}}).max_restarts, 5);
 }
 
