@@ -98,7 +98,9 @@ std::size_t longOption(std::vector<std::string>& args, std::size_t i) {
 }
 
 // A short option: "-m", "-h", "-r VALUE", "-r3" (CLI11 reads these as
-// argparse does), "-r=3" and "-r=" (argparse: "3" and ""). 0 when unknown.
+// argparse does), "-r=3" and "-r=" (argparse: "3" and ""). Flags run
+// together, as both read them: "-mt3" is -m -t 3, and "-mt 3" takes the
+// next argument for -t. 0 when unknown.
 std::size_t shortOption(std::vector<std::string>& args, std::size_t i) {
   const std::string arg = args[i];
   const std::string name = arg.substr(0, 2);
@@ -108,6 +110,15 @@ std::size_t shortOption(std::vector<std::string>& args, std::size_t i) {
   }
   if (const auto attached = proto::splitAttachedValue(arg)) {
     return detachValue(args, i, *spec, name, attached->value);
+  }
+  for (std::size_t at = 2; spec->is_flag && at < arg.size(); ++at) {
+    spec = exactly(std::string("-") + arg[at]);
+    if (spec == nullptr) {
+      return 1;  // CLI11 names it
+    }
+    if (!spec->is_flag) {
+      return at + 1 == arg.size() ? 2 : 1;  // its value is the next argument, or the rest
+    }
   }
   return !spec->is_flag && arg.size() == 2 ? 2 : 1;
 }

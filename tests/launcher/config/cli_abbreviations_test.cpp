@@ -125,5 +125,20 @@ TEST(CliAbbreviations, OptionsReadTheSameWhicheverOthersAreNamed) {
   EXPECT_EQ(parse({"t.py"}, {{"PET_MAX_RESTARTS", "5"}}).max_restarts, 5);
 }
 
+// argparse reads "-mt 3" as -m -t 3: the pass takes "3" for -t's value, not
+// for the script, and goes on expanding what follows.
+TEST(CliAbbreviations, ShortFlagsRunTogetherDoNotEndTheOptions) {
+  const auto spaced = parse({"-mt", "3", "--nproc", "2", "pkg.train"});
+  EXPECT_TRUE(spaced.module);
+  EXPECT_EQ(spaced.tee.forLocalRank(0), Std::kAll);
+  EXPECT_EQ(spaced.nproc_per_node.count, 2);
+  EXPECT_EQ(spaced.training_script, "pkg.train");
+
+  const auto attached = parse({"-mt3", "--max_res", "1", "pkg.train"});
+  EXPECT_TRUE(attached.module);
+  EXPECT_EQ(attached.tee.forLocalRank(0), Std::kAll);
+  EXPECT_EQ(attached.max_restarts, 1);
+}
+
 }  // namespace
 }  // namespace ddprun::launcher
