@@ -22,6 +22,14 @@ if(DDPRUN_SANITIZE)
   add_link_options(-fsanitize=address,undefined -fno-sanitize=vptr)
 endif()
 
+# Each function in a section of its own, so that a linker can order the code
+# a launch runs (docs/benchmarks.md, "The command line, the cgroup's answer,
+# and what measured nothing"). On its own it changed neither code size nor
+# page faults; a launch measured 0.05 to 0.24 ms faster in four paired runs.
+function(ddprun_apply_code_layout target)
+  target_compile_options(${target} PRIVATE -ffunction-sections)
+endfunction()
+
 # ddprun_program(target): a program started on every launch (ddprun) or by
 # every test (ddprund). libstdc++ and libgcc are linked statically and a
 # shared library only when the program calls it (--as-needed): at each start
@@ -33,6 +41,7 @@ endif()
 include(CheckLinkerFlag)
 check_linker_flag(CXX "LINKER:-z,pack-relative-relocs" DDPRUN_LINKER_PACKS_RELOCS)
 function(ddprun_program target)
+  ddprun_apply_code_layout(${target})
   if(NOT DDPRUN_SANITIZE)
     target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc LINKER:--as-needed)
   endif()
@@ -54,6 +63,7 @@ function(ddprun_add_library)
     PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/src")
   target_link_libraries(${target} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   ddprun_apply_warnings(${target})
+  ddprun_apply_code_layout(${target})
 endfunction()
 
 # ddprun_add_test(NAME name SRCS ... DEPS ... LABELS ... [TIMEOUT seconds] [SERIAL])
