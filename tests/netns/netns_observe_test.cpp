@@ -133,18 +133,27 @@ TEST_F(NetnsObserveTest, AKilledNodeIsSeenInStatusInPrometheusAndOnTheTimeline) 
   EXPECT_NE(job.losses[0].agent, job.members[0].agent) << answer.output;
 
   // Prometheus: the daemon's loss, and the survivor's workers restarted in
-  // the new round (a restart the lost node caused, not a failure).
+  // the new round (a restart the lost node caused, not a failure). Asked of
+  // what Prometheus scraped at any time: the survivor may finish its epochs
+  // and exit before these queries, and an instant query finds nothing of a
+  // target once it is gone (its series are marked stale).
   const std::string at_survivor = "{instance=\"" + survivor_target + "\"";
+  const auto scraped = [&](const std::string& selector) {
+    return value("max_over_time(" + selector + "[5m])");
+  };
+  const std::string lost_series = "ddprund_agents_lost_total{reason=\"disconnected\"}";
+  const std::string restart_series =
+      "ddprun_group_stops_total" + at_survivor + ",reason=\"round_over\"}";
+  const std::string round_series = "ddprun_rounds_joined_total" + at_survivor + "}";
   ASSERT_TRUE(test_support::eventually(
       [&] {
-        return value("ddprund_agents_lost_total{reason=\"disconnected\"}") >= 1 &&
-               value("ddprun_group_stops_total" + at_survivor + ",reason=\"round_over\"}") >= 1 &&
-               value("ddprun_rounds_joined_total" + at_survivor + "}") >= 2;
+        return scraped(lost_series) >= 1 && scraped(restart_series) >= 1 &&
+               scraped(round_series) >= 2;
       },
       30s, 200ms))
-      << "lost " << value("ddprund_agents_lost_total{reason=\"disconnected\"}") << ", stops "
-      << value("ddprun_group_stops_total" + at_survivor + ",reason=\"round_over\"}") << ", rounds "
-      << value("ddprun_rounds_joined_total" + at_survivor + "}") << "\n"
+      << "lost " << scraped(lost_series) << ", stops " << scraped(restart_series) << ", rounds "
+      << scraped(round_series) << "; the survivor "
+      << (survivor_agent.tryWait() ? "has exited" : "still runs") << "\n"
       << series("up") << series("count by (__name__) ({job=\"ddprun\"})")
       << series("ddprun_rounds_joined_total") << series("ddprun_group_stops_total")
       << prometheus->logTail();
