@@ -198,31 +198,29 @@ std::string petName(const OptionSpec& spec) {
 
 std::vector<std::string> spellings(const OptionSpec& spec) { return splitOn(spec.names, ','); }
 
-bool isSpelling(const OptionSpec& spec, std::string_view name) {
+namespace {
+
+// Whether `test` holds for one of the option's spellings, read in place.
+template <typename Test>
+bool anySpelling(const OptionSpec& spec, Test test) {
   std::string_view rest = spec.names;
-  for (;;) {
-    const auto comma = rest.find(',');
-    if (rest.substr(0, comma) == name) {
+  for (auto comma = rest.find(','); comma != std::string_view::npos; comma = rest.find(',')) {
+    if (test(rest.substr(0, comma))) {
       return true;
-    }
-    if (comma == std::string_view::npos) {
-      return false;
     }
     rest.remove_prefix(comma + 1);
   }
+  return test(rest);
+}
+
+}  // namespace
+
+bool isSpelling(const OptionSpec& spec, std::string_view name) {
+  return anySpelling(spec, [name](std::string_view spelling) { return spelling == name; });
 }
 
 bool hasShortName(const OptionSpec& spec) {
-  const std::string_view names = spec.names;
-  for (std::size_t start = 0; start < names.size(); start = names.find(',', start) + 1) {
-    if (names.substr(start, 2) != "--") {
-      return true;
-    }
-    if (names.find(',', start) == std::string_view::npos) {
-      break;
-    }
-  }
-  return false;
+  return anySpelling(spec, [](std::string_view spelling) { return !spelling.starts_with("--"); });
 }
 
 bool takesEmptyValue(const OptionSpec& spec) {
