@@ -237,6 +237,9 @@ int C10dRendezvous::finishJob(const RunResult& result) {
                            result.failures.empty()
                                ? std::nullopt
                                : std::optional(failureReport(result.failures.front())));
+        // A host gone before the others read that the job failed would be
+        // taken for lost: they would wait join_timeout for it to come back.
+        lingerWhileOthersConnected();
       }
       return result.exit_code;
     }
@@ -275,8 +278,9 @@ int C10dRendezvous::finishJob(const RunResult& result) {
 }
 
 // The agent that hosts the rendezvous leaves last: the others may not have
-// read their "finished" yet, and it must not vanish under them. Bounded by
-// the keep-alive bound (they leave when their agents exit).
+// read their "finished" (or that the job failed) yet, and it must not vanish
+// under them. Bounded by the keep-alive bound (they leave when their agents
+// exit).
 void C10dRendezvous::lingerWhileOthersConnected() {
   if (!daemon_) {
     return;

@@ -82,6 +82,43 @@ TEST_F(RendezvousLossTest, LosingTheHostingAgentStopsTheOthersAndTheJobReforms) 
   EXPECT_EQ(env("b", 0)["WORLD_SIZE"], "4");
 }
 
+// The agent that hosts the rendezvous fails the job for good (its workers
+// exit 3, no restart left) and exits: the others must hear that the job
+// failed before its rendezvous goes with it, and stop at once, instead of
+// taking the host for lost and waiting join_timeout for it to come back.
+TEST_F(RendezvousLossTest, AHostWhoseJobFailsTellsTheOthersBeforeItGoes) {
+  const std::uint16_t port = test_support::freeLoopbackPort();
+  Subprocess a = agent("a", "2", port, {"--exit", "3"});
+  ASSERT_TRUE(logShows("a", "hosting the rendezvous", 10s)) << logs();
+  Subprocess b = agent("b", "2", port, {"--hang"});
+  const auto a_status = a.waitFor(30s);
+  ASSERT_TRUE(a_status) << "a still runs" << logs();
+  EXPECT_EQ(a_status->shellCode(), 3) << logs();
+  const auto b_status = b.waitFor(30s);
+  ASSERT_TRUE(b_status) << "b still runs after its host failed the job" << logs();
+  EXPECT_EQ(b_status->shellCode(), 1) << logs();
+  EXPECT_TRUE(contains(log("b"), "the job failed on")) << logs();
+  EXPECT_FALSE(contains(log("b"), "lost the rendezvous")) << logs();
+}
+
+// Both nodes' workers fail at once, as when one rank's exit resets its
+// peers' connections, and the host may close the job while the other agent
+// still asks whether its failure stands: both exit non-zero at once, and
+// neither takes the other for lost (b did, in about one run in four, and
+// waited join_timeout for a rendezvous that was never coming back).
+TEST_F(RendezvousLossTest, WorkersFailingOnEveryNodeAtOnceEndEveryAgentAtOnce) {
+  const std::uint16_t port = test_support::freeLoopbackPort();
+  Subprocess a = agent("a", "2", port, {"--exit", "1"});
+  ASSERT_TRUE(logShows("a", "hosting the rendezvous", 10s)) << logs();
+  Subprocess b = agent("b", "2", port, {"--exit", "3"});
+  const auto a_status = a.waitFor(30s);
+  const auto b_status = b.waitFor(30s);
+  ASSERT_TRUE(a_status && b_status) << "an agent still runs" << logs();
+  EXPECT_EQ(a_status->shellCode(), 1) << logs();
+  EXPECT_NE(b_status->shellCode(), 0) << logs();
+  EXPECT_FALSE(contains(log("b"), "lost the rendezvous")) << logs();
+}
+
 // No replacement comes: after join_timeout the survivor gives up with one
 // line and a non-zero exit status.
 TEST_F(RendezvousLossTest, ASurvivorOfALostHostGivesUpAfterJoinTimeout) {
