@@ -9,9 +9,13 @@
 // module, loaded for protocol=https only.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <optional>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "ddprun/test_support/command.hpp"
 
@@ -111,6 +115,90 @@ TEST(DdprunLinkingTest, ItsRelativeRelocationsArePacked) {
   EXPECT_EQ(dynamic.find("(RELACOUNT)"), std::string::npos)
       << "relative relocations still as RELA entries:\n"
       << dynamic;
+}
+
+// `readelf -SW program`: its section headers.
+std::string sectionHeaders(const std::string& program) {
+  test_support::CommandOptions options;
+  options.env = {{"PATH", "/usr/bin:/bin"}, {"LC_ALL", "C"}};
+  const auto result = test_support::runCommand({"readelf", "-SW", program}, options);
+  EXPECT_EQ(result.code, 0) << result.errors;
+  return result.output;
+}
+
+struct Span {
+  std::uint64_t start = 0;
+  std::uint64_t size = 0;
+  bool holds(std::uint64_t address) const { return address >= start && address < start + size; }
+};
+
+// Where section `name` lies in `program`; size 0 when it has none.
+Span sectionSpan(const std::string& program, const std::string& name) {
+  std::istringstream headers(sectionHeaders(program));
+  for (std::string line; std::getline(headers, line);) {
+    const auto number_end = line.find("] ");
+    if (number_end == std::string::npos) {
+      continue;
+    }
+    std::istringstream fields(line.substr(number_end + 2));
+    std::string section, type, address, offset, size;
+    if (fields >> section >> type >> address >> offset >> size && section == name) {
+      return {std::stoull(address, nullptr, 16), std::stoull(size, nullptr, 16)};
+    }
+  }
+  return {};
+}
+
+// The address of the function whose mangled name starts with `prefix`.
+std::optional<std::uint64_t> functionAddress(const std::string& program,
+                                             const std::string& prefix) {
+  test_support::CommandOptions options;
+  options.env = {{"PATH", "/usr/bin:/bin"}, {"LC_ALL", "C"}};
+  const auto result = test_support::runCommand({"nm", "--defined-only", program}, options);
+  EXPECT_EQ(result.code, 0) << result.errors;
+  std::smatch found;
+  const std::regex entry("^([0-9a-f]+) [tT] " + prefix, std::regex::multiline);
+  if (!std::regex_search(result.output, found, entry)) {
+    return std::nullopt;
+  }
+  return std::stoull(found[1].str(), nullptr, 16);
+}
+
+// Those of the functions named by `prefixes` (of their mangled names) that
+// `program` defines outside `span`, or does not define.
+std::vector<std::string> functionsOutside(const std::string& program, const Span& span,
+                                          const std::vector<std::string>& prefixes) {
+  std::vector<std::string> outside;
+  for (const std::string& prefix : prefixes) {
+    const auto address = functionAddress(program, prefix);
+    if (!address || !span.holds(*address)) {
+      outside.push_back(prefix);
+    }
+  }
+  return outside;
+}
+
+// The code a launch runs lies together before the rest of the text
+// (launcher/app/launch_code.ld): a launch faults in about 12 windows of
+// 64 KiB of code instead of 50. A function of every launch that is not in it
+// means the script is stale: regenerate it with bench/launch_code_order.py.
+TEST(DdprunLinkingTest, TheCodeALaunchRunsLiesTogether) {
+  if (!DDPRUN_LINKER_ORDERS_LAUNCH_CODE) {
+    GTEST_SKIP() << "this linker cannot INSERT a section into its default script";
+  }
+  const Span launch = sectionSpan(DDPRUN_BINARY, ".text.launch");
+  const Span text = sectionSpan(DDPRUN_BINARY, ".text");
+  ASSERT_GT(text.size, 0u) << "no .text: not readelf's output?\n" << sectionHeaders(DDPRUN_BINARY);
+  ASSERT_GT(launch.size, 0u) << sectionHeaders(DDPRUN_BINARY);
+  EXPECT_LT(launch.start, text.start);
+  EXPECT_LT(launch.size, 2u << 20) << "more than a launch runs";
+  const std::vector<std::string> every_launch = {"main$", "_ZN6ddprun8launcher16parseCommandLine",
+                                                 "_ZN6ddprun8launcher5Agent4Impl13launchAttempt",
+                                                 "_ZN6ddprun8launcher10SubprocessC2",
+                                                 "_ZN6ddprun8launcher9ExitWatchC2"};
+  EXPECT_EQ(functionsOutside(DDPRUN_BINARY, launch, every_launch), std::vector<std::string>{})
+      << "functions every launch runs are not in .text.launch: regenerate "
+         "launcher/app/launch_code.ld with bench/launch_code_order.py";
 }
 
 }  // namespace
