@@ -16,7 +16,8 @@ workers (--no-python), one of 4 Python workers, and a restart; a
 function that runs for 1 us in every launch is sampled about 25 times. The
 samples are attributed to input sections with the link map the build writes
 beside the binary (launcher/ddprun.map). Before it writes, it says how much of
-the sampled code the current script already covers, so a stale order shows.
+the sampled code the current script already covers, so a stale order shows;
+--check says only that.
 
 Needs perf (deploy/install-deps.sh installs it) and root or
 kernel.perf_event_paranoid <= 2. Run it on a quiet machine after a change to
@@ -54,17 +55,30 @@ def scenarios(ddprun, scratch):
     ]
 
 
+def sampling_rate():
+    """50 kHz, or the kernel's largest rate when it allows less."""
+    try:
+        allowed = int(Path("/proc/sys/kernel/perf_event_max_sample_rate").read_text())
+    except (OSError, ValueError):
+        allowed = 50000
+    return min(50000, allowed)
+
+
 def sample(ddprun, runs, scratch):
     """One Counter per scenario: its sampled function names (mangled) in
     ddprun's own text."""
+    rate = str(sampling_rate())
     counted = []
     for index, argv in enumerate(scenarios(ddprun, scratch)):
         counts = Counter()
         counted.append(counts)
         data = scratch / f"perf{index}.data"
         loop = 'i=0; while [ "$i" -lt "$0" ]; do "$@" >/dev/null 2>&1; i=$((i + 1)); done'
-        subprocess.run(["perf", "record", "-q", "-F", "50000", "-e", "cpu-clock:u", "-o",
-                        str(data), "--", "sh", "-c", loop, str(runs), *argv], check=True)
+        recorded = subprocess.run(["perf", "record", "-q", "-F", rate, "-e", "cpu-clock:u", "-o",
+                                   str(data), "--", "sh", "-c", loop, str(runs), *argv])
+        if recorded.returncode != 0:
+            sys.exit(f"launch_code_order: perf record failed (exit {recorded.returncode}): "
+                     "is perf installed, and perf_event_paranoid <= 2 or this user root?")
         script = subprocess.run(["perf", "script", "--no-demangle", "-i", str(data), "--dsos",
                                  ddprun, "-F", "ip,sym,dso"], capture_output=True, text=True,
                                 check=True)
@@ -179,6 +193,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build_dir", nargs="?", default="build")
     parser.add_argument("--runs", type=int, default=int(os.environ.get("RUNS", "500")))
+    parser.add_argument("--check", action="store_true",
+                        help="only say how much of the sampled code the script covers")
     args = parser.parse_args()
     ddprun = str(Path(args.build_dir, "launcher", "ddprun").resolve())
     map_file = ddprun + ".map"
@@ -190,10 +206,14 @@ def main():
     counts = sum(counted, Counter())
     if not counts:
         sys.exit("launch_code_order: perf sampled nothing in ddprun (perf_event_paranoid?)")
+    held = (f"launch_code_order: {len(counts)} functions sampled; the current {SECTION} held "
+            f"{covered(counts, ddprun):.0%} of the samples")
+    if args.check:
+        print(held, file=sys.stderr)
+        return
     rules = hot_sections(counted, ddprun, map_file)
-    print(f"launch_code_order: {len(counts)} functions sampled; the current {SECTION} held "
-          f"{covered(counts, ddprun):.0%} of the samples; {len(rules)} sections written to "
-          f"{SCRIPT.relative_to(REPO)}", file=sys.stderr)
+    print(f"{held}; {len(rules)} sections written to {SCRIPT.relative_to(REPO)}",
+          file=sys.stderr)
     write_script(rules)
 
 
