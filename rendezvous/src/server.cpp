@@ -206,9 +206,9 @@ void Server::clearKeySpace(std::string_view name) {
   impl_->state.keySpace(name).clearData();
 }
 
-std::size_t Server::agentsConnected(std::string_view run_id) const {
+std::size_t Server::agentsConnected(std::string_view run_id, std::string_view besides) const {
   std::lock_guard lock(impl_->store_mutex);
-  return impl_->rendezvous.agentsConnected(run_id);
+  return impl_->rendezvous.agentsConnected(run_id, besides);
 }
 
 void Server::collectMetrics(metrics::Exposition& out) const {

@@ -220,73 +220,79 @@ bool C10dRendezvous::failureStands(int attempt, bool restart_asked) {
 }
 
 int C10dRendezvous::finishJob(const RunResult& result) {
-  if (result.closed_elsewhere) {
-    return endedElsewhere(result);
-  }
-  if (result.signal != 0 || !joined_ || result.left_unfit) {
+  if (!result.closed_elsewhere && (result.signal != 0 || !joined_ || result.left_unfit)) {
     return result.exit_code;  // an agent stopped by a signal, or unfit, leaves the run open
   }
+  const JobEnd end = result.closed_elsewhere
+                         ? JobEnd{endedElsewhere(result), !membership_->dropped()}
+                         : closeJob(result);
+  if (end.run_closed) {
+    lingerWhileOthersConnected();
+  }
+  return end.exit_code;
+}
+
+// This node's end of the job: the run closed as failed after its workers
+// failed, or the exit barrier after they succeeded.
+C10dRendezvous::JobEnd C10dRendezvous::closeJob(const RunResult& result) {
   using Finish = ElasticMembership::Finish;
   try {
     if (result.exit_code != 0) {
       // This node's workers failed for good (or could not be spawned): the
       // job fails everywhere. An error of this agent's own rendezvous (it
       // never ran a group) only takes this agent out.
-      if (result.started) {
-        membership_->close(/*failed=*/true,
-                           result.failures.empty()
-                               ? std::nullopt
-                               : std::optional(failureReport(result.failures.front())));
-        // A host gone before the others read that the job failed would be
-        // taken for lost: they would wait join_timeout for it to come back.
-        lingerWhileOthersConnected();
-      }
-      return result.exit_code;
+      const bool aborted =
+          result.started &&
+          membership_->close(/*failed=*/true,
+                             result.failures.empty()
+                                 ? std::nullopt
+                                 : std::optional(failureReport(result.failures.front())));
+      return {result.exit_code, aborted};
     }
     switch (membership_->finish(std::chrono::seconds(300))) {
       case Finish::kAllDone:
-        membership_->close(/*failed=*/false);
-        lingerWhileOthersConnected();
-        return 0;
+        return {0, membership_->close(/*failed=*/false)};
       case Finish::kRoundMoved:
         log().error(
             "the job moved to a new round after this node's workers succeeded (a node was lost "
             "or joined); this node leaves it and cannot report the job a success");
-        return 1;
+        return {1, false};
       case Finish::kDropped:
         log().error(
             "the rendezvous dropped this node while it waited for the others (no heartbeat "
             "reached it within keep_alive_interval x keep_alive_max_attempt); this node's "
             "workers succeeded, but it cannot report the job a success");
-        return 1;
+        return {1, false};
       case Finish::kClosed:
         log().error("the job was closed before every node reported success");
-        return 1;
+        return {1, true};
       case Finish::kLost:
         log().error("{}; this node's workers succeeded, but not every node's is known to have",
                     membership_->error());
-        return 1;
+        return {1, false};
       case Finish::kTimedOut:
         log().error("exit barrier: not every node finished within 300 s; closing the job");
-        membership_->close(/*failed=*/false);
-        return 1;
+        return {1, membership_->close(/*failed=*/false)};
     }
   } catch (const std::exception& error) {
     log().error("rendezvous at the end of the job: {}", error.what());
   }
-  return 1;
+  return {1, false};
 }
 
-// The agent that hosts the rendezvous leaves last: the others may not have
-// read their "finished" (or that the job failed) yet, and it must not vanish
-// under them. Bounded by the keep-alive bound (they leave when their agents
-// exit).
+// The agent that hosts the rendezvous leaves last once the run is closed,
+// whoever closed it: the others may not have read their "finished", or that
+// the job failed, and would take a host gone before that for lost (and wait
+// join_timeout for it to come back). Bounded by the keep-alive bound (they
+// leave when their agents exit).
 void C10dRendezvous::lingerWhileOthersConnected() {
-  if (!daemon_) {
+  const rdzv::Server* hosted = hosted_.load();
+  if (hosted == nullptr) {
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + keep_alive_bound_;
-  while (daemon_->agentsConnected(run_id_) > 1 && std::chrono::steady_clock::now() < deadline) {
+  while (hosted->agentsConnected(run_id_, agent_id_) > 0 &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a short wait at exit
   }
 }

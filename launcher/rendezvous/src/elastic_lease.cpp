@@ -528,7 +528,7 @@ void ElasticMembership::requestRestart(const protocol::WorkerFailureReport& fail
 
 void ElasticMembership::storeReady() { enqueue(Verb::kStoreReady, options_.agent_id); }
 
-void ElasticMembership::close(bool failed,
+bool ElasticMembership::close(bool failed,
                               const std::optional<protocol::WorkerFailureReport>& cause) {
   std::string value = options_.agent_id;
   if (failed) {
@@ -539,7 +539,9 @@ void ElasticMembership::close(bool failed,
   if (!drained(keepAliveBound())) {
     log().warn("could not tell the rendezvous at {} that the job {}", endpoint(),
                failed ? "failed here" : "is over");
+    return false;
   }
+  return true;
 }
 
 }  // namespace ddprun::launcher

@@ -83,22 +83,58 @@ TEST_F(RendezvousLossTest, LosingTheHostingAgentStopsTheOthersAndTheJobReforms) 
 }
 
 // The agent that hosts the rendezvous fails the job for good (its workers
-// exit 3, no restart left) and exits: the others must hear that the job
-// failed before its rendezvous goes with it, and stop at once, instead of
-// taking the host for lost and waiting join_timeout for it to come back.
-TEST_F(RendezvousLossTest, AHostWhoseJobFailsTellsTheOthersBeforeItGoes) {
+// exit 3, no restart left): it stays until the others have heard that the
+// job failed. b's agent is stopped meanwhile, so it cannot hear it: a waits
+// for it (it used to exit at once, and a b that had not read the news took
+// the host for lost and waited join_timeout for it to come back).
+TEST_F(RendezvousLossTest, AHostWhoseJobFailsStaysUntilTheOthersHaveHeard) {
   const std::uint16_t port = test_support::freeLoopbackPort();
-  Subprocess a = agent("a", "2", port, {"--exit", "3"});
+  Subprocess a = agent("a", "2", port, {"--after", go().string(), "--exit", "3"});
   ASSERT_TRUE(logShows("a", "hosting the rendezvous", 10s)) << logs();
   Subprocess b = agent("b", "2", port, {"--hang"});
-  const auto a_status = a.waitFor(30s);
-  ASSERT_TRUE(a_status) << "a still runs" << logs();
-  EXPECT_EQ(a_status->shellCode(), 3) << logs();
+  ASSERT_TRUE(test_support::eventually([&] { return ready("b"); }, 30s)) << logs();
+  const pid_t b_agent = test_support::ddprunAgentOf(b.pid());  // not its guardian
+  ASSERT_EQ(::kill(b_agent, SIGSTOP), 0);
+  std::ofstream(go()) << "go";
+  ASSERT_TRUE(logShows("a", "FAILED", 10s)) << logs();
+  const bool a_stayed = !a.waitFor(1s);
+  ASSERT_EQ(::kill(b_agent, SIGCONT), 0);
+  EXPECT_TRUE(a_stayed) << "a left before b could hear that the job failed" << logs();
   const auto b_status = b.waitFor(30s);
-  ASSERT_TRUE(b_status) << "b still runs after its host failed the job" << logs();
+  const auto a_status = a.waitFor(30s);
+  ASSERT_TRUE(b_status && a_status) << "an agent still runs" << logs();
   EXPECT_EQ(b_status->shellCode(), 1) << logs();
+  EXPECT_EQ(a_status->shellCode(), 3) << logs();
   EXPECT_TRUE(contains(log("b"), "the job failed on")) << logs();
   EXPECT_FALSE(contains(log("b"), "lost the rendezvous")) << logs();
+}
+
+// A third node fails the job: the host, told it failed elsewhere, stays too
+// until the others have heard (b, stopped meanwhile).
+TEST_F(RendezvousLossTest, AHostToldTheJobFailedElsewhereStaysUntilTheOthersHaveHeard) {
+  const std::uint16_t port = test_support::freeLoopbackPort();
+  Subprocess a = agent("a", "3", port, {"--hang"});
+  ASSERT_TRUE(logShows("a", "hosting the rendezvous", 10s)) << logs();
+  Subprocess b = agent("b", "3", port, {"--hang"});
+  Subprocess c = agent("c", "3", port, {"--after", go().string(), "--exit", "3"});
+  ASSERT_TRUE(test_support::eventually([&] { return ready("a") && ready("b"); }, 30s))
+      << logs() << log("c");
+  const pid_t b_agent = test_support::ddprunAgentOf(b.pid());
+  ASSERT_EQ(::kill(b_agent, SIGSTOP), 0);
+  std::ofstream(go()) << "go";
+  ASSERT_TRUE(logShows("a", "the job failed on", 10s)) << logs() << log("c");
+  const bool a_stayed = !a.waitFor(1s);
+  ASSERT_EQ(::kill(b_agent, SIGCONT), 0);
+  EXPECT_TRUE(a_stayed) << "a left before b could hear that the job failed" << logs();
+  const auto b_status = b.waitFor(30s);
+  ASSERT_TRUE(b_status) << "b still runs" << logs();
+  EXPECT_EQ(b_status->shellCode(), 1) << logs();
+  EXPECT_FALSE(contains(log("b"), "lost the rendezvous")) << logs();
+  const auto a_status = a.waitFor(30s);
+  const auto c_status = c.waitFor(30s);
+  ASSERT_TRUE(a_status && c_status) << logs() << log("c");
+  EXPECT_EQ(a_status->shellCode(), 1);
+  EXPECT_EQ(c_status->shellCode(), 3);
 }
 
 // Both nodes' workers fail at once, as when one rank's exit resets its

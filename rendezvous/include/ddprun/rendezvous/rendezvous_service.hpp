@@ -136,10 +136,16 @@ class RendezvousService {
   // rendezvous_metrics.cpp.
   void collectMetrics(metrics::Exposition& out) const;
 
-  // Agents of `run_id` whose joining connection is still open.
-  std::size_t agentsConnected(std::string_view run_id) const {
+  // Agents of `run_id` whose joining connection is still open, `besides`
+  // not counted.
+  std::size_t agentsConnected(std::string_view run_id, std::string_view besides = {}) const {
     const auto run = runs_.find(run_id);
-    return run == runs_.end() ? 0 : run->second.leases;
+    if (run == runs_.end()) {
+      return 0;
+    }
+    const auto self = run->second.agents.find(besides);
+    const bool counted = self != run->second.agents.end() && self->second.lease.has_value();
+    return run->second.leases - (counted ? 1 : 0);
   }
 
  private:

@@ -84,8 +84,9 @@ class Server {
   // server runs: the sessions' counts without a lock, the rest under the
   // store lock, taken once.
   void collectMetrics(metrics::Exposition& out) const;
-  // How many agents of elastic run `run_id` hold a connection to this server.
-  std::size_t agentsConnected(std::string_view run_id) const;
+  // How many agents of elastic run `run_id` hold a connection to this
+  // server, agent `besides` not counted.
+  std::size_t agentsConnected(std::string_view run_id, std::string_view besides = {}) const;
 
   // Empties the key space clients are served from ("" by default), e.g.
   // between two attempts of a job whose workers do not prefix their keys.

@@ -52,7 +52,15 @@ class C10dRendezvous final : public Rendezvous {
   void collectMetrics(metrics::Exposition& out) const override;
 
  private:
+  // How the job ended here: this node's exit status, and whether the run is
+  // closed (every agent told, or being told, that the job is over).
+  struct JobEnd {
+    int exit_code = 1;
+    bool run_closed = false;
+  };
+
   void hostRendezvousIfHere();
+  JobEnd closeJob(const RunResult& result);
   int endedElsewhere(const RunResult& result);
   void lingerWhileOthersConnected();
 

@@ -172,8 +172,8 @@ class ElasticMembership {
   // The job is over: every agent is told. `failed`: restarts are spent
   // here (`cause`: the root cause, when a worker failed), and every other
   // agent stops its workers too. Waits (briefly) until the request has gone
-  // out.
-  void close(bool failed,
+  // out; false when it did not.
+  bool close(bool failed,
              const std::optional<proto::rendezvous::WorkerFailureReport>& cause = std::nullopt);
 
   // `measured` hears of each measurement of this agent's clock against the
