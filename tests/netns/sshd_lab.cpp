@@ -83,6 +83,7 @@ SshdOnHosts::SshdOnHosts(const NetLab& lab, const std::vector<std::string>& host
                           << "KbdInteractiveAuthentication no\n"
                           << "UsePAM no\n"
                           << "StrictModes no\n"
+                          << "SetEnv TMPDIR=" << dir_.string() << "\n"
                           << "LogLevel ERROR\n";
     launcher::SpawnOptions options;
     options.argv = lab.onHost(host, {kSshd, "-D", "-e", "-f", config.string()});

@@ -1,7 +1,9 @@
 // An sshd on each of a NetLab's hosts, for the --hostfile tests: Debian's
 // openssh-server with a configuration, a host key and an authorized key of
 // the test's own (all in `dir`): root logs in by that key only, on port 22
-// of the host's address. sshCommand() is how a client on a lab host reaches
+// of the host's address, its sessions' TMPDIR `dir` (where the ddprun
+// agents they start, without --log-dir, put their logs: they go with the
+// test's directory). sshCommand() is how a client on a lab host reaches
 // them (the test's key, no known_hosts, keep-alives a second apart, so a
 // dropped session is seen within 3 s).
 //

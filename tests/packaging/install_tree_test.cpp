@@ -127,10 +127,15 @@ TEST_F(InstallTree, TheLauncherComponentIsWithoutTrainAndNeedsNoLibTorch) {
     EXPECT_FALSE(contains(libraries.output, "libc10")) << program << ":\n" << libraries.output;
   }
   // etcd over TLS: the installed ddprun loads its module and gets as far as
-  // the (absent) etcd, which refuses the connection.
-  const auto tls = run({at("bin/ddprun").string(), "--nnodes", "2", "--rdzv-backend", "etcd-v3",
-                        "--rdzv-endpoint", "127.0.0.1:1", "--rdzv-conf",
-                        "protocol=https,join_timeout=1", "--no-python", "true"});
+  // the (absent) etcd, which refuses the connection. Its logs (no --log-dir:
+  // under $TMPDIR) go in the test's directory.
+  auto env = launcher::inheritedEnvironment();
+  std::erase_if(env, [](const auto& variable) { return variable.first == "TMPDIR"; });
+  env.emplace_back("TMPDIR", prefix_.path().string());
+  const auto tls = run(
+      {at("bin/ddprun").string(), "--nnodes", "2", "--rdzv-backend", "etcd-v3", "--rdzv-endpoint",
+       "127.0.0.1:1", "--rdzv-conf", "protocol=https,join_timeout=1", "--no-python", "true"},
+      env);
   EXPECT_NE(tls.code, 0) << tls.errors;
   EXPECT_TRUE(contains(tls.errors, "127.0.0.1:1: connection refused")) << tls.errors;
   EXPECT_FALSE(contains(tls.errors, "TLS module")) << tls.errors;

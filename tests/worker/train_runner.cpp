@@ -28,6 +28,8 @@ RunOutcome TrainRunner::run(std::vector<std::string> argv, EnvList env) const {
   options.argv = std::move(argv);
   options.env = std::move(env);
   options.env.emplace_back("PATH", "/usr/bin:/bin");
+  // Where ddprun without --log-dir makes its logs: they go with the test's dir.
+  options.env.emplace_back("TMPDIR", dir_.string());
   options.stdout_fd = openForOutput(out_path);
   options.stderr_fd = openForOutput(err_path);
   launcher::ExitStatus status;

@@ -26,7 +26,8 @@ class TrainRunner {
  public:
   explicit TrainRunner(const std::filesystem::path& dir) : dir_(dir) {}
 
-  // Any program, with exactly `env` (plus PATH) as its environment.
+  // Any program, with exactly `env` (plus PATH, and TMPDIR: the runner's
+  // directory) as its environment.
   RunOutcome run(std::vector<std::string> argv, EnvList env = {}) const;
   // ddprun --standalone --nproc-per-node N [launcher_args] train [train_args].
   RunOutcome ddprun(int nproc, std::vector<std::string> train_args,

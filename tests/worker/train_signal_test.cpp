@@ -82,7 +82,7 @@ TEST_F(TrainSignalTest, Usr1ToEveryProcessOfTheJobIsOneSnapshotAndTrainingGoesOn
                   "100000",      "--save-every", "0",
                   "--samples",   "512",          "--snapshot-path",
                   snapshot};
-  options.env = {{"PATH", "/usr/bin:/bin"}};
+  options.env = {{"PATH", "/usr/bin:/bin"}, {"TMPDIR", dir_.path().string()}};
   const fs::path log = dir_.path() / "log";
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   options.stdout_fd = fd;

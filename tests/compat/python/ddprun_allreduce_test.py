@@ -31,9 +31,17 @@ dist.destroy_process_group()
 """
 
 
-def run_ddprun(ddprun, script, extra_flags, crash_on_attempt=None):
-    env = dict(os.environ, PYTHON_EXEC=sys.executable, GLOO_SOCKET_IFNAME="lo")
+def ddprun_env(script):
+    """ddprun's environment; its logs (no --log-dir: under $TMPDIR) go in
+    the test's directory, the script's, and are removed with it."""
+    env = dict(os.environ, PYTHON_EXEC=sys.executable, GLOO_SOCKET_IFNAME="lo",
+               TMPDIR=os.path.dirname(script))
     env.pop("CRASH_ON_ATTEMPT", None)
+    return env
+
+
+def run_ddprun(ddprun, script, extra_flags, crash_on_attempt=None):
+    env = ddprun_env(script)
     if crash_on_attempt is not None:
         env["CRASH_ON_ATTEMPT"] = str(crash_on_attempt)
     cmd = [ddprun, "--standalone", "--nproc-per-node=4", *extra_flags, script]
@@ -51,8 +59,7 @@ def free_port():
 
 def run_static_two_nodes(ddprun, script):
     """Two ddprun agents (--nnodes 2) on loopback, 2 ranks each: one job of 4."""
-    env = dict(os.environ, PYTHON_EXEC=sys.executable, GLOO_SOCKET_IFNAME="lo")
-    env.pop("CRASH_ON_ATTEMPT", None)
+    env = ddprun_env(script)
     port = str(free_port())
     agents = []
     for node in (1, 0):  # node 1 first: it must wait for node 0's store

@@ -49,8 +49,10 @@ print(f"rank={rank} attempt={attempt} released in time", flush=True)
 def run_ddprun(ddprun, script, mode, extra_flags=(), stuck_on_attempt="0"):
     """Runs ddprun to its end; returns (exit status, stdout, stderr, seconds
     from the stuck worker entering its scope to ddprun's exit, or None)."""
+    # TMPDIR, where ddprun puts its logs (no --log-dir) and the timer's pipe,
+    # is the test's directory (the script's): removed with it.
     env = dict(os.environ, PYTHON_EXEC=sys.executable, TORCHELASTIC_ENABLE_FILE_TIMER="1",
-               STUCK_ON_ATTEMPT=stuck_on_attempt)
+               STUCK_ON_ATTEMPT=stuck_on_attempt, TMPDIR=os.path.dirname(script))
     env.pop("TORCHELASTIC_TIMER_FILE", None)
     cmd = [ddprun, "--standalone", "--nproc-per-node=2", *extra_flags, script, mode]
     with tempfile.TemporaryFile("w+") as stderr:
@@ -97,7 +99,7 @@ def main(args):
         served = pipes(out)
         expect_eq(len(served), 1, f"both ranks got the one pipe ddprun serves: {served}")
         pipe = served.pop()
-        expect_true(pipe.startswith(tempfile.gettempdir() + "/watchdog_timer_"),
+        expect_true(pipe.startswith(os.path.join(tmp, "watchdog_timer_")),
                     f"torch's name for it, in the temporary directory: {pipe}")
         expect_true(not os.path.exists(pipe), f"{pipe} was removed when ddprun ended")
         print(f"rank 1 stuck in 'stuck_step' was killed {after:.1f} s after entering it",

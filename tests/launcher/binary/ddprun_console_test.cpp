@@ -110,7 +110,7 @@ class DdprunConsoleTest : public ::testing::Test {
     SpawnOptions options;
     options.argv = {DDPRUN_BINARY};
     options.argv.insert(options.argv.end(), args.begin(), args.end());
-    options.env = {{"PATH", "/usr/bin:/bin"}};
+    options.env = {{"PATH", "/usr/bin:/bin"}, {"TMPDIR", dir_.path().string()}};
     options.stdout_fd = out;
     options.stderr_fd = err;
     options.controlling_terminal_fd = terminal;

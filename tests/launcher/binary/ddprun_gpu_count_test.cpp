@@ -274,8 +274,7 @@ TEST_F(DdprunGpuFailureTest, AnInheritedIgnoredSigchldStillCounts) {
   }
   SpawnOptions options;
   options.argv = {"/bin/sh", "-c", command};
-  options.env = extra_env_;
-  options.env.emplace_back("PATH", "/usr/bin:/bin");
+  options.env = childEnvironment();
   Subprocess ddprun(options);
   const Outcome outcome = waitFor(ddprun, 20s);
   ASSERT_TRUE(outcome.status.success()) << outcome.stderr_text;

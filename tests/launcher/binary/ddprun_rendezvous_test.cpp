@@ -72,7 +72,7 @@ TEST_F(DdprunRendezvousTest, TwoStaticNodesAgreeOnRanksAndTheStore) {
       options.argv.insert(options.argv.end(),
                           {"--rdzv-conf", "timeout=20", "--nproc-per-node", "2", "--no-python",
                            DDPRUN_FAKE_WORKER, "--env-to", env_dir.string()});
-      options.env = {{"PATH", "/usr/bin:/bin"}};
+      options.env = childEnvironment();
       agents.emplace_back(options);
     }
     for (Subprocess& agent : agents) {
@@ -228,7 +228,7 @@ TEST_F(DdprunRendezvousTest, ANodeRankClaimedTwiceIsExitTwo) {
                     "--node-rank", std::to_string(rank), "--rdzv-endpoint",
                     endpoint,      "--rdzv-conf",        "timeout=4",
                     "--no-python", DDPRUN_FAKE_WORKER};
-    options.env = {{"PATH", "/usr/bin:/bin"}};
+    options.env = childEnvironment();
     return Subprocess(options);
   };
   Subprocess zero = node(0);
@@ -260,7 +260,7 @@ TEST_F(DdprunRendezvousTest, AWorkerThatCannotStartIsSaidBeforeTheExitBarrier) {
                DDPRUN_FAKE_WORKER,
                "--after",
                (dir_.path() / "never").string()};
-  zero.env = {{"PATH", "/usr/bin:/bin"}};
+  zero.env = childEnvironment();
   Subprocess node0(zero);
   Subprocess node1 = start({"--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", endpoint,
                             "--no-python", "/no/such/program"});

@@ -138,7 +138,7 @@ TEST_F(DdprunWarningSignalsTest, AWarningAtTheExitBarrierDoesNotEndDdprun) {
     SpawnOptions options;
     options.argv = {DDPRUN_BINARY};
     options.argv.insert(options.argv.end(), args.begin(), args.end());
-    options.env = {{"PATH", "/usr/bin:/bin"}};
+    options.env = childEnvironment();
     const int log = ::open((dir_.path() / ("node" + std::to_string(rank))).c_str(),
                            O_WRONLY | O_CREAT | O_TRUNC, 0600);
     options.stdout_fd = log;

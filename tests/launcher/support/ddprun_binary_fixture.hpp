@@ -1,6 +1,8 @@
-// DdprunBinaryTest: runs the ddprun executable as a child with PATH alone in
-// its environment (plus extra_env_, whose PATH, if it has one, replaces
-// /usr/bin:/bin), its stdout and stderr captured in the test's temp dir. Used
+// DdprunBinaryTest: runs the ddprun executable as a child with PATH and
+// TMPDIR alone in its environment (plus extra_env_, whose PATH or TMPDIR, if
+// it has one, replaces /usr/bin:/bin or the test's temp dir), its stdout and
+// stderr captured in the test's temp dir. TMPDIR is where ddprun without
+// --log-dir makes its logs: in the temp dir, they go when the test ends. Used
 // by one test thread.
 #pragma once
 
@@ -43,11 +45,7 @@ class DdprunBinaryTest : public ::testing::Test {
     SpawnOptions options;
     options.argv = {DDPRUN_BINARY};
     options.argv.insert(options.argv.end(), args.begin(), args.end());
-    options.env = extra_env_;
-    if (std::none_of(extra_env_.begin(), extra_env_.end(),
-                     [](const auto& entry) { return entry.first == "PATH"; })) {
-      options.env.emplace_back("PATH", "/usr/bin:/bin");
-    }
+    options.env = childEnvironment();
     const int stderr_fd =
         ::open(outputPath(name, "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     const int stdout_fd =
@@ -58,6 +56,23 @@ class DdprunBinaryTest : public ::testing::Test {
     ::close(stderr_fd);
     ::close(stdout_fd);
     return child;
+  }
+
+  // ddprun's whole environment in start(), for a test that spawns ddprun
+  // itself: extra_env_, then PATH and TMPDIR unless extra_env_ sets them.
+  std::vector<std::pair<std::string, std::string>> childEnvironment() const {
+    std::vector<std::pair<std::string, std::string>> env = extra_env_;
+    const auto sets = [&](const std::string& variable) {
+      return std::any_of(extra_env_.begin(), extra_env_.end(),
+                         [&](const auto& entry) { return entry.first == variable; });
+    };
+    if (!sets("PATH")) {
+      env.emplace_back("PATH", "/usr/bin:/bin");
+    }
+    if (!sets("TMPDIR")) {
+      env.emplace_back("TMPDIR", dir_.path().string());
+    }
+    return env;
   }
 
   std::filesystem::path outputPath(const std::string& name, const std::string& stream) const {

@@ -36,6 +36,8 @@ class ElasticTest : public ::testing::Test {
  protected:
   // One ddprun agent with `args`, its environment PATH plus `extra_env`, its
   // output in <tmp>/<name>/agent.log (the directory its workers write to).
+  // $TMPDIR, where an agent without --log-dir makes its log directory, is
+  // <tmp>/<name> too, so those logs go with the test's directory.
   Subprocess launch(const std::string& name, std::vector<std::string> args,
                     std::vector<std::pair<std::string, std::string>> extra_env = {}) {
     const fs::path dir = dir_.path() / name;
@@ -43,7 +45,7 @@ class ElasticTest : public ::testing::Test {
     SpawnOptions options;
     options.argv = {DDPRUN_BINARY};
     options.argv.insert(options.argv.end(), args.begin(), args.end());
-    options.env = {{"PATH", "/usr/bin:/bin"}};
+    options.env = {{"PATH", "/usr/bin:/bin"}, {"TMPDIR", dir.string()}};
     options.env.insert(options.env.end(), extra_env.begin(), extra_env.end());
     const int log = ::open((dir / "agent.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     options.stdout_fd = log;
