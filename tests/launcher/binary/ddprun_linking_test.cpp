@@ -22,13 +22,23 @@
 namespace ddprun::launcher {
 namespace {
 
-// `readelf -d program`: its dynamic section.
-std::string dynamicSection(const std::string& program) {
+// What a binutils tool (readelf, nm) prints, in the C locale.
+std::string toolOutput(const std::vector<std::string>& argv) {
   test_support::CommandOptions options;
   options.env = {{"PATH", "/usr/bin:/bin"}, {"LC_ALL", "C"}};
-  const auto result = test_support::runCommand({"readelf", "-d", program}, options);
+  const auto result = test_support::runCommand(argv, options);
   EXPECT_EQ(result.code, 0) << result.errors;
   return result.output;
+}
+
+// `readelf -d program`: its dynamic section.
+std::string dynamicSection(const std::string& program) {
+  return toolOutput({"readelf", "-d", program});
+}
+
+// `nm --defined-only program`: the symbols it defines, one per line.
+std::string symbolTable(const std::string& program) {
+  return toolOutput({"nm", "--defined-only", program});
 }
 
 // The sonames `readelf -d` lists as NEEDED for `program`.
@@ -45,12 +55,9 @@ std::set<std::string> neededLibraries(const std::string& program) {
 // Whether `program`'s symbol table defines `name` (nm; a stripped program
 // has none to read, so the build's own is what this checks).
 bool definesSymbol(const std::string& program, const std::string& name) {
-  test_support::CommandOptions options;
-  options.env = {{"PATH", "/usr/bin:/bin"}, {"LC_ALL", "C"}};
-  const auto result = test_support::runCommand({"nm", "--defined-only", program}, options);
-  EXPECT_EQ(result.code, 0) << result.errors;
+  const std::string symbols = symbolTable(program);
   const std::regex entry("^[0-9a-f]+ [A-Za-z] " + name + "$", std::regex::multiline);
-  return std::regex_search(result.output, entry);
+  return std::regex_search(symbols, entry);
 }
 
 bool namesLibrary(const std::set<std::string>& needed, const std::string& prefix) {
@@ -119,11 +126,7 @@ TEST(DdprunLinkingTest, ItsRelativeRelocationsArePacked) {
 
 // `readelf -SW program`: its section headers.
 std::string sectionHeaders(const std::string& program) {
-  test_support::CommandOptions options;
-  options.env = {{"PATH", "/usr/bin:/bin"}, {"LC_ALL", "C"}};
-  const auto result = test_support::runCommand({"readelf", "-SW", program}, options);
-  EXPECT_EQ(result.code, 0) << result.errors;
-  return result.output;
+  return toolOutput({"readelf", "-SW", program});
 }
 
 struct Span {
@@ -132,9 +135,10 @@ struct Span {
   bool holds(std::uint64_t address) const { return address >= start && address < start + size; }
 };
 
-// Where section `name` lies in `program`; size 0 when it has none.
-Span sectionSpan(const std::string& program, const std::string& name) {
-  std::istringstream headers(sectionHeaders(program));
+// Where section `name` lies, from `readelf -SW`'s `headers`; size 0 when
+// there is none.
+Span sectionSpan(const std::string& headers_text, const std::string& name) {
+  std::istringstream headers(headers_text);
   for (std::string line; std::getline(headers, line);) {
     const auto number_end = line.find("] ");
     if (number_end == std::string::npos) {
@@ -149,16 +153,13 @@ Span sectionSpan(const std::string& program, const std::string& name) {
   return {};
 }
 
-// The address of the function whose mangled name starts with `prefix`.
-std::optional<std::uint64_t> functionAddress(const std::string& program,
+// The address of the function whose mangled name starts with `prefix`, in
+// nm's `symbols`.
+std::optional<std::uint64_t> functionAddress(const std::string& symbols,
                                              const std::string& prefix) {
-  test_support::CommandOptions options;
-  options.env = {{"PATH", "/usr/bin:/bin"}, {"LC_ALL", "C"}};
-  const auto result = test_support::runCommand({"nm", "--defined-only", program}, options);
-  EXPECT_EQ(result.code, 0) << result.errors;
   std::smatch found;
   const std::regex entry("^([0-9a-f]+) [tT] " + prefix, std::regex::multiline);
-  if (!std::regex_search(result.output, found, entry)) {
+  if (!std::regex_search(symbols, found, entry)) {
     return std::nullopt;
   }
   return std::stoull(found[1].str(), nullptr, 16);
@@ -168,9 +169,10 @@ std::optional<std::uint64_t> functionAddress(const std::string& program,
 // `program` defines outside `span`, or does not define.
 std::vector<std::string> functionsOutside(const std::string& program, const Span& span,
                                           const std::vector<std::string>& prefixes) {
+  const std::string symbols = symbolTable(program);
   std::vector<std::string> outside;
   for (const std::string& prefix : prefixes) {
-    const auto address = functionAddress(program, prefix);
+    const auto address = functionAddress(symbols, prefix);
     if (!address || !span.holds(*address)) {
       outside.push_back(prefix);
     }
@@ -186,10 +188,11 @@ TEST(DdprunLinkingTest, TheCodeALaunchRunsLiesTogether) {
   if (!DDPRUN_LINKER_ORDERS_LAUNCH_CODE) {
     GTEST_SKIP() << "this linker cannot INSERT a section into its default script";
   }
-  const Span launch = sectionSpan(DDPRUN_BINARY, ".text.launch");
-  const Span text = sectionSpan(DDPRUN_BINARY, ".text");
-  ASSERT_GT(text.size, 0u) << "no .text: not readelf's output?\n" << sectionHeaders(DDPRUN_BINARY);
-  ASSERT_GT(launch.size, 0u) << sectionHeaders(DDPRUN_BINARY);
+  const std::string headers = sectionHeaders(DDPRUN_BINARY);
+  const Span launch = sectionSpan(headers, ".text.launch");
+  const Span text = sectionSpan(headers, ".text");
+  ASSERT_GT(text.size, 0u) << "no .text: not readelf's output?\n" << headers;
+  ASSERT_GT(launch.size, 0u) << headers;
   EXPECT_LT(launch.start, text.start);
   EXPECT_LT(launch.size, 2u << 20) << "more than a launch runs";
   const std::vector<std::string> every_launch = {"main$", "_ZN6ddprun8launcher16parseCommandLine",

@@ -46,6 +46,23 @@ class RendezvousLossTest : public ElasticTest {
 
   fs::path go() const { return dir_.path() / "go"; }
 
+  // Stops b's agent (not its guardian), so it cannot hear anything, lets the
+  // workers waiting for go() go on, and once a's log shows `line` says
+  // whether a is still there a second later; b's agent goes on after that.
+  bool hostStaysWhileBIsStopped(Subprocess& a, const Subprocess& b, const std::string& line) {
+    const pid_t b_agent = test_support::ddprunAgentOf(b.pid());
+    if (::kill(b_agent, SIGSTOP) != 0) {
+      ADD_FAILURE() << "could not stop b's agent " << b_agent;
+      return false;
+    }
+    std::ofstream(go()) << "go";
+    const bool shown = logShows("a", line, 10s);
+    const bool stayed = shown && !a.waitFor(1s);
+    ::kill(b_agent, SIGCONT);
+    EXPECT_TRUE(shown) << "a's log never showed '" << line << "'" << logs();
+    return stayed;
+  }
+
   // A token file only its owner reads, as an agent's token_file should be.
   std::string writeToken(const std::string& name, const std::string& secret) {
     const fs::path path = dir_.path() / name;
@@ -93,13 +110,8 @@ TEST_F(RendezvousLossTest, AHostWhoseJobFailsStaysUntilTheOthersHaveHeard) {
   ASSERT_TRUE(logShows("a", "hosting the rendezvous", 10s)) << logs();
   Subprocess b = agent("b", "2", port, {"--hang"});
   ASSERT_TRUE(test_support::eventually([&] { return ready("b"); }, 30s)) << logs();
-  const pid_t b_agent = test_support::ddprunAgentOf(b.pid());  // not its guardian
-  ASSERT_EQ(::kill(b_agent, SIGSTOP), 0);
-  std::ofstream(go()) << "go";
-  ASSERT_TRUE(logShows("a", "FAILED", 10s)) << logs();
-  const bool a_stayed = !a.waitFor(1s);
-  ASSERT_EQ(::kill(b_agent, SIGCONT), 0);
-  EXPECT_TRUE(a_stayed) << "a left before b could hear that the job failed" << logs();
+  EXPECT_TRUE(hostStaysWhileBIsStopped(a, b, "FAILED"))
+      << "a left before b could hear that the job failed" << logs();
   const auto b_status = b.waitFor(30s);
   const auto a_status = a.waitFor(30s);
   ASSERT_TRUE(b_status && a_status) << "an agent still runs" << logs();
@@ -119,13 +131,8 @@ TEST_F(RendezvousLossTest, AHostToldTheJobFailedElsewhereStaysUntilTheOthersHave
   Subprocess c = agent("c", "3", port, {"--after", go().string(), "--exit", "3"});
   ASSERT_TRUE(test_support::eventually([&] { return ready("a") && ready("b"); }, 30s))
       << logs() << log("c");
-  const pid_t b_agent = test_support::ddprunAgentOf(b.pid());
-  ASSERT_EQ(::kill(b_agent, SIGSTOP), 0);
-  std::ofstream(go()) << "go";
-  ASSERT_TRUE(logShows("a", "the job failed on", 10s)) << logs() << log("c");
-  const bool a_stayed = !a.waitFor(1s);
-  ASSERT_EQ(::kill(b_agent, SIGCONT), 0);
-  EXPECT_TRUE(a_stayed) << "a left before b could hear that the job failed" << logs();
+  EXPECT_TRUE(hostStaysWhileBIsStopped(a, b, "the job failed on"))
+      << "a left before b could hear that the job failed" << logs() << log("c");
   const auto b_status = b.waitFor(30s);
   ASSERT_TRUE(b_status) << "b still runs" << logs();
   EXPECT_EQ(b_status->shellCode(), 1) << logs();
