@@ -133,10 +133,9 @@ def pattern(section, obj):
     return f"*{member.group(1)}:{member.group(2)}(.text)" if member else None
 
 
-def hot_sections(counted, binary, map_file):
+def hot_sections(counted, addresses, map_file):
     """Input-section patterns: those of the first scenario, most sampled
     first, then those the second one adds, and so on."""
-    addresses = symbol_addresses(binary)
     sections = input_sections(map_file)
     starts = [s[0] for s in sections]
     rules = []
@@ -155,7 +154,7 @@ def hot_sections(counted, binary, map_file):
     return rules
 
 
-def covered(counts, binary):
+def covered(counts, addresses, binary):
     """The fraction of the samples in functions the current SECTION holds."""
     readelf = subprocess.run(["readelf", "-SW", binary], capture_output=True, text=True,
                              check=True).stdout
@@ -164,7 +163,6 @@ def covered(counts, binary):
     if not span:
         return 0.0
     start, size = int(span.group(1), 16), int(span.group(2), 16)
-    addresses = symbol_addresses(binary)
     inside = sum(samples for name, samples in counts.items()
                  if any(start <= a < start + size for a in addresses.get(name, [])))
     return inside / max(1, sum(counts.values()))
@@ -206,12 +204,13 @@ def main():
     counts = sum(counted, Counter())
     if not counts:
         sys.exit("launch_code_order: perf sampled nothing in ddprun (perf_event_paranoid?)")
+    addresses = symbol_addresses(ddprun)
     held = (f"launch_code_order: {len(counts)} functions sampled; the current {SECTION} held "
-            f"{covered(counts, ddprun):.0%} of the samples")
+            f"{covered(counts, addresses, ddprun):.0%} of the samples")
     if args.check:
         print(held, file=sys.stderr)
         return
-    rules = hot_sections(counted, ddprun, map_file)
+    rules = hot_sections(counted, addresses, map_file)
     print(f"{held}; {len(rules)} sections written to {SCRIPT.relative_to(REPO)}",
           file=sys.stderr)
     write_script(rules)
